@@ -1,0 +1,70 @@
+# shoal — every target builds or installs what it needs first (fresh clone friendly).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-test
+BENCH_STAMP := $(VENV)/.installed-bench
+PYTEST_ARGS ?=
+
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: help venv cluster-bin lint test unit integration demo cluster-up cluster-down crds \
+        bench-core bench bench-large clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || { echo "shoal: creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	@echo "shoal: installing shoal (editable) and test tools into $(VENV)"
+	@$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+$(BENCH_STAMP): $(STAMP)
+	@$(PY) -m pip install -q -e '.[test,bench]'
+	@touch $@
+
+venv: $(STAMP) ## create .venv with shoal and the test tools
+
+cluster-bin: ## build etcd, kube-apiserver, kube-scheduler and helm from Go modules (only what is missing)
+	@hack/k8s/build.sh
+
+lint: $(STAMP) ## ruff, mypy --strict, import-linter layers, CRDs up to date
+	@$(PY) tools/linkfarm.py
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	MYPYPATH=.typecheck $(VENV)/bin/mypy -p shoal
+	PYTHONPATH=.typecheck $(VENV)/bin/lint-imports
+
+test: $(STAMP) cluster-bin lint ## the one command: install, build, lint, run every test (real control plane)
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+unit: $(STAMP) ## unit tests only (no control plane)
+	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
+
+demo: $(STAMP) cluster-bin ## start a local control plane, run shoal on a GPU fleet, print placements (KEEP=1 keeps it)
+	$(PY) -m shoal.demo $(if $(KEEP),--keep,)
+
+cluster-up: $(STAMP) cluster-bin ## start etcd + kube-apiserver in .cluster/ and print the KUBECONFIG line
+	@$(PY) -m shoal.testing.controlplane up --dir .cluster
+
+cluster-down: $(STAMP) ## stop the control plane started by cluster-up
+	@$(PY) -m shoal.testing.controlplane down --dir .cluster
+
+crds: $(STAMP) ## regenerate crds/ from the pydantic models
+	$(PY) -m shoal.cli crds --out crds
+
+bench-core: $(BENCH_STAMP) ## per-pod cycle time at 1,000 / 5,000 / 15,000 nodes (no API server)
+	$(PY) bench/core.py
+
+bench: $(BENCH_STAMP) cluster-bin ## shoal vs kube-scheduler on the real control plane
+	$(PY) bench/e2e.py
+
+bench-large: $(BENCH_STAMP) cluster-bin ## bench plus the 5,000-node / 50,000-pod scale scenario
+	$(PY) bench/e2e.py --large
+
+clean: ## remove the virtualenv and build artefacts (the Go binary cache stays)
+	rm -rf $(VENV) .typecheck build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,5 @@
+"""Command line: shoal run | simulate | explain | crds."""
+
+
+def main() -> int:
+    raise SystemExit("not yet")

@@ -1,0 +1,35 @@
+"""CycleState: per-pod, per-cycle scratch space shared by a profile's plugins.
+
+PreFilter/PreScore compute once and store here; Filter/Score read it. It lives for one scheduling
+cycle and the pod's binding cycle, never longer. ``skip_filter``/``skip_score`` record the plugins
+that returned Skip at PreFilter/PreScore, so the runtime does not call them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CycleState:
+    __slots__ = ("_data", "gang", "sampled", "skip_filter", "skip_score")
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+        self.skip_filter: set[str] = set()
+        self.skip_score: set[str] = set()
+        #: key of the gang being placed in this cycle, if any
+        self.gang: str | None = None
+        #: whether percentageOfNodesToScore limited the nodes scored
+        self.sampled = False
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def read(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._data
+
+    def delete(self, key: str) -> None:
+        self._data.pop(key, None)

@@ -1,0 +1,406 @@
+"""Typed, parsed views of Pods, Nodes and PodGroups, built once from API dicts.
+
+Why: plugins run for every pod against thousands of nodes; parsing quantities, tolerations and
+affinity once, when the object arrives, keeps the cycle to array arithmetic. A malformed field
+never raises out of here: it is recorded (``PodInfo.problems``) and reported by the plugin that
+cares, so one bad object cannot crash a cycle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from shoal.core.quantity import QuantityError, to_int
+
+JSON = Mapping[str, Any]
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_MEMORY_ANNOTATION = "shoal.dev/gpu-memory-gb"
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+#: kube-scheduler scores pods without requests as if they asked for this much (non-zero requests).
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def parse_time(value: str | None) -> float:
+    """RFC 3339 timestamp → seconds since the epoch (0.0 when absent or malformed)."""
+    if not value:
+        return 0.0
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def parse_gpu_memory(value: str | None) -> tuple[float | None, str | None]:
+    """A GB figure from a label or annotation: (value, None), (None, None) if absent, (None, why)."""
+    if value is None:
+        return None, None
+    text = value.strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return None, f"{value!r} is not a number of GB"
+    if not math.isfinite(number) or number < 0:
+        return None, f"{value!r} is not a non-negative number of GB"
+    return number, None
+
+
+# -- tolerations and taints ---------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        return f"{{{self.key}: {self.value}}}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes semantics: empty effect matches all; empty key with Exists matches all."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == taint.value
+
+
+# -- node affinity --------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    key: str
+    operator: str  # In NotIn Exists DoesNotExist Gt Lt
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        op = self.operator
+        if op == "In":
+            return present and labels[self.key] in self.values
+        if op == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if op == "Exists":
+            return present
+        if op == "DoesNotExist":
+            return not present
+        if op in ("Gt", "Lt") and present and len(self.values) == 1:
+            try:
+                have, want = int(labels[self.key]), int(self.values[0])
+            except ValueError:
+                return False
+            return have > want if op == "Gt" else have < want
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorTerm:
+    """A NodeSelectorTerm: all requirements must hold (an empty term matches nothing)."""
+
+    expressions: tuple[Requirement, ...] = ()
+    fields: tuple[Requirement, ...] = ()  # matchFields: only metadata.name is defined
+
+    @property
+    def empty(self) -> bool:
+        return not self.expressions and not self.fields
+
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        if self.empty:
+            return False
+        if not all(r.matches(labels) for r in self.expressions):
+            return False
+        return all(r.matches({"metadata.name": name}) for r in self.fields)
+
+
+def _parse_requirements(items: Any) -> tuple[Requirement, ...]:
+    out = []
+    for item in items or ():
+        out.append(
+            Requirement(
+                key=str(item.get("key", "")),
+                operator=str(item.get("operator", "In")),
+                values=tuple(str(v) for v in item.get("values") or ()),
+            )
+        )
+    return tuple(out)
+
+
+def _parse_term(term: Any) -> SelectorTerm:
+    term = term or {}
+    return SelectorTerm(
+        _parse_requirements(term.get("matchExpressions")), _parse_requirements(term.get("matchFields"))
+    )
+
+
+# -- pods -----------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class PodInfo:
+    """A pod as the scheduler sees it. ``requests`` are in shoal's integer units (cpu: millicores)."""
+
+    uid: str
+    namespace: str
+    name: str
+    scheduler_name: str = "default-scheduler"
+    node_name: str = ""
+    phase: str = "Pending"
+    priority: int = 0
+    created: float = 0.0
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    requests: dict[str, int] = field(default_factory=dict)
+    nonzero_cpu: int = DEFAULT_MILLI_CPU_REQUEST
+    nonzero_memory: int = DEFAULT_MEMORY_REQUEST
+    host_ports: tuple[tuple[str, str, int], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    node_selector: dict[str, str] = field(default_factory=dict)
+    required_terms: tuple[SelectorTerm, ...] | None = None  # None: no required node affinity
+    preferred_terms: tuple[tuple[int, SelectorTerm], ...] = ()
+    pod_group: str | None = None
+    gpu_memory_gb: float | None = None
+    terminating: bool = False
+    resource_version: str = ""
+    problems: dict[str, str] = field(default_factory=dict)
+    raw: JSON | None = field(default=None, repr=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def group_key(self) -> str | None:
+        return f"{self.namespace}/{self.pod_group}" if self.pod_group else None
+
+    @property
+    def terminated(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.node_name)
+
+    @classmethod
+    def from_dict(cls, obj: JSON, *, keep_raw: bool = False) -> PodInfo:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        problems: dict[str, str] = {}
+        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+        requests, nonzero_cpu, nonzero_mem, ports = _pod_requests(spec, problems)
+        affinity = ((spec.get("affinity") or {}).get("nodeAffinity")) or {}
+        required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        required_terms = (
+            tuple(_parse_term(t) for t in required.get("nodeSelectorTerms") or ()) if required else None
+        )
+        preferred = tuple(
+            (int(p.get("weight", 0)), _parse_term(p.get("preference")))
+            for p in affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+        )
+        tolerations = tuple(
+            Toleration(
+                key=str(t.get("key") or ""),
+                operator=str(t.get("operator") or "Equal"),
+                value=str(t.get("value") or ""),
+                effect=str(t.get("effect") or ""),
+            )
+            for t in spec.get("tolerations") or ()
+        )
+        gpu_mem, why = parse_gpu_memory(annotations.get(GPU_MEMORY_ANNOTATION))
+        if why:
+            problems[GPU_MEMORY_ANNOTATION] = f"annotation {GPU_MEMORY_ANNOTATION}: {why}"
+        priority = spec.get("priority")
+        return cls(
+            uid=str(meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"),
+            namespace=str(meta.get("namespace") or "default"),
+            name=str(meta.get("name") or ""),
+            scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+            node_name=str(spec.get("nodeName") or ""),
+            phase=str(status.get("phase") or "Pending"),
+            priority=int(priority) if isinstance(priority, int) else 0,
+            created=parse_time(meta.get("creationTimestamp")),
+            labels=labels,
+            annotations=annotations,
+            requests=requests,
+            nonzero_cpu=nonzero_cpu,
+            nonzero_memory=nonzero_mem,
+            host_ports=ports,
+            tolerations=tolerations,
+            node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+            required_terms=required_terms,
+            preferred_terms=preferred,
+            pod_group=labels.get(POD_GROUP_LABEL) or None,
+            gpu_memory_gb=gpu_mem,
+            terminating=bool(meta.get("deletionTimestamp")),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            problems=problems,
+            raw=obj if keep_raw else None,
+        )
+
+
+def _container_requests(container: JSON, problems: dict[str, str]) -> dict[str, int]:
+    resources = container.get("resources") or {}
+    requests = dict(resources.get("requests") or {})
+    # As the API server defaults: a limit without a request is the request.
+    for name, value in (resources.get("limits") or {}).items():
+        requests.setdefault(name, value)
+    out: dict[str, int] = {}
+    for name, value in requests.items():
+        try:
+            amount = to_int(str(name), value)
+        except QuantityError as exc:
+            problems[f"requests.{name}"] = str(exc)
+            continue
+        if amount > 0:
+            out[str(name)] = amount
+    return out
+
+
+def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
+    for k, v in more.items():
+        into[k] = into.get(k, 0) + v
+
+
+def _pod_requests(
+    spec: JSON, problems: dict[str, str]
+) -> tuple[dict[str, int], int, int, tuple[tuple[str, str, int], ...]]:
+    """Effective requests as kube-scheduler computes them (containers, sidecars, init, overhead)."""
+    total: dict[str, int] = {}
+    ports: list[tuple[str, str, int]] = []
+    nonzero_cpu = nonzero_mem = 0
+    for c in spec.get("containers") or ():
+        req = _container_requests(c, problems)
+        _add(total, req)
+        nonzero_cpu += req.get("cpu", DEFAULT_MILLI_CPU_REQUEST)
+        nonzero_mem += req.get("memory", DEFAULT_MEMORY_REQUEST)
+        for p in c.get("ports") or ():
+            if p.get("hostPort"):
+                ports.append(
+                    (str(p.get("protocol") or "TCP"), str(p.get("hostIP") or "0.0.0.0"), int(p["hostPort"]))
+                )
+    sidecars: dict[str, int] = {}
+    for c in spec.get("initContainers") or ():
+        req = _container_requests(c, problems)
+        if c.get("restartPolicy") == "Always":  # a sidecar runs beside the app containers
+            _add(sidecars, req)
+            _add(total, req)
+            continue
+        # A plain init container runs alone (beside the sidecars started before it).
+        peak = dict(sidecars)
+        _add(peak, req)
+        for k, v in peak.items():
+            if v > total.get(k, 0):
+                total[k] = v
+    for k, v in (spec.get("overhead") or {}).items():
+        try:
+            _add(total, {str(k): to_int(str(k), v)})
+        except QuantityError as exc:
+            problems[f"overhead.{k}"] = str(exc)
+    return (
+        total,
+        max(nonzero_cpu, total.get("cpu", 0)),
+        max(nonzero_mem, total.get("memory", 0)),
+        tuple(ports),
+    )
+
+
+# -- nodes and pod groups -------------------------------------------------------------------------
+@dataclass(slots=True)
+class NodeSpec:
+    """The scheduling-relevant part of a Node."""
+
+    name: str
+    labels: dict[str, str]
+    allocatable: dict[str, int]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    problems: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, obj: JSON) -> NodeSpec:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        problems: dict[str, str] = {}
+        allocatable: dict[str, int] = {}
+        for name, value in (status.get("allocatable") or status.get("capacity") or {}).items():
+            try:
+                allocatable[str(name)] = to_int(str(name), value)
+            except QuantityError as exc:
+                problems[f"allocatable.{name}"] = str(exc)
+        taints = tuple(
+            Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+            for t in spec.get("taints") or ()
+        )
+        return cls(
+            name=str(meta.get("name") or ""),
+            labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+            allocatable=allocatable,
+            taints=taints,
+            unschedulable=bool(spec.get("unschedulable")),
+            problems=problems,
+        )
+
+
+@dataclass(slots=True)
+class PodGroupInfo:
+    """A scheduler-plugins PodGroup: ``minMember`` pods are placed together or not at all."""
+
+    namespace: str
+    name: str
+    min_member: int = 1
+    schedule_timeout_seconds: int | None = None
+    min_resources: dict[str, int] = field(default_factory=dict)
+    created: float = 0.0
+    uid: str = ""
+    generation: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def from_dict(cls, obj: JSON) -> PodGroupInfo:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        min_resources: dict[str, int] = {}
+        for k, v in (spec.get("minResources") or {}).items():
+            try:
+                min_resources[str(k)] = to_int(str(k), v)
+            except QuantityError:
+                continue
+        timeout = spec.get("scheduleTimeoutSeconds")
+        try:
+            min_member = max(int(spec.get("minMember") or 1), 1)
+        except (TypeError, ValueError):
+            min_member = 1
+        return cls(
+            namespace=str(meta.get("namespace") or "default"),
+            name=str(meta.get("name") or ""),
+            min_member=min_member,
+            schedule_timeout_seconds=int(timeout) if isinstance(timeout, int) and timeout > 0 else None,
+            min_resources=min_resources,
+            created=parse_time(meta.get("creationTimestamp")),
+            uid=str(meta.get("uid") or ""),
+            generation=int(meta.get("generation") or 0),
+        )
+
+
+def format_taints(taints: Sequence[Taint]) -> str:
+    return ", ".join(str(t) for t in taints)

@@ -1,0 +1,297 @@
+"""The scheduling queue: active heap, backoff heap, unschedulable set, and gated pods.
+
+As in kube-scheduler's PriorityQueue:
+
+* ``active``: pods ready to be tried, ordered by the profile's QueueSort key;
+* ``backoff``: pods that failed recently, held for 1 s doubling per attempt up to 10 s;
+* ``unschedulable``: pods no node could take; a cluster event that one of the rejecting plugins
+  registered for (queueing hints) moves them back, and after 5 minutes they are retried anyway;
+* ``gated``: pods a PreEnqueue plugin holds (e.g. a gang below its quorum of pods), re-checked on
+  the events that plugin registered for.
+
+Gang members are kept together: :meth:`pop_group` takes every queued member of a PodGroup, wherever
+it waits, so the scheduler can place the whole gang in one cycle.
+
+The queue is not thread-safe; it lives on the scheduler's event loop. Time comes from ``clock``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from shoal.core.interfaces import ClusterEvent, EventRegistration
+from shoal.core.metrics import Metrics, NullMetrics
+from shoal.core.objects import PodInfo
+from shoal.core.status import Status
+
+INITIAL_BACKOFF = 1.0
+MAX_BACKOFF = 10.0
+MAX_UNSCHEDULABLE_SECONDS = 300.0
+
+ACTIVE, BACKOFF, UNSCHEDULABLE, GATED, IN_FLIGHT = "active", "backoff", "unschedulable", "gated", "inFlight"
+
+
+@dataclass(slots=True)
+class QueuedPodInfo:
+    pod: PodInfo
+    profile: str
+    enqueued: float
+    initial_attempt: float | None = None
+    attempts: int = 0
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    gate: Status | None = None
+    backoff_until: float = 0.0
+    parked_at: float = 0.0
+    where: str = ""
+    generation: int = 0
+    last_message: str = ""
+
+    @property
+    def uid(self) -> str:
+        return self.pod.uid
+
+
+PreEnqueue = Callable[[PodInfo], Status]
+SortKey = Callable[[PodInfo, float], tuple[Any, ...]]
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        initial_backoff: float = INITIAL_BACKOFF,
+        max_backoff: float = MAX_BACKOFF,
+        max_unschedulable: float = MAX_UNSCHEDULABLE_SECONDS,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.clock = clock
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_unschedulable = max_unschedulable
+        self.metrics = metrics or NullMetrics()
+        self._pods: dict[str, QueuedPodInfo] = {}
+        self._active: list[tuple[tuple[Any, ...], int, str, int]] = []
+        self._backoff: list[tuple[float, int, str, int]] = []
+        self._seq = itertools.count()
+        self._wakeup = asyncio.Event()
+        self._counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0, IN_FLIGHT: 0}
+        #: per profile: plugin -> the events it registered (set by the scheduler)
+        self.hints: dict[str, list[tuple[str, EventRegistration]]] = {}
+        self.sort_keys: dict[str, SortKey] = {}
+        self._closed = False
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._pods
+
+    def get(self, uid: str) -> QueuedPodInfo | None:
+        return self._pods.get(uid)
+
+    def counts(self) -> dict[str, int]:
+        return dict(self._counts)
+
+    def pods_in(self, where: str) -> list[QueuedPodInfo]:
+        return [q for q in self._pods.values() if q.where == where]
+
+    def _move(self, qpi: QueuedPodInfo, where: str) -> None:
+        if qpi.where:
+            self._counts[qpi.where] -= 1
+        qpi.where = where
+        qpi.generation += 1
+        if where:
+            self._counts[where] += 1
+
+    def _push_active(self, qpi: QueuedPodInfo) -> None:
+        self._move(qpi, ACTIVE)
+        sort_key = self.sort_keys.get(qpi.profile)
+        key = sort_key(qpi.pod, qpi.enqueued) if sort_key else (qpi.enqueued,)
+        heapq.heappush(self._active, (key, next(self._seq), qpi.uid, qpi.generation))
+        self._wakeup.set()
+
+    def _push_backoff(self, qpi: QueuedPodInfo) -> None:
+        self._move(qpi, BACKOFF)
+        heapq.heappush(self._backoff, (qpi.backoff_until, next(self._seq), qpi.uid, qpi.generation))
+        self._wakeup.set()
+
+    def _backoff_for(self, attempts: int) -> float:
+        return float(min(self.initial_backoff * (2 ** max(attempts - 1, 0)), self.max_backoff))
+
+    def report(self) -> None:
+        for name, count in self._counts.items():
+            if name != IN_FLIGHT:
+                self.metrics.pending(name, count)
+
+    # -- adding and removing -------------------------------------------------------------------
+    def add(self, pod: PodInfo, profile: str, pre_enqueue: PreEnqueue | None = None) -> QueuedPodInfo:
+        """A new or updated pending pod. PreEnqueue decides between active and gated."""
+        qpi = self._pods.get(pod.uid)
+        if qpi is not None:
+            qpi.pod = pod
+            if qpi.where in (UNSCHEDULABLE, GATED):
+                # the pod itself changed (kube: an update may make it schedulable)
+                self._admit(qpi, pre_enqueue)
+            return qpi
+        qpi = QueuedPodInfo(pod=pod, profile=profile, enqueued=self.clock())
+        self._pods[pod.uid] = qpi
+        self._admit(qpi, pre_enqueue)
+        return qpi
+
+    def _admit(self, qpi: QueuedPodInfo, pre_enqueue: PreEnqueue | None) -> None:
+        status = pre_enqueue(qpi.pod) if pre_enqueue is not None else None
+        if status is not None and not status.ok:
+            qpi.gate = status
+            qpi.unschedulable_plugins = {status.plugin} if status.plugin else set()
+            qpi.parked_at = self.clock()
+            self._move(qpi, GATED)
+            return
+        qpi.gate = None
+        if qpi.attempts and qpi.backoff_until > self.clock():
+            self._push_backoff(qpi)
+        else:
+            self._push_active(qpi)
+
+    def delete(self, uid: str) -> QueuedPodInfo | None:
+        qpi = self._pods.pop(uid, None)
+        if qpi is not None:
+            self._move(qpi, "")
+        return qpi
+
+    def close(self) -> None:
+        self._closed = True
+        self._wakeup.set()
+
+    # -- popping -------------------------------------------------------------------------------
+    def flush(self, now: float | None = None) -> None:
+        """Move finished backoffs to active, and long-unschedulable pods back into play."""
+        now = self.clock() if now is None else now
+        while self._backoff and self._backoff[0][0] <= now:
+            _, _, uid, gen = heapq.heappop(self._backoff)
+            qpi = self._pods.get(uid)
+            if qpi is not None and qpi.generation == gen and qpi.where == BACKOFF:
+                self._push_active(qpi)
+        if self._counts[UNSCHEDULABLE]:
+            for qpi in list(self._pods.values()):
+                if qpi.where == UNSCHEDULABLE and now - qpi.parked_at >= self.max_unschedulable:
+                    self._requeue_after_event(qpi, now)
+
+    def pop_nowait(self) -> QueuedPodInfo | None:
+        self.flush()
+        while self._active:
+            _, _, uid, gen = heapq.heappop(self._active)
+            qpi = self._pods.get(uid)
+            if qpi is not None and qpi.generation == gen and qpi.where == ACTIVE:
+                self._take(qpi)
+                return qpi
+        return None
+
+    def _take(self, qpi: QueuedPodInfo) -> None:
+        self._move(qpi, IN_FLIGHT)
+        qpi.attempts += 1
+        if qpi.initial_attempt is None:
+            qpi.initial_attempt = self.clock()
+
+    async def pop(self) -> QueuedPodInfo | None:
+        """The next pod to schedule; waits for one. None once the queue is closed."""
+        while not self._closed:
+            qpi = self.pop_nowait()
+            if qpi is not None:
+                return qpi
+            self._wakeup.clear()
+            timeout = None
+            if self._backoff:
+                timeout = max(self._backoff[0][0] - self.clock(), 0.001)
+            elif self._counts[UNSCHEDULABLE]:
+                timeout = 5.0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+        return None
+
+    def pop_group(self, group_key: str, exclude: str = "") -> list[QueuedPodInfo]:
+        """Take every other queued member of a gang (active, backoff or unschedulable)."""
+        members = []
+        for qpi in self._pods.values():
+            if (
+                qpi.uid != exclude
+                and qpi.pod.group_key == group_key
+                and qpi.where in (ACTIVE, BACKOFF, UNSCHEDULABLE)
+            ):
+                members.append(qpi)
+        for qpi in members:
+            self._take(qpi)
+        return members
+
+    # -- after an attempt ----------------------------------------------------------------------
+    def done(self, uid: str) -> None:
+        """The pod is placed (assumed); it leaves the queue."""
+        self.delete(uid)
+
+    def requeue_unschedulable(self, qpi: QueuedPodInfo, plugins: Iterable[str], message: str = "") -> None:
+        """No node fits: park the pod until a relevant event (or the 5-minute flush)."""
+        self._pods.setdefault(qpi.uid, qpi)
+        qpi.unschedulable_plugins = set(plugins)
+        qpi.last_message = message
+        qpi.backoff_until = self.clock() + self._backoff_for(qpi.attempts)
+        qpi.parked_at = self.clock()
+        self._move(qpi, UNSCHEDULABLE)
+
+    def requeue_backoff(self, qpi: QueuedPodInfo, message: str = "") -> None:
+        """An error or a failed binding: retry after the backoff."""
+        if qpi.uid not in self._pods:
+            self._pods[qpi.uid] = qpi
+        qpi.last_message = message
+        qpi.backoff_until = self.clock() + self._backoff_for(qpi.attempts)
+        self._push_backoff(qpi)
+
+    def readd(self, qpi: QueuedPodInfo) -> None:
+        """Put a pod taken by pop_group but not tried back where it can be popped at once."""
+        self._push_active(qpi)
+
+    # -- events --------------------------------------------------------------------------------
+    def _wants(self, qpi: QueuedPodInfo, event: ClusterEvent) -> bool:
+        regs = self.hints.get(qpi.profile, [])
+        plugins = qpi.unschedulable_plugins
+        if not plugins:
+            return True
+        for plugin, reg in regs:
+            if plugin in plugins and reg.kind & event.kind and (reg.hint is None or reg.hint(qpi.pod, event)):
+                return True
+        return False
+
+    def _requeue_after_event(self, qpi: QueuedPodInfo, now: float) -> None:
+        if qpi.backoff_until > now:
+            self._push_backoff(qpi)
+        else:
+            self._push_active(qpi)
+
+    def on_event(self, event: ClusterEvent, pre_enqueue: Callable[[str], PreEnqueue | None]) -> int:
+        """A cluster event: move the parked pods it may help. Returns how many moved."""
+        if not self._counts[UNSCHEDULABLE] and not self._counts[GATED]:
+            return 0
+        now = self.clock()
+        moved = 0
+        for qpi in list(self._pods.values()):
+            if qpi.where == UNSCHEDULABLE and self._wants(qpi, event):
+                self._requeue_after_event(qpi, now)
+                moved += 1
+            elif qpi.where == GATED and self._wants(qpi, event):
+                self._admit(qpi, pre_enqueue(qpi.profile))
+                moved += qpi.where != GATED
+        return moved
+
+    def move_all(self) -> None:
+        """Retry every parked pod (e.g. after a profile change)."""
+        now = self.clock()
+        for qpi in list(self._pods.values()):
+            if qpi.where == UNSCHEDULABLE:
+                self._requeue_after_event(qpi, now)

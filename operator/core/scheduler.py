@@ -1,0 +1,535 @@
+"""The scheduler: profiles, cache, queue, the serial scheduling cycle and async binding cycles.
+
+Why it is shaped this way:
+
+* The **scheduling cycle** is synchronous: between popping a pod and assuming it on a node nothing
+  else runs on the event loop, so the cache cannot change under a cycle and no snapshot copy is
+  needed. Watch events and binding tasks run between cycles.
+* The **binding cycle** is an asyncio task per pod: wait at the Permit gate, PreBind, Bind,
+  PostBind. Any failure after assume runs Unreserve (reverse order), forgets the pod and requeues it
+  with backoff; a 409 from Bind (someone else bound it) only forgets it.
+* **Gangs** (pods of a PodGroup, via a profile plugin that implements ``pod_group``) are scheduled
+  in one cycle: every queued member is placed against the cache, one after the other, each assumed,
+  reserved and sent to Permit, where members wait at their gates until the quorum is reached and the
+  last one opens them all. If fewer than ``minMember`` members fit, everything placed in that cycle
+  is rolled back before the cycle ends: a gang that does not fit holds nothing, two gangs can never
+  hold half the cluster each (no deadlock), and small pods behind it are scheduled normally.
+
+Outcomes go to a :class:`Reporter` (events and pod conditions in the operator, a log in the
+simulator); the core itself does no I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from shoal.core.cache import ClusterCache
+from shoal.core.cyclestate import CycleState
+from shoal.core.gates import PermitGate, WaitingPods
+from shoal.core.interfaces import Binder, ClusterEvent, Diagnosis, EventKind, Handle
+from shoal.core.metrics import Metrics, NullMetrics
+from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
+from shoal.core.profile import PluginEntry, PluginSet
+from shoal.core.queue import QueuedPodInfo, SchedulingQueue
+from shoal.core.runtime import Framework, ScoreOutcome
+from shoal.core.status import Code, Status
+
+log = logging.getLogger("shoal.scheduler")
+
+
+class Reporter(Protocol):
+    """Where the outcome of each attempt goes (one call per pod per attempt, at most)."""
+
+    def scheduled(self, pod: PodInfo, node: str, profile: str) -> None: ...
+
+    def unschedulable(self, pod: PodInfo, message: str, profile: str, *, error: bool = False) -> None: ...
+
+
+class NullReporter:
+    def scheduled(self, pod: PodInfo, node: str, profile: str) -> None:
+        pass
+
+    def unschedulable(self, pod: PodInfo, message: str, profile: str, *, error: bool = False) -> None:
+        pass
+
+
+@dataclass
+class Placement:
+    """The result of PreFilter → Filter → Score → select for one pod (nothing assumed yet)."""
+
+    node: str | None = None
+    status: Status = field(default_factory=Status)
+    diagnosis: Diagnosis | None = None
+    scores: ScoreOutcome | None = None
+
+
+@dataclass
+class _Placed:
+    qpi: QueuedPodInfo
+    state: CycleState
+    node: str
+    reserved: bool = False
+    gate: PermitGate | None = None
+
+
+class Scheduler:
+    def __init__(
+        self,
+        registry: Mapping[str, PluginEntry],
+        binder: Binder,
+        *,
+        reporter: Reporter | None = None,
+        metrics: Metrics | None = None,
+        defaults: PluginSet | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+        assumed_ttl: float = 300.0,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+    ) -> None:
+        self.registry = registry
+        self.defaults = defaults
+        self.metrics = metrics or NullMetrics()
+        self.reporter: Reporter = reporter or NullReporter()
+        self.rng = rng or random.Random()
+        self.clock = clock
+        self.cache = ClusterCache(assumed_ttl=assumed_ttl, clock=clock)
+        self.waiting = WaitingPods()
+        self.handle = Handle(self.cache, self.waiting, binder, clock)
+        self.queue = SchedulingQueue(
+            clock=clock, initial_backoff=initial_backoff, max_backoff=max_backoff, metrics=self.metrics
+        )
+        self.profiles: dict[str, Framework] = {}
+        self._binding: set[asyncio.Task[None]] = set()
+        self._last_cleanup = 0.0
+        self.attempts = 0
+        #: keep per-plugin scores of the best nodes of each placement (simulation, explain)
+        self.record_scores = False
+        self.last_scores: dict[str, list[tuple[str, int, dict[str, int]]]] = {}
+
+    # -- profiles ------------------------------------------------------------------------------
+    def set_profile(self, spec: Mapping[str, Any]) -> Framework:
+        """Build (or rebuild) a profile; raises ProfileError and keeps the old one if invalid."""
+        fw = Framework.from_spec(
+            spec, self.registry, self.handle, defaults=self.defaults, metrics=self.metrics, rng=self.rng
+        )
+        self.profiles[fw.name] = fw
+        self.queue.sort_keys[fw.name] = fw.sort_key
+        self.queue.hints[fw.name] = fw.events()
+        self._requeue_profile_pods(fw.name)
+        return fw
+
+    def remove_profile(self, name: str) -> None:
+        self.profiles.pop(name, None)
+        self.queue.sort_keys.pop(name, None)
+        self.queue.hints.pop(name, None)
+        for qpi in list(self.queue.pods_in("active") + self.queue.pods_in("backoff")):
+            if qpi.profile == name:
+                self.queue.delete(qpi.uid)
+        for qpi in self.queue.pods_in("unschedulable") + self.queue.pods_in("gated"):
+            if qpi.profile == name:
+                self.queue.delete(qpi.uid)
+
+    def _requeue_profile_pods(self, name: str) -> None:
+        """A new or edited profile: pending pods of that schedulerName are (re)considered."""
+        fw = self.profiles[name]
+        for pod in list(self.cache.pods.values()):
+            if (
+                pod.scheduler_name == name
+                and not pod.bound
+                and not pod.terminating
+                and not self.cache.is_assumed(pod.uid)
+            ):
+                qpi = self.queue.get(pod.uid)
+                if qpi is None or qpi.where in ("unschedulable", "gated"):
+                    self.queue.add(pod, name, fw.run_pre_enqueue)
+        self.queue.move_all()
+
+    # -- informer entry points -------------------------------------------------------------------
+    def _event(self, kind: EventKind, obj: object) -> None:
+        self.queue.on_event(ClusterEvent(kind, obj), self._pre_enqueue_for)
+
+    def _pre_enqueue_for(self, profile: str) -> Callable[[PodInfo], Status] | None:
+        fw = self.profiles.get(profile)
+        return fw.run_pre_enqueue if fw is not None else None
+
+    def on_node(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if deleted:
+            if name in self.cache.table:
+                self.cache.remove_node(name)
+                self._event(EventKind.NODE_DELETE, name)
+            return
+        spec = NodeSpec.from_dict(obj)
+        row = self.cache.table.index.get(name)
+        old = self.cache.table.specs[row] if row is not None else None
+        if old == spec:
+            return  # heartbeats and status noise: nothing the scheduler looks at changed
+        new = self.cache.set_node(spec)
+        self._event(EventKind.NODE_ADD if new else EventKind.NODE_UPDATE, spec)
+
+    def on_pod(self, obj: Mapping[str, Any] | PodInfo, deleted: bool = False) -> None:
+        pod = obj if isinstance(obj, PodInfo) else PodInfo.from_dict(obj)
+        if deleted or pod.terminated:
+            old = self.cache.remove_pod(pod.uid)
+            self.queue.delete(pod.uid)
+            self.waiting.reject(pod.uid, "", "pod was deleted while waiting at Permit")
+            if old is not None:
+                self._event(EventKind.POD_DELETE, old)
+            return
+        old = self.cache.upsert_pod(pod)
+        if pod.bound:
+            self.queue.delete(pod.uid)
+            if old is None or not old.bound:
+                self._event(EventKind.POD_ADD, pod)
+            return
+        fw = self.profiles.get(pod.scheduler_name)
+        if fw is not None and not pod.terminating and not self.cache.is_assumed(pod.uid):
+            self.queue.add(pod, fw.name, fw.run_pre_enqueue)
+        elif pod.terminating:
+            self.queue.delete(pod.uid)
+        self._event(EventKind.POD_ADD if old is None else EventKind.POD_UPDATE, pod)
+
+    def on_pod_group(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        group = PodGroupInfo.from_dict(obj)
+        if deleted:
+            self.cache.remove_pod_group(group.key)
+        else:
+            self.cache.set_pod_group(group)
+        self._event(EventKind.POD_GROUP_CHANGE, group)
+
+    # -- the loop --------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Schedule until cancelled (or the queue is closed)."""
+        while True:
+            qpi = await self.queue.pop()
+            if qpi is None:
+                return
+            self.schedule_one(qpi)
+            self._maintenance()
+            await asyncio.sleep(0)  # let watch events and binding tasks run between cycles
+
+    def _maintenance(self) -> None:
+        now = self.clock()
+        if now - self._last_cleanup >= 1.0:
+            self._last_cleanup = now
+            for uid in self.cache.cleanup_expired(now):
+                log.warning("assumed pod %s expired without confirmation; forgot it", uid)
+            self.queue.report()
+
+    async def run_until_idle(self, settle: float = 0.0) -> None:
+        """Schedule until nothing is runnable and no binding is in flight (simulation, tests)."""
+        while True:
+            qpi = self.queue.pop_nowait()
+            if qpi is not None:
+                self.schedule_one(qpi)
+                await asyncio.sleep(0)
+                continue
+            if self._binding:
+                await asyncio.wait(set(self._binding), timeout=0.5)
+                continue
+            counts = self.queue.counts()
+            if counts["backoff"]:
+                await asyncio.sleep(0.05)
+                continue
+            if settle > 0:
+                await asyncio.sleep(settle)
+                settle = 0.0
+                continue
+            return
+
+    async def drain(self, grace: float = 30.0) -> None:
+        """Graceful shutdown: let in-flight bindings finish; cancel (and release) the rest."""
+        self.queue.close()
+        if not self._binding:
+            return
+        _, pending = await asyncio.wait(set(self._binding), timeout=grace)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=5)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._binding)
+
+    # -- the scheduling cycle --------------------------------------------------------------------
+    def place(self, fw: Framework, state: CycleState, pod: PodInfo, *, record: bool = False) -> Placement:
+        """PreFilter → Filter (every node) → PostFilter → PreScore/Score → pick. Assumes nothing."""
+        pre, status = fw.run_pre_filter(state, pod)
+        if not status.ok:
+            if status.code is Code.ERROR:
+                return Placement(status=status)
+            diag = Diagnosis(total_nodes=len(self.cache.table), pre_filter_status=status)
+            diag.unschedulable_plugins.add(status.plugin)
+            diag.unresolvable = status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            return Placement(status=status, diagnosis=diag)
+        outcome = fw.find_feasible(state, pod, pre)
+        if not outcome.feasible.any():
+            diag = outcome.diagnosis(self.cache.table.names if record else None)
+            fw.run_post_filter(state, pod, diag)
+            return Placement(status=Status.unschedulable(diag.message()), diagnosis=diag)
+        rows = fw.sample(state, outcome.feasible)
+        record = record or self.record_scores
+        scores, status = fw.run_score(state, pod, rows, record=record)
+        if not status.ok:
+            return Placement(status=status)
+        row = fw.select_host(scores)
+        if self.record_scores:
+            self.last_scores[pod.uid] = self._top_scores(scores, row)
+        return Placement(node=self.cache.table.name(row), scores=scores)
+
+    def _top_scores(
+        self, scores: ScoreOutcome, chosen: int, top: int = 3
+    ) -> list[tuple[str, int, dict[str, int]]]:
+        """The chosen node first, then the other best-scoring ones."""
+        order = [int(i) for i in np.argsort(-scores.total, kind="stable")]
+        first = int(np.flatnonzero(scores.rows == chosen)[0])
+        order = [first, *(i for i in order if i != first)][:top]
+        return [
+            (
+                self.cache.table.name(int(scores.rows[i])),
+                int(scores.total[i]),
+                {p: int(v[i]) for p, v in scores.by_plugin.items()},
+            )
+            for i in order
+        ]
+
+    def schedule_one(self, qpi: QueuedPodInfo) -> None:
+        fw = self.profiles.get(qpi.profile)
+        if fw is None or qpi.uid not in self.cache.pods or self.cache.placed_node(qpi.uid):
+            self.queue.delete(qpi.uid)
+            return
+        self.attempts += 1
+        group = fw.pod_group(qpi.pod)
+        if group is not None:
+            self._schedule_gang(fw, qpi, group)
+            return
+        began = time.perf_counter()
+        state = CycleState()
+        placement = self.place(fw, state, qpi.pod)
+        if placement.node is None:
+            self._failed(fw, qpi, placement, began)
+            return
+        placed = _Placed(qpi, state, placement.node)
+        status = self._assume_reserve_permit(fw, placed)
+        if not status.ok and not status.is_wait:
+            self._release(fw, placed)
+            self._failed(fw, qpi, Placement(status=status), began)
+            return
+        self._start_binding(fw, placed, began)
+
+    def _assume_reserve_permit(self, fw: Framework, placed: _Placed) -> Status:
+        pod = placed.qpi.pod
+        self.cache.assume(pod, placed.node)
+        status = fw.run_reserve(placed.state, pod, placed.node)
+        if not status.ok:
+            return status  # run_reserve already ran Unreserve for every plugin
+        placed.reserved = True
+        status, placed.gate = fw.run_permit(placed.state, pod, placed.node)
+        return status
+
+    def _release(self, fw: Framework, placed: _Placed) -> None:
+        """Undo everything after assume, for a pod whose binding never started."""
+        pod = placed.qpi.pod
+        if placed.gate is not None:
+            placed.gate.reject("", "released")
+            self.waiting.remove(pod.uid)
+        if placed.reserved:
+            fw.run_unreserve(placed.state, pod, placed.node)
+        self.cache.forget(pod.uid)
+
+    def _failed(self, fw: Framework, qpi: QueuedPodInfo, placement: Placement, began: float) -> None:
+        status = placement.status
+        duration = time.perf_counter() - began
+        if status.code is Code.ERROR or (placement.diagnosis is None and not status.is_rejected):
+            message = f"running {status.plugin or 'the framework'}: {status.message}"
+            self.metrics.attempt("error", fw.name, duration)
+            self.queue.requeue_backoff(qpi, message)
+            self.reporter.unschedulable(qpi.pod, message, fw.name, error=True)
+            return
+        diag = placement.diagnosis
+        message = diag.message() if diag is not None else status.message
+        plugins = diag.unschedulable_plugins if diag is not None else {status.plugin}
+        self.metrics.attempt("unschedulable", fw.name, duration)
+        self.queue.requeue_unschedulable(qpi, plugins, message)
+        self.reporter.unschedulable(qpi.pod, message, fw.name)
+
+    def _start_binding(self, fw: Framework, placed: _Placed, began: float) -> None:
+        self.queue.done(placed.qpi.uid)
+        task = asyncio.get_running_loop().create_task(
+            self._binding_cycle(fw, placed, began), name=f"bind {placed.qpi.pod.key}"
+        )
+        self._binding.add(task)
+        task.add_done_callback(self._binding.discard)
+
+    # -- gangs -----------------------------------------------------------------------------------
+    def _schedule_gang(self, fw: Framework, first: QueuedPodInfo, group: PodGroupInfo) -> None:
+        began = time.perf_counter()
+        members = [first, *self.queue.pop_group(group.key, exclude=first.uid)]
+        members = [m for m in members if m.uid in self.cache.pods and not self.cache.placed_node(m.uid)]
+        members.sort(key=lambda m: fw.sort_key(m.pod, m.enqueued))
+        _, already = self.cache.group_counts(group.key)
+        need = max(group.min_member - already, 0)
+        placed: list[_Placed] = []
+        failed: list[tuple[QueuedPodInfo, Placement]] = []
+        for m in members:
+            state = CycleState()
+            state.gang = group.key
+            placement = self.place(fw, state, m.pod)
+            if placement.node is None:
+                failed.append((m, placement))
+                continue
+            p = _Placed(m, state, placement.node)
+            status = self._assume_reserve_permit(fw, p)
+            if not status.ok and not status.is_wait:
+                self._release(fw, p)
+                failed.append((m, Placement(status=status, diagnosis=None)))
+                continue
+            placed.append(p)
+        # The gang plugin opens its members' gates once the quorum is at Permit; a gate it still
+        # holds (or one rejected meanwhile) means the quorum was not reached in this cycle.
+        gang_plugin = fw.gang_plugin_name
+        held = any(
+            p.gate is not None and (p.gate.rejected or gang_plugin in p.gate.pending_plugins) for p in placed
+        )
+        if len(placed) < need or held:
+            self._rollback_gang(fw, group, placed, failed, need, began)
+            return
+        for p in placed:
+            self._start_binding(fw, p, began)
+        for m, placement in failed:  # members beyond the quorum that fit nowhere: retried alone
+            self._failed(fw, m, placement, began)
+
+    def _rollback_gang(
+        self,
+        fw: Framework,
+        group: PodGroupInfo,
+        placed: list[_Placed],
+        failed: list[tuple[QueuedPodInfo, Placement]],
+        need: int,
+        began: float,
+    ) -> None:
+        for p in reversed(placed):
+            self._release(fw, p)
+        why = ""
+        plugins: set[str] = set()
+        for _, placement in failed:
+            if placement.diagnosis is not None:
+                why = placement.diagnosis.message()
+                plugins |= placement.diagnosis.unschedulable_plugins
+                break
+            if placement.status.message:
+                why = placement.status.message
+                plugins.add(placement.status.plugin)
+        fit = len(placed)
+        message = (
+            f"{why} pod group {group.key}: only {fit} of the {need} pending member(s) it needs fit "
+            f"(minMember {group.min_member}); nothing was reserved."
+        ).strip()
+        duration = time.perf_counter() - began
+        for m in [p.qpi for p in placed] + [m for m, _ in failed]:
+            self.metrics.attempt("unschedulable", fw.name, duration)
+            self.queue.requeue_unschedulable(m, plugins or {"Coscheduling"}, message)
+            self.reporter.unschedulable(m.pod, message, fw.name)
+
+    # -- the binding cycle -----------------------------------------------------------------------
+    async def _binding_cycle(self, fw: Framework, placed: _Placed, began: float) -> None:
+        qpi, state, node = placed.qpi, placed.state, placed.node
+        pod = qpi.pod
+        status = Status()
+        try:
+            if placed.gate is not None:
+                result = await placed.gate.wait()
+                self.waiting.remove(pod.uid)
+                self.metrics.permit_wait("allowed" if result.allowed else "rejected", result.waited)
+                status = result.status
+            if status.ok:
+                status = await fw.run_pre_bind(state, pod, node)
+            if status.ok:
+                status = await fw.run_bind(state, pod, node)
+        except asyncio.CancelledError:
+            self._binding_failed(fw, placed, Status.error("scheduler shutting down"), began, report=False)
+            raise
+        except Exception as exc:  # an adapter bug must not leak the reservation
+            log.exception("binding cycle for %s failed", pod.key)
+            status = Status.error(f"{type(exc).__name__}: {exc}")
+        if not status.ok:
+            self._binding_failed(fw, placed, status, began)
+            return
+        self.cache.finish_binding(pod.uid)
+        fw.run_post_bind(state, pod, node)
+        self.metrics.attempt("scheduled", fw.name, time.perf_counter() - began)
+        self.reporter.scheduled(pod, node, fw.name)
+
+    def _binding_failed(
+        self, fw: Framework, placed: _Placed, status: Status, began: float, *, report: bool = True
+    ) -> None:
+        qpi, pod = placed.qpi, placed.qpi.pod
+        self.waiting.remove(pod.uid)
+        fw.run_unreserve(placed.state, pod, placed.node)
+        self.cache.forget(pod.uid)
+        if not status.requeue:
+            log.info("pod %s was bound by someone else (%s); forgot it", pod.key, status.message)
+            return
+        if pod.uid not in self.cache.pods or not report:
+            return  # deleted meanwhile, or shutting down
+        message = status.message or "binding failed"
+        result = "unschedulable" if status.is_rejected else "error"
+        self.metrics.attempt(result, fw.name, time.perf_counter() - began)
+        if status.is_rejected:  # rejected at Permit: wait for a relevant event, as kube-scheduler does
+            self.queue.requeue_unschedulable(qpi, {status.plugin} if status.plugin else set(), message)
+        else:
+            self.queue.requeue_backoff(qpi, message)
+        self.reporter.unschedulable(pod, message, fw.name, error=result == "error")
+
+    # -- explain ---------------------------------------------------------------------------------
+    def explain(self, pod: PodInfo, profile: str | None = None) -> Explanation:
+        """Why ``pod`` would (not) be placed now: per node and plugin. Changes nothing."""
+        fw = self.profiles.get(profile or pod.scheduler_name)
+        if fw is None:
+            raise KeyError(f"no profile for schedulerName {pod.scheduler_name!r}")
+        state = CycleState()
+        pre, status = fw.run_pre_filter(state, pod)
+        if not status.ok:
+            diag = Diagnosis(total_nodes=len(self.cache.table), pre_filter_status=status)
+            return Explanation(pod, fw.name, None, diag, {}, {})
+        outcome = fw.find_feasible(state, pod, pre)
+        diag = outcome.diagnosis(self.cache.table.names)
+        rows = np.flatnonzero(outcome.feasible)
+        scores: dict[str, dict[str, int]] = {}
+        totals: dict[str, int] = {}
+        best = None
+        if len(rows):
+            result, status = fw.run_score(state, pod, rows.astype(np.int64), record=True)
+            if status.ok:
+                for i, row in enumerate(result.rows):
+                    name = self.cache.table.name(int(row))
+                    totals[name] = int(result.total[i])
+                    scores[name] = {p: int(v[i]) for p, v in result.by_plugin.items()}
+                best = max(totals, key=lambda n: totals[n]) if totals else None
+        return Explanation(pod, fw.name, best, diag, scores, totals)
+
+
+@dataclass
+class Explanation:
+    pod: PodInfo
+    profile: str
+    best: str | None
+    diagnosis: Diagnosis
+    scores: dict[str, dict[str, int]]
+    totals: dict[str, int]
+
+    @property
+    def message(self) -> str:
+        if self.best is not None:
+            return f"would be placed on {self.best} (score {self.totals[self.best]})"
+        return self.diagnosis.message()

@@ -1,0 +1,268 @@
+"""An in-memory cluster: the same framework and cycles as the operator, with no API server.
+
+Why: unit tests, ``shoal simulate`` (what-if: "where would these pods go with this profile?")
+and ``make bench-core`` need the real scheduler without Kubernetes. Objects come from YAML — a
+``kubectl get nodes,pods -o yaml`` dump (a ``List``), multi-document files, or plain lists — and
+the binder writes ``spec.nodeName`` into the stored pod and feeds it back, as a watch would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from shoal.core.objects import PodInfo
+from shoal.core.profile import PluginEntry
+from shoal.core.scheduler import Scheduler
+from shoal.core.status import Status
+from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
+
+JSON = dict[str, Any]
+
+
+def load_objects(source: str | Path | Iterable[Mapping[str, Any]]) -> list[JSON]:
+    """Kubernetes objects from a YAML/JSON file or text: List kinds are flattened."""
+    if isinstance(source, Path):
+        docs: Iterable[Any] = list(yaml.safe_load_all(source.read_text()))
+    elif isinstance(source, str):
+        docs = list(yaml.safe_load_all(source))
+    else:
+        docs = list(source)
+    out: list[JSON] = []
+
+    def walk(doc: Any) -> None:
+        if doc is None:
+            return
+        if isinstance(doc, list):
+            for item in doc:
+                walk(item)
+            return
+        if not isinstance(doc, dict):
+            raise ValueError(f"not a Kubernetes object: {str(doc)[:80]!r}")
+        if str(doc.get("kind", "")).endswith("List") and "items" in doc:
+            for item in doc.get("items") or ():
+                walk(item)
+            return
+        out.append(dict(doc))
+
+    for doc in docs:
+        walk(doc)
+    return out
+
+
+def profile_spec(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A SchedulingProfile object (or its bare spec) → the spec."""
+    if obj.get("kind") == "SchedulingProfile":
+        return dict(obj.get("spec") or {})
+    return dict(obj)
+
+
+@dataclass
+class Outcome:
+    pod: str
+    node: str | None = None
+    message: str = ""
+    attempts: int = 0
+    top: list[tuple[str, int, dict[str, int]]] = field(default_factory=list)
+
+
+class RecordingReporter:
+    def __init__(self) -> None:
+        self.outcomes: dict[str, Outcome] = {}
+        self.events: list[tuple[str, str, str]] = []  # (pod key, reason, message)
+
+    def _get(self, pod: PodInfo) -> Outcome:
+        return self.outcomes.setdefault(pod.uid, Outcome(pod.key))
+
+    def scheduled(self, pod: PodInfo, node: str, profile: str) -> None:
+        out = self._get(pod)
+        out.node, out.attempts = node, out.attempts + 1
+        out.message = f"Successfully assigned {pod.key} to {node}"
+        if pod.problems:
+            out.message += " (ignored: " + "; ".join(pod.problems.values()) + ")"
+        self.events.append((pod.key, "Scheduled", out.message))
+
+    def unschedulable(self, pod: PodInfo, message: str, profile: str, *, error: bool = False) -> None:
+        out = self._get(pod)
+        out.node, out.attempts = None, out.attempts + 1
+        out.message = message
+        if pod.problems:
+            out.message += " (ignored: " + "; ".join(pod.problems.values()) + ")"
+        self.events.append((pod.key, "FailedScheduling", out.message))
+
+
+class MemoryBinder:
+    """Binds by writing spec.nodeName into the stored pod, then echoes it like a watch event."""
+
+    def __init__(self, cluster: InMemoryCluster) -> None:
+        self.cluster = cluster
+        self.scheduler: Scheduler | None = None
+        self.fail: dict[str, Status] = {}  # pod uid -> status to return (tests)
+
+    async def bind(self, pod: PodInfo, node: str) -> Status:
+        if pod.uid in self.fail:
+            return self.fail.pop(pod.uid)
+        stored = self.cluster.pods.get(pod.uid)
+        if stored is None:
+            return Status.error(f"pod {pod.key} not found")
+        if (stored.get("spec") or {}).get("nodeName"):
+            return Status.error(f"pod {pod.key} is already assigned", requeue=False)
+        if node not in self.cluster.nodes:
+            return Status.error(f"node {node} not found")
+        stored.setdefault("spec", {})["nodeName"] = node
+        if self.scheduler is not None:
+            self.scheduler.on_pod(stored)
+        return Status()
+
+
+class InMemoryCluster:
+    """Nodes, pods and PodGroups held as API dicts."""
+
+    def __init__(self, objects: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.nodes: dict[str, JSON] = {}
+        self.pods: dict[str, JSON] = {}
+        self.pod_groups: dict[str, JSON] = {}
+        self.profiles: list[JSON] = []
+        for obj in objects:
+            self.add(obj)
+
+    @classmethod
+    def from_yaml(cls, *sources: str | Path) -> InMemoryCluster:
+        cluster = cls()
+        for source in sources:
+            for obj in load_objects(source):
+                cluster.add(obj)
+        return cluster
+
+    def add(self, obj: Mapping[str, Any]) -> JSON:
+        stored: JSON = _deepcopy(obj)
+        kind = stored.get("kind")
+        meta = stored.setdefault("metadata", {})
+        if kind == "Node":
+            self.nodes[meta["name"]] = stored
+        elif kind == "Pod":
+            meta.setdefault("namespace", "default")
+            meta.setdefault("uid", str(uuid.uuid4()))
+            self.pods[meta["uid"]] = stored
+        elif kind == "PodGroup":
+            meta.setdefault("namespace", "default")
+            self.pod_groups[f"{meta['namespace']}/{meta['name']}"] = stored
+        elif kind == "SchedulingProfile":
+            self.profiles.append(stored)
+        else:
+            raise ValueError(f"unsupported kind {kind!r} (expected Node, Pod, PodGroup or SchedulingProfile)")
+        return stored
+
+    def pending(self) -> list[JSON]:
+        return [p for p in self.pods.values() if not (p.get("spec") or {}).get("nodeName")]
+
+
+class Simulation:
+    """A Scheduler wired to an InMemoryCluster."""
+
+    def __init__(
+        self,
+        cluster: InMemoryCluster,
+        profiles: Iterable[Mapping[str, Any]] = (),
+        *,
+        registry: Mapping[str, PluginEntry] | None = None,
+        seed: int | None = 0,
+        record_scores: bool = True,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+    ) -> None:
+        self.cluster = cluster
+        self.binder = MemoryBinder(cluster)
+        self.reporter = RecordingReporter()
+        self.scheduler = Scheduler(
+            registry if registry is not None else load_registry(),
+            self.binder,
+            reporter=self.reporter,
+            defaults=DEFAULT_PLUGINS,
+            rng=random.Random(seed),
+            initial_backoff=initial_backoff,
+            max_backoff=max_backoff,
+        )
+        self.scheduler.record_scores = record_scores
+        self.binder.scheduler = self.scheduler
+        specs = [profile_spec(p) for p in profiles] or [profile_spec(p) for p in cluster.profiles]
+        for spec in specs or [DEFAULT_PROFILE_SPEC]:
+            self.scheduler.set_profile(spec)
+        for node in cluster.nodes.values():
+            self.scheduler.on_node(node)
+        for group in cluster.pod_groups.values():
+            self.scheduler.on_pod_group(group)
+        for pod in cluster.pods.values():
+            self.scheduler.on_pod(pod)
+
+    def submit(self, obj: Mapping[str, Any]) -> JSON:
+        stored = self.cluster.add(obj)
+        kind = stored["kind"]
+        if kind == "Pod":
+            self.scheduler.on_pod(stored)
+        elif kind == "Node":
+            self.scheduler.on_node(stored)
+        elif kind == "PodGroup":
+            self.scheduler.on_pod_group(stored)
+        return stored
+
+    def delete_pod(self, uid: str) -> None:
+        stored = self.cluster.pods.pop(uid, None)
+        if stored is not None:
+            self.scheduler.on_pod(stored, deleted=True)
+
+    async def run(self, settle: float = 0.0) -> dict[str, Outcome]:
+        await self.scheduler.run_until_idle(settle)
+        for uid, outcome in self.reporter.outcomes.items():
+            outcome.top = self.scheduler.last_scores.get(uid, [])
+        return self.reporter.outcomes
+
+    def run_sync(self) -> dict[str, Outcome]:
+        return asyncio.run(self.run())
+
+    def placements(self) -> dict[str, str | None]:
+        """pod key -> node name (None: pending) for every pod in the cluster."""
+        out: dict[str, str | None] = {}
+        for pod in self.cluster.pods.values():
+            meta = pod["metadata"]
+            out[f"{meta['namespace']}/{meta['name']}"] = (pod.get("spec") or {}).get("nodeName")
+        return out
+
+
+def _deepcopy(obj: Mapping[str, Any]) -> JSON:
+    out: JSON = _copy(obj)
+    return out
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def format_table(outcomes: Iterable[Outcome], *, show_scores: bool = True) -> str:
+    """The ``shoal simulate`` table: pod → node, best nodes' per-plugin scores, or why not."""
+    rows = [("POD", "NODE", "DETAILS")]
+    for out in sorted(outcomes, key=lambda o: o.pod):
+        if out.node is not None:
+            details = ""
+            if show_scores and out.top:
+                parts = []
+                for name, total, by_plugin in out.top:
+                    plugins = " ".join(f"{p}={v}" for p, v in by_plugin.items())
+                    parts.append(f"{name}:{total} [{plugins}]")
+                details = "; ".join(parts)
+            rows.append((out.pod, out.node, details))
+        else:
+            rows.append((out.pod, "<pending>", out.message))
+    widths = [max(len(r[i]) for r in rows) for i in range(2)]
+    return "\n".join(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip() for r in rows)

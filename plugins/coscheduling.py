@@ -1,0 +1,131 @@
+"""Coscheduling (PreEnqueue, PreFilter, Reserve, Permit, gang): all-or-nothing PodGroups.
+
+The scheduler-plugins API, so Kubeflow Trainer / KubeRay work unchanged: a ``PodGroup``
+(``scheduling.x-k8s.io/v1alpha1``) with ``minMember`` and ``scheduleTimeoutSeconds`` (default
+60 s), and pods that join it with the label ``scheduling.x-k8s.io/pod-group: <name>``.
+
+A thin adapter over state the scheduler already keeps (the cache counts members, WaitingPods holds
+their gates), after scheduler-plugins' ``pkg/coscheduling``:
+
+* **PreEnqueue** holds members until the PodGroup exists and ``minMember`` of its pods do;
+* **pod_group** tells the scheduler the pod is in a gang, so every queued member is placed in one
+  cycle (see ``shoal.core.scheduler``);
+* **Permit** returns Wait until ``minMember`` members are placed (assumed or bound); the member
+  that completes the quorum opens every waiting member's gate at once. The wait is bounded by
+  ``scheduleTimeoutSeconds``;
+* **Unreserve** of any member rejects every waiting member's gate: one failure releases the whole
+  gang's reservations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from shoal.core.cyclestate import CycleState
+from shoal.core.interfaces import (
+    MAX_PERMIT_TIMEOUT,
+    ClusterEvent,
+    EventKind,
+    EventRegistration,
+    Handle,
+    PreFilterResult,
+)
+from shoal.core.objects import PodGroupInfo, PodInfo
+from shoal.core.profile import ArgsModel, PluginEntry
+from shoal.core.status import SUCCESS, Status
+
+NAME = "Coscheduling"
+
+
+class Args(ArgsModel):
+    default_schedule_timeout_seconds: int = Field(
+        default=60, ge=1, le=int(MAX_PERMIT_TIMEOUT), description="Permit wait when the PodGroup sets none."
+    )
+
+
+def quorum_reached(placed: int, min_member: int) -> bool:
+    """The pure rule: the gang may bind once ``min_member`` members are placed."""
+    return placed >= min_member
+
+
+class Coscheduling:
+    name = NAME
+
+    def __init__(self, args: Args, handle: Handle) -> None:
+        self.args = args
+        self.cache = handle.cache
+        self.waiting = handle.waiting
+
+    def pod_group(self, pod: PodInfo) -> PodGroupInfo | None:
+        key = pod.group_key
+        return self.cache.pod_groups.get(key) if key else None
+
+    def timeout(self, group: PodGroupInfo) -> float:
+        return float(group.schedule_timeout_seconds or self.args.default_schedule_timeout_seconds)
+
+    def _check(self, pod: PodInfo) -> Status:
+        key = pod.group_key
+        if key is None:
+            return SUCCESS
+        group = self.cache.pod_groups.get(key)
+        if group is None:
+            return Status.unschedulable(f"PodGroup {key} not found", plugin=NAME, resolvable=False)
+        total, _ = self.cache.group_counts(key)
+        if total < group.min_member:
+            return Status.unschedulable(
+                f"pod group {key} has {total} of the {group.min_member} pods it needs (minMember)",
+                plugin=NAME,
+            )
+        return SUCCESS
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        return self._check(pod)
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        return None, self._check(pod)
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        key = pod.group_key
+        if key is None:
+            return
+        for gate in self.waiting:
+            if gate.pod.group_key == key and gate.pod.uid != pod.uid:
+                gate.reject(NAME, f"pod group {key}: member {pod.name} was rejected, releasing the gang")
+
+    def permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, float]:
+        group = self.pod_group(pod)
+        if group is None:
+            return SUCCESS, 0.0
+        _, placed = self.cache.group_counts(group.key)
+        if not quorum_reached(placed, group.min_member):
+            return Status.wait(f"waiting for pod group {group.key}", NAME), self.timeout(group)
+        for gate in self.waiting:
+            if gate.pod.group_key == group.key:
+                gate.allow(NAME)
+        return SUCCESS, 0.0
+
+    def events_to_register(self) -> Sequence[EventRegistration]:
+        def same_group(pod: PodInfo, event: ClusterEvent) -> bool:
+            obj = event.obj
+            if isinstance(obj, PodGroupInfo):
+                return obj.key == pod.group_key
+            if isinstance(obj, PodInfo):
+                return obj.group_key is not None and obj.group_key == pod.group_key
+            return False
+
+        return (
+            EventRegistration(EventKind.POD_ADD | EventKind.POD_GROUP_CHANGE, same_group),
+            EventRegistration(EventKind.POD_DELETE),
+        )
+
+
+def new(args: Args, handle: Handle) -> Coscheduling:
+    return Coscheduling(args, handle)
+
+
+ENTRY = PluginEntry(NAME, new, Args, Coscheduling)

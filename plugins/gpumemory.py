@@ -1,0 +1,161 @@
+"""GPUMemory (PreFilter, Filter, PreScore, Score, Reserve): place pods by free GPU memory.
+
+The plugin users look for first (it grew from the seed example's GPUMemoryScore):
+
+* a node's GPU memory is its ``gpu-memory-free-gb`` label (key configurable), or, when that is
+  absent or malformed and ``gfdFallback`` is on, NVIDIA GPU Feature Discovery's
+  ``nvidia.com/gpu.memory`` (MiB per GPU) x ``nvidia.com/gpu.count``;
+* a pod asks for GPU memory with the annotation ``shoal.dev/gpu-memory-gb: "10"``;
+* **Filter**: the node's GPU memory minus what the pods already on it asked for (bound *and*
+  assumed — the cache's reservations) must cover the request. No information or a malformed label
+  (``40Gi``, ``-5``, ``abc``) means "no GPU information" for that node, reported, never a crash;
+* **Score** (the seed's formula): ``min(100, free_gb * 5)``, normalised by the best node, with no
+  division by zero when every node scores 0. Only pods that use GPUs are scored;
+* **Reserve**: re-checks the node is not over its memory once the pod is counted on it. The
+  reservation itself is the cache's assume, shared by every profile, so a burst of pods (or two
+  profiles) never piles onto one node past its label.
+
+A malformed pod annotation makes the pod "no GPU-memory request"; the reporter says so in the
+pod's events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import Field
+
+from shoal.core.cyclestate import CycleState
+from shoal.core.interfaces import (
+    MAX_NODE_SCORE,
+    BoolArray,
+    EventKind,
+    EventRegistration,
+    Handle,
+    IntArray,
+    PreFilterResult,
+    Rejection,
+)
+from shoal.core.nodetable import FloatArray, NodeTable
+from shoal.core.objects import GPU_RESOURCE, PodInfo
+from shoal.core.profile import ArgsModel, PluginEntry
+from shoal.core.scoring import default_normalize
+from shoal.core.status import SKIP, SUCCESS, Code, Status
+
+NAME = "GPUMemory"
+DEFAULT_LABEL = "gpu-memory-free-gb"
+GFD_MEMORY = "nvidia.com/gpu.memory"
+GFD_COUNT = "nvidia.com/gpu.count"
+INSUFFICIENT = "Insufficient GPU memory"
+NO_INFO = "node(s) had no GPU memory information"
+
+
+class Args(ArgsModel):
+    label_key: str = Field(
+        default=DEFAULT_LABEL,
+        min_length=1,
+        max_length=317,
+        pattern=r"^([a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$",
+        description="Node label holding free GPU memory in GB.",
+    )
+    gfd_fallback: bool = Field(default=True, description="Use GFD labels when the label is missing.")
+    score_per_gb: float = Field(default=5.0, gt=0, le=100, description="Score per free GB, capped at 100.")
+
+
+def node_gpu_memory(table: NodeTable, args: Args) -> tuple[FloatArray, BoolArray]:
+    """GPU memory (GB) per row, NaN where unknown; and which rows have a malformed label."""
+    label, bad = table.numeric_label(args.label_key)
+    malformed = np.zeros(table.n, dtype=bool)
+    if bad:
+        malformed[list(bad)] = True
+    if not args.gfd_fallback:
+        return label, malformed
+    per_gpu_mib, _ = table.numeric_label(GFD_MEMORY)
+    count, _ = table.numeric_label(GFD_COUNT)
+    gfd = per_gpu_mib * count / 1024.0
+    total: FloatArray = np.where(np.isnan(label), gfd, label)
+    return total, malformed & np.isnan(total)
+
+
+def fits(free_gb: FloatArray, request_gb: float) -> BoolArray:
+    """The pure check: free GPU memory covers the request (unknown never fits)."""
+    with np.errstate(invalid="ignore"):
+        out: BoolArray = free_gb >= request_gb - 1e-9
+    return out
+
+
+def seed_score(free_gb: FloatArray, score_per_gb: float = 5.0) -> IntArray:
+    """The seed's ``min(100, free_gb * 5)``; unknown or negative free memory scores 0."""
+    raw = np.nan_to_num(free_gb, nan=0.0) * score_per_gb
+    return np.clip(raw, 0, MAX_NODE_SCORE).astype(np.int64)
+
+
+def uses_gpu(pod: PodInfo) -> bool:
+    return bool(pod.gpu_memory_gb) or pod.requests.get(GPU_RESOURCE, 0) > 0
+
+
+class GPUMemory:
+    name = NAME
+
+    def __init__(self, args: Args, table: NodeTable) -> None:
+        self.args = args
+        self.table = table
+        self.invalid_label = f"node(s) had an invalid {args.label_key} label"
+
+    def free(self, table: NodeTable) -> tuple[FloatArray, BoolArray]:
+        total, malformed = node_gpu_memory(table, self.args)
+        return total - table.gpu_memory_used[: table.n], malformed
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        return None, SUCCESS if pod.gpu_memory_gb else SKIP
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
+    ) -> Sequence[Rejection]:
+        request = pod.gpu_memory_gb
+        if not request:
+            return ()
+        free, malformed = self.free(table)
+        unknown = np.isnan(free)
+        out = [Rejection(~unknown & ~fits(free, request), INSUFFICIENT)]
+        if unknown.any():
+            out.append(Rejection(unknown & ~malformed, NO_INFO, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+            out.append(Rejection(malformed, self.invalid_label, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+        return out
+
+    def pre_score(self, state: CycleState, pod: PodInfo, rows: IntArray, table: NodeTable) -> Status:
+        return SUCCESS if uses_gpu(pod) else SKIP
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
+        free, _ = self.free(table)
+        return seed_score(free[rows], self.args.score_per_gb)
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        return default_normalize(scores)
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        if not pod.gpu_memory_gb:
+            return SUCCESS
+        # The cache has counted the pod on the node already (assume); check nothing overflowed.
+        table = self.table
+        row = table.index.get(node)
+        if row is None:
+            return Status.unschedulable(f"node {node} disappeared", plugin=NAME)
+        free, _ = self.free(table)
+        if np.isnan(free[row]) or free[row] < -1e-9:
+            return Status.unschedulable(f"{INSUFFICIENT} on {node}", plugin=NAME)
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Nothing to undo here: the cache's forget releases the pod's GPU memory."""
+
+    def events_to_register(self) -> Sequence[EventRegistration]:
+        return (EventRegistration(EventKind.NODE_ADD | EventKind.NODE_UPDATE | EventKind.POD_DELETE),)
+
+
+def new(args: Args, handle: Handle) -> GPUMemory:
+    return GPUMemory(args, handle.cache.table)
+
+
+ENTRY = PluginEntry(NAME, new, Args, GPUMemory)

@@ -1,0 +1,42 @@
+"""NodeUnschedulable (Filter): cordoned nodes (``spec.unschedulable``) take no new pods,
+unless the pod tolerates the ``node.kubernetes.io/unschedulable:NoSchedule`` taint."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from shoal.core.cyclestate import CycleState
+from shoal.core.interfaces import BoolArray, EventKind, EventRegistration, Handle, Rejection
+from shoal.core.nodetable import NodeTable
+from shoal.core.objects import PodInfo, Taint
+from shoal.core.profile import PluginEntry
+from shoal.core.status import Code
+
+NAME = "NodeUnschedulable"
+REASON = "node(s) were unschedulable"
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+
+
+def tolerates_unschedulable(pod: PodInfo) -> bool:
+    return any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations)
+
+
+class NodeUnschedulable:
+    name = NAME
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
+    ) -> Sequence[Rejection]:
+        if tolerates_unschedulable(pod):
+            return ()
+        return (Rejection(table.unschedulable[: table.n], REASON, Code.UNSCHEDULABLE_AND_UNRESOLVABLE),)
+
+    def events_to_register(self) -> Sequence[EventRegistration]:
+        return (EventRegistration(EventKind.NODE_ADD | EventKind.NODE_UPDATE),)
+
+
+def new(args: None, handle: Handle) -> NodeUnschedulable:
+    return NodeUnschedulable()
+
+
+ENTRY = PluginEntry(NAME, new, None, NodeUnschedulable)

@@ -1,0 +1,151 @@
+"""The plugin registry: name -> PluginEntry, built-ins plus the entry-point group ``shoal.plugins``.
+
+A third-party package registers a plugin without rebuilding shoal::
+
+    [project.entry-points."shoal.plugins"]
+    MyPlugin = "my_package.my_plugin"          # a module with NAME, new(args, handle), Args, ENTRY
+
+The value may be a :class:`~shoal.core.profile.PluginEntry`, or a module exposing ``ENTRY`` or
+``NAME`` + ``new`` (+ optional ``Args`` and ``PLUGIN_CLASS``). A name registered twice is an
+error, whether two packages or a package and a built-in claim it.
+
+Also here: the default plugin lists and the default ``gpu-scheduler`` profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import Any
+
+from shoal.core.profile import PluginEntry, PluginSet
+from shoal.plugins import (
+    coscheduling,
+    defaultbinder,
+    gpumemory,
+    nodeaffinity,
+    nodename,
+    nodeports,
+    noderesources,
+    nodeunschedulable,
+    prioritysort,
+    tainttoleration,
+)
+
+ENTRY_POINT_GROUP = "shoal.plugins"
+BUILTIN: tuple[PluginEntry, ...] = (
+    prioritysort.ENTRY,
+    nodename.ENTRY,
+    nodeunschedulable.ENTRY,
+    noderesources.ENTRY,
+    tainttoleration.ENTRY,
+    nodeaffinity.ENTRY,
+    nodeports.ENTRY,
+    gpumemory.ENTRY,
+    coscheduling.ENTRY,
+    defaultbinder.ENTRY,
+)
+DEFAULT_SCHEDULER_NAME = "gpu-scheduler"
+
+
+class RegistryError(ValueError):
+    """A plugin could not be registered (duplicate name, malformed entry point)."""
+
+
+def _as_entry(obj: Any, source: str) -> PluginEntry:
+    if isinstance(obj, PluginEntry):
+        return PluginEntry(obj.name, obj.factory, obj.args_model, obj.plugin_class, source)
+    if isinstance(obj, ModuleType) or hasattr(obj, "NAME"):
+        entry = getattr(obj, "ENTRY", None)
+        if isinstance(entry, PluginEntry):
+            return _as_entry(entry, source)
+        name, factory = getattr(obj, "NAME", None), getattr(obj, "new", None)
+        if isinstance(name, str) and callable(factory):
+            return PluginEntry(
+                name, factory, getattr(obj, "Args", None), getattr(obj, "PLUGIN_CLASS", None), source
+            )
+    raise RegistryError(f"{source}: not a plugin (expected a PluginEntry or a module with NAME and new)")
+
+
+def build_registry(entries: Iterable[PluginEntry]) -> dict[str, PluginEntry]:
+    registry: dict[str, PluginEntry] = {}
+    for entry in entries:
+        if entry.name in registry:
+            first = registry[entry.name].source
+            raise RegistryError(f"plugin name {entry.name!r} registered twice ({first} and {entry.source})")
+        registry[entry.name] = entry
+    return registry
+
+
+def load_registry(*, third_party: bool = True, extra: Iterable[PluginEntry] = ()) -> dict[str, PluginEntry]:
+    """Built-ins, then ``extra``, then every ``shoal.plugins`` entry point."""
+    entries = list(BUILTIN) + list(extra)
+    if third_party:
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            source = f"entry point {ep.name} = {ep.value}"
+            try:
+                loaded = ep.load()
+            except Exception as exc:
+                raise RegistryError(f"{source}: {type(exc).__name__}: {exc}") from exc
+            entries.append(_as_entry(loaded, source))
+    return build_registry(entries)
+
+
+def _refs(*names: str | tuple[str, int]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for item in names:
+        if isinstance(item, tuple):
+            out.append({"name": item[0], "weight": item[1]})
+        else:
+            out.append({"name": item})
+    return out
+
+
+#: The default plugin at each extension point (a profile that omits a point gets this list).
+DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
+    "preEnqueue": _refs("Coscheduling"),
+    "queueSort": _refs("PrioritySort"),
+    "preFilter": _refs("NodeResourcesFit", "NodePorts", "NodeAffinity", "GPUMemory", "Coscheduling"),
+    "filter": _refs(
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "GPUMemory",
+    ),
+    "postFilter": [],
+    "preScore": _refs("NodeAffinity", "GPUMemory"),
+    "score": _refs(("NodeResourcesFit", 3), ("TaintToleration", 1), ("NodeAffinity", 2), ("GPUMemory", 1)),
+    "reserve": _refs("GPUMemory", "Coscheduling"),
+    "permit": _refs("Coscheduling"),
+    "preBind": [],
+    "bind": _refs("DefaultBinder"),
+    "postBind": [],
+}
+DEFAULT_PLUGINS = PluginSet.model_validate(DEFAULT_PLUGINS_SPEC)
+
+#: The ``gpu-scheduler`` profile the Helm chart installs: pack GPUs, spread nothing else.
+DEFAULT_PROFILE_SPEC: dict[str, Any] = {
+    "schedulerName": DEFAULT_SCHEDULER_NAME,
+    "percentageOfNodesToScore": 100,
+    "pluginConfig": [
+        {
+            "name": "NodeResourcesFit",
+            "args": {
+                "scoringStrategy": {
+                    "type": "MostAllocated",
+                    "resources": [
+                        {"name": "nvidia.com/gpu", "weight": 10},
+                        {"name": "cpu", "weight": 1},
+                        {"name": "memory", "weight": 1},
+                    ],
+                }
+            },
+        },
+        {"name": "GPUMemory", "args": {"labelKey": "gpu-memory-free-gb"}},
+        {"name": "Coscheduling", "args": {"defaultScheduleTimeoutSeconds": 60}},
+    ],
+}

@@ -1,0 +1,85 @@
+"""TaintToleration (Filter, Score): taints a pod does not tolerate keep it off a node.
+
+Filter: an untolerated ``NoSchedule`` or ``NoExecute`` taint rejects the node
+(``node(s) had untolerated taint {key: value}``). Score: fewer untolerated ``PreferNoSchedule``
+taints is better (normalised, reversed).
+
+Vectorised by taint *set*: nodes share few distinct taint lists, so each distinct list is checked
+once per pod and the verdict is spread to the nodes through ``NodeTable.taint_set``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from shoal.core.cyclestate import CycleState
+from shoal.core.interfaces import BoolArray, EventKind, EventRegistration, Handle, IntArray, Rejection
+from shoal.core.nodetable import NodeTable
+from shoal.core.objects import PodInfo, Taint, Toleration
+from shoal.core.profile import PluginEntry
+from shoal.core.scoring import default_normalize
+from shoal.core.status import Code
+
+NAME = "TaintToleration"
+FILTER_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+def first_untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:
+    """The first NoSchedule/NoExecute taint no toleration matches (None: the pod tolerates all)."""
+    for taint in taints:
+        if taint.effect in FILTER_EFFECTS and not any(t.tolerates(taint) for t in tolerations):
+            return taint
+    return None
+
+
+def intolerable_prefer_no_schedule(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> int:
+    prefer = [t for t in tolerations if not t.effect or t.effect == "PreferNoSchedule"]
+    return sum(
+        1
+        for taint in taints
+        if taint.effect == "PreferNoSchedule" and not any(t.tolerates(taint) for t in prefer)
+    )
+
+
+class TaintToleration:
+    name = NAME
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
+    ) -> Sequence[Rejection]:
+        if len(table.taint_sets) == 1:
+            return ()  # no node has a taint
+        ids = table.taint_set[: table.n]
+        out: list[Rejection] = []
+        reasons: dict[str, list[int]] = {}
+        for tid, taints in enumerate(table.taint_sets):
+            if not taints:
+                continue
+            bad = first_untolerated(taints, pod.tolerations)
+            if bad is not None:
+                reasons.setdefault(f"node(s) had untolerated taint {bad}", []).append(tid)
+        for reason, tids in reasons.items():
+            out.append(Rejection(np.isin(ids, tids), reason, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+        return out
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
+        counts = np.array(
+            [intolerable_prefer_no_schedule(t, pod.tolerations) for t in table.taint_sets], dtype=np.int64
+        )
+        out: IntArray = counts[table.taint_set[rows]]
+        return out
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        return default_normalize(scores, reverse=True)
+
+    def events_to_register(self) -> Sequence[EventRegistration]:
+        return (EventRegistration(EventKind.NODE_ADD | EventKind.NODE_UPDATE),)
+
+
+def new(args: None, handle: Handle) -> TaintToleration:
+    return TaintToleration()
+
+
+ENTRY = PluginEntry(NAME, new, None, TaintToleration)

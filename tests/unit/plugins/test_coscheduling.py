@@ -1,0 +1,98 @@
+import asyncio
+
+import pytest
+from pydantic import ValidationError
+
+from shoal.core.gates import PermitGate
+from shoal.core.objects import PodGroupInfo
+from shoal.core.status import Code
+from shoal.plugins import coscheduling
+from shoal.testing.objects import make_node, make_pod_group
+from tests.unit.helpers import cache_with, handle_for, pod, state
+
+
+def setup(min_member: int = 3, members: int = 3, timeout: int | None = None):  # type: ignore[no-untyped-def]
+    cache = cache_with([make_node("n", gpus=8)])
+    cache.set_pod_group(
+        PodGroupInfo.from_dict(make_pod_group("g", min_member=min_member, schedule_timeout_seconds=timeout))
+    )
+    pods = [pod(f"m{i}", pod_group="g", gpus=1) for i in range(members)]
+    for p in pods:
+        cache.upsert_pod(p)
+    handle = handle_for(cache)
+    return cache, handle, coscheduling.new(coscheduling.Args(), handle), pods
+
+
+@pytest.mark.parametrize(
+    ("members", "group_exists", "code"),
+    [
+        pytest.param(3, True, Code.SUCCESS, id="quorum-of-pods"),
+        pytest.param(2, True, Code.UNSCHEDULABLE, id="below-quorum-gated"),
+        pytest.param(3, False, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, id="podgroup-missing"),
+    ],
+)
+def test_pre_enqueue(members: int, group_exists: bool, code: Code) -> None:
+    cache, _, plugin, pods = setup(members=members)
+    if not group_exists:
+        cache.remove_pod_group("default/g")
+    assert plugin.pre_enqueue(pods[0]).code is code
+    assert plugin.pre_filter(state(), pods[0])[1].code is code
+
+
+def test_pod_without_group_is_untouched() -> None:
+    _, _, plugin, _ = setup()
+    loner = pod("loner")
+    assert plugin.pre_enqueue(loner).ok
+    status, timeout = plugin.permit(state(), loner, "n")
+    assert status.ok and timeout == 0.0
+    assert plugin.pod_group(loner) is None
+
+
+async def test_permit_waits_until_quorum_then_opens_all_gates() -> None:
+    cache, handle, plugin, pods = setup(min_member=3, timeout=30)
+    gates = []
+    for p in pods[:2]:
+        cache.assume(p, "n")
+        status, timeout = plugin.permit(state(), p, "n")
+        assert status.code is Code.WAIT and timeout == 30
+        gate = PermitGate(p, "n", {coscheduling.NAME: timeout})
+        handle.waiting.add(gate)
+        gates.append(gate)
+    cache.assume(pods[2], "n")
+    status, _ = plugin.permit(state(), pods[2], "n")
+    assert status.ok
+    results = await asyncio.gather(*(g.wait() for g in gates))
+    assert all(r.allowed for r in results)
+
+
+async def test_unreserve_rejects_every_waiting_member() -> None:
+    cache, handle, plugin, pods = setup(min_member=3)
+    gates = []
+    for p in pods[:2]:
+        cache.assume(p, "n")
+        status, timeout = plugin.permit(state(), p, "n")
+        gate = PermitGate(p, "n", {coscheduling.NAME: timeout})
+        handle.waiting.add(gate)
+        gates.append(gate)
+    plugin.unreserve(state(), pods[2], "n")
+    results = await asyncio.gather(*(g.wait() for g in gates))
+    assert not any(r.allowed for r in results)
+    assert "releasing the gang" in results[0].status.message
+
+
+def test_default_timeout_is_60_seconds() -> None:
+    cache, _, plugin, pods = setup()
+    cache.assume(pods[0], "n")
+    assert plugin.permit(state(), pods[0], "n")[1] == 60.0
+
+
+def test_bad_args() -> None:
+    with pytest.raises(ValidationError):
+        coscheduling.Args.model_validate({"defaultScheduleTimeoutSeconds": 0})
+    with pytest.raises(ValidationError):
+        coscheduling.Args.model_validate({"defaultScheduleTimeoutSeconds": 901})
+
+
+def test_quorum_rule() -> None:
+    assert coscheduling.quorum_reached(3, 3)
+    assert not coscheduling.quorum_reached(2, 3)

@@ -1,0 +1,24 @@
+from shoal.core.objects import PodInfo
+from shoal.core.status import Status
+from shoal.plugins import defaultbinder
+from tests.unit.helpers import cache_with, handle_for, pod, state
+
+
+class Recorder:
+    def __init__(self, result: Status) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.result = result
+
+    async def bind(self, pod: PodInfo, node: str) -> Status:
+        self.calls.append((pod.uid, node))
+        return self.result
+
+
+async def test_bind_delegates_to_binder_and_returns_its_status() -> None:
+    handle = handle_for(cache_with([]))
+    conflict = Status.error("conflict", requeue=False)
+    handle.binder = Recorder(conflict)
+    plugin = defaultbinder.new(None, handle)
+    status = await plugin.bind(state(), pod("x"), "n1")
+    assert status is conflict
+    assert handle.binder.calls == [("uid-x", "n1")]  # type: ignore[attr-defined]

@@ -1,0 +1,152 @@
+from typing import Any
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from shoal.core.status import Code
+from shoal.plugins import gpumemory
+from shoal.testing.objects import make_node, make_pod
+from tests.unit.helpers import (
+    all_rows,
+    cache_with,
+    feasible,
+    handle_for,
+    pod,
+    rejected_names,
+    scores_by_name,
+    state,
+)
+
+
+def plugin(cache: Any, **args: Any) -> gpumemory.GPUMemory:
+    return gpumemory.new(gpumemory.Args.model_validate(args), handle_for(cache))
+
+
+@pytest.mark.parametrize(
+    ("label", "expected_free"),
+    [
+        pytest.param("40", 40.0, id="integer"),
+        pytest.param("12.5", 12.5, id="decimal"),
+        pytest.param("40Gi", None, id="quantity-suffix-malformed"),
+        pytest.param("-5", None, id="negative-malformed"),
+        pytest.param("abc", None, id="text-malformed"),
+        pytest.param("nan", None, id="nan-malformed"),
+    ],
+)
+def test_label_parsing_never_crashes(label: str, expected_free: float | None) -> None:
+    cache = cache_with([make_node("n", gpu_memory_free_gb=label)])
+    free, malformed = plugin(cache, gfdFallback=False).free(cache.table)
+    if expected_free is None:
+        assert np.isnan(free[0]) and malformed[0]
+    else:
+        assert free[0] == expected_free and not malformed[0]
+
+
+def test_filter_reasons() -> None:
+    cache = cache_with(
+        [
+            make_node("roomy", gpus=1, gpu_memory_free_gb=40, gfd_labels=False),
+            make_node("tight", gpus=1, gpu_memory_free_gb=5, gfd_labels=False),
+            make_node("bad", gpus=1, gpu_memory_free_gb="40Gi", gfd_labels=False),
+            make_node("none", gpus=1, gfd_labels=False),
+        ]
+    )
+    table = cache.table
+    p = pod(gpus=1, gpu_memory_gb=10)
+    rej = plugin(cache).filter_nodes(state(), p, table, table.valid_rows())
+    assert feasible(table, rej) == {"roomy"}
+    assert rejected_names(table, rej) == {
+        "Insufficient GPU memory": {"tight"},
+        "node(s) had an invalid gpu-memory-free-gb label": {"bad"},
+        "node(s) had no GPU memory information": {"none"},
+    }
+    codes = {r.reason: r.code for r in rej}
+    assert codes["Insufficient GPU memory"] is Code.UNSCHEDULABLE
+
+
+def test_gfd_fallback_and_configurable_key() -> None:
+    gfd_only = make_node("gfd", gpus=2, gpu_memory_mib=40960)  # 2 x 40 GiB = 80 GB
+    custom = make_node("custom", gpus=1, gfd_labels=False, labels={"example.com/free-gb": "30"})
+    cache = cache_with([gfd_only, custom])
+    free, _ = plugin(cache).free(cache.table)
+    assert free[cache.table.index["gfd"]] == 80.0
+    assert np.isnan(free[cache.table.index["custom"]])
+    free2, _ = plugin(cache, labelKey="example.com/free-gb", gfdFallback=False).free(cache.table)
+    assert free2[cache.table.index["custom"]] == 30.0
+    assert np.isnan(free2[cache.table.index["gfd"]])
+
+
+def test_reservations_subtract_bound_and_assumed_pods() -> None:
+    bound = make_pod("bound", gpu_memory_gb=15, node_name="n")
+    cache = cache_with([make_node("n", gpu_memory_free_gb=40)], [bound])
+    gm = plugin(cache)
+    free, _ = gm.free(cache.table)
+    assert free[0] == 25
+    cache.assume(pod("assumed", gpu_memory_gb=20), "n")
+    free, _ = gm.free(cache.table)
+    assert free[0] == 5
+    rej = gm.filter_nodes(state(), pod("next", gpu_memory_gb=10), cache.table, cache.table.valid_rows())
+    assert feasible(cache.table, rej) == set()
+    cache.forget("uid-assumed")
+    assert gm.free(cache.table)[0][0] == 25
+
+
+def test_seed_score_and_normalise_without_division_by_zero() -> None:
+    assert gpumemory.seed_score(np.array([0.0, 10.0, 20.0, 40.0, np.nan, -3.0])).tolist() == [
+        0,
+        50,
+        100,
+        100,
+        0,
+        0,
+    ]
+    cache = cache_with([make_node("a", gpu_memory_free_gb=0), make_node("b", gpu_memory_free_gb=0)])
+    gm = plugin(cache)
+    p = pod(gpus=1, gpu_memory_gb=1)
+    raw = gm.score_nodes(state(), p, cache.table, all_rows(cache.table))
+    assert gm.normalize_scores(state(), p, raw).tolist() == [0, 0]
+    cache2 = cache_with([make_node("a", gpu_memory_free_gb=5), make_node("b", gpu_memory_free_gb=10)])
+    gm2 = plugin(cache2)
+    norm = gm2.normalize_scores(state(), p, gm2.score_nodes(state(), p, cache2.table, all_rows(cache2.table)))
+    assert scores_by_name(cache2.table, norm) == {"a": 50, "b": 100}
+
+
+def test_only_gpu_pods_are_scored_and_filtered() -> None:
+    cache = cache_with([make_node("a", gpu_memory_free_gb=5)])
+    gm = plugin(cache)
+    assert gm.pre_score(state(), pod(), all_rows(cache.table), cache.table).code is Code.SKIP
+    assert gm.pre_score(state(), pod(gpus=1), all_rows(cache.table), cache.table).ok
+    assert gm.pre_filter(state(), pod())[1].code is Code.SKIP
+    assert gm.filter_nodes(state(), pod(), cache.table, cache.table.valid_rows()) == ()
+
+
+@pytest.mark.parametrize("value", ["40Gi", "-5", "abc"])
+def test_malformed_annotation_means_no_request(value: str) -> None:
+    p = pod(gpu_memory_gb=value)
+    assert p.gpu_memory_gb is None
+    assert "shoal.dev/gpu-memory-gb" in p.problems
+
+
+def test_reserve_detects_overflow() -> None:
+    cache = cache_with([make_node("n", gpu_memory_free_gb=10)])
+    gm = plugin(cache)
+    p = pod("big", gpu_memory_gb=12)
+    cache.assume(p, "n")
+    assert gm.reserve(state(), p, "n").code is Code.UNSCHEDULABLE
+    small = pod("small", gpu_memory_gb=1)
+    assert gm.reserve(state(), small, "missing").code is Code.UNSCHEDULABLE
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param({"labelKey": ""}, id="empty-key"),
+        pytest.param({"labelKey": "not a label"}, id="spaces"),
+        pytest.param({"scorePerGb": 0}, id="zero-multiplier"),
+        pytest.param({"gfdFallback": "maybe"}, id="not-bool"),
+    ],
+)
+def test_bad_args(args: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        gpumemory.Args.model_validate(args)

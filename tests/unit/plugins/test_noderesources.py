@@ -1,0 +1,136 @@
+from typing import Any
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from shoal.plugins import noderesources
+from shoal.testing.objects import make_node, make_pod
+from tests.unit.helpers import all_rows, cache_with, feasible, pod, rejected_names, scores_by_name, state
+
+
+def plugin(**args: Any) -> noderesources.NodeResourcesFit:
+    return noderesources.new(noderesources.Args.model_validate(args), None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("request_kwargs", "expected_fit", "reason"),
+    [
+        pytest.param({"cpu": "2"}, {"big", "small"}, None, id="cpu-fits-both"),
+        pytest.param({"cpu": "8"}, {"big"}, "Insufficient cpu", id="cpu-too-big-for-small"),
+        pytest.param({"memory": "64Gi"}, {"big"}, "Insufficient memory", id="memory"),
+        pytest.param({"gpus": 2}, {"big"}, "Insufficient nvidia.com/gpu", id="gpu-small-has-none"),
+        pytest.param({"gpus": 9}, set(), "Insufficient nvidia.com/gpu", id="gpu-more-than-any-node"),
+        pytest.param(
+            {"extra_requests": {"example.com/fpga": "1"}},
+            set(),
+            "Insufficient example.com/fpga",
+            id="unknown-ext",
+        ),
+    ],
+)
+def test_filter(request_kwargs: dict[str, Any], expected_fit: set[str], reason: str | None) -> None:
+    cache = cache_with(
+        [make_node("big", cpu="32", memory="128Gi", gpus=8), make_node("small", cpu="4", memory="8Gi")]
+    )
+    table = cache.table
+    p = pod(**request_kwargs)
+    fit = plugin()
+    st = state()
+    fit.pre_filter(st, p)
+    rej = fit.filter_nodes(st, p, table, table.valid_rows())
+    assert feasible(table, rej) == expected_fit
+    if reason:
+        assert reason in rejected_names(table, rej)
+
+
+def test_counts_pods_of_other_schedulers_and_too_many_pods() -> None:
+    other = make_pod("other", cpu="3", scheduler_name="default-scheduler", node_name="n")
+    cache = cache_with([make_node("n", cpu="4", pods=2)], [other])
+    table = cache.table
+    rej = plugin().filter_nodes(state(), pod(cpu="2"), table, table.valid_rows())
+    assert rejected_names(table, rej) == {"Insufficient cpu": {"n"}}
+    cache.upsert_pod(pod("second", cpu="100m", node_name="n"))
+    rej = plugin().filter_nodes(state(), pod(cpu="100m"), table, table.valid_rows())
+    assert "Too many pods" in rejected_names(table, rej)
+
+
+def nodes_half_and_empty() -> Any:
+    busy = make_pod("busy", cpu="8", memory="32Gi", gpus=4, node_name="half")
+    return cache_with(
+        [
+            make_node("half", cpu="16", memory="64Gi", gpus=8),
+            make_node("empty", cpu="16", memory="64Gi", gpus=8),
+        ],
+        [busy],
+    )
+
+
+@pytest.mark.parametrize(
+    ("strategy", "prefers"),
+    [
+        pytest.param("LeastAllocated", "empty", id="least-spreads"),
+        pytest.param("MostAllocated", "half", id="most-packs"),
+    ],
+)
+def test_score_strategies(strategy: str, prefers: str) -> None:
+    cache = nodes_half_and_empty()
+    table = cache.table
+    p = pod(cpu="1", memory="1Gi", gpus=1)
+    scores = plugin(scoringStrategy={"type": strategy}).score_nodes(state(), p, table, all_rows(table))
+    by = scores_by_name(table, scores)
+    other = "empty" if prefers == "half" else "half"
+    assert by[prefers] > by[other]
+    assert all(0 <= s <= 100 for s in by.values())
+
+
+def test_least_allocated_formula() -> None:
+    cache = cache_with([make_node("n", cpu="10", memory="10Gi")])
+    p = pod(cpu="5", memory="1Gi")  # cpu 50% free, memory 90% free
+    scores = plugin().score_nodes(state(), p, cache.table, all_rows(cache.table))
+    assert scores.tolist() == [(50 + 90) // 2]
+
+
+def test_gpu_weight_packs_gpus_and_ignores_gpu_for_cpu_pods() -> None:
+    cache = nodes_half_and_empty()
+    table = cache.table
+    fit = plugin(
+        scoringStrategy={"type": "MostAllocated", "resources": [{"name": "nvidia.com/gpu", "weight": 10}]}
+    )
+    gpu_scores = scores_by_name(table, fit.score_nodes(state(), pod(gpus=1), table, all_rows(table)))
+    assert gpu_scores["half"] == (5 * 100) // 8 and gpu_scores["empty"] == 100 // 8
+    # a pod that asks for no GPU is not scored on GPUs at all (as upstream)
+    cpu_scores = fit.score_nodes(state(), pod(), table, all_rows(table))
+    assert np.all(cpu_scores == 0)
+
+
+def test_balanced_allocation_prefers_even_fractions() -> None:
+    busy = make_pod("cpu-heavy", cpu="8", memory="1Gi", node_name="skewed")
+    cache = cache_with(
+        [make_node("skewed", cpu="16", memory="64Gi"), make_node("even", cpu="16", memory="64Gi")], [busy]
+    )
+    table = cache.table
+    scores = scores_by_name(
+        table,
+        plugin(scoringStrategy={"type": "BalancedAllocation"}).score_nodes(
+            state(), pod(cpu="1", memory="4Gi"), table, all_rows(table)
+        ),
+    )
+    assert scores["even"] > scores["skewed"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param({"scoringStrategy": {"type": "Fastest"}}, id="unknown-strategy"),
+        pytest.param({"scoringStrategy": {"resources": [{"name": "cpu", "weight": 0}]}}, id="zero-weight"),
+        pytest.param(
+            {"scoringStrategy": {"resources": [{"name": "cpu"}, {"name": "cpu"}]}}, id="duplicate-resource"
+        ),
+        pytest.param({"scoringStrategy": {"resources": []}}, id="no-resources"),
+        pytest.param({"bogus": 1}, id="unknown-field"),
+    ],
+)
+def test_bad_args(args: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        noderesources.Args.model_validate(args)

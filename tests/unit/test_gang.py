@@ -1,0 +1,120 @@
+"""Gang scheduling: all or nothing, no deadlock, no starvation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shoal.sim import InMemoryCluster, Simulation
+from shoal.testing.objects import make_node, make_pod, make_pod_group
+from tests.unit.test_scheduler import approval_profile, approval_registry
+
+
+def sim(objects: list[dict[str, Any]], **kwargs: Any) -> Simulation:
+    kwargs.setdefault("initial_backoff", 0.01)
+    kwargs.setdefault("max_backoff", 0.05)
+    return Simulation(InMemoryCluster(objects), kwargs.pop("profiles", []), **kwargs)
+
+
+def gang(
+    name: str, members: int, min_member: int | None = None, gpus: int = 8, **pg: Any
+) -> list[dict[str, Any]]:
+    return [make_pod_group(name, min_member=min_member or members, **pg)] + [
+        make_pod(f"{name}-{i}", gpus=gpus, pod_group=name) for i in range(members)
+    ]
+
+
+def bound(s: Simulation, prefix: str) -> int:
+    return sum(1 for k, v in s.placements().items() if k.startswith(f"default/{prefix}") and v)
+
+
+def gpus_requested(s: Simulation) -> int:
+    table = s.scheduler.cache.table
+    return int(table.requested[table.resource_row("nvidia.com/gpu"), : table.n].sum())
+
+
+async def test_whole_gang_binds() -> None:
+    s = sim([*[make_node(f"n{i}", gpus=8) for i in range(8)], *gang("train", 8)])
+    await s.run()
+    assert bound(s, "train") == 8
+    assert len({v for v in s.placements().values()}) == 8
+
+
+async def test_quorum_of_pods_gates_the_gang() -> None:
+    objs = gang("train", 3, min_member=4)
+    s = sim([*[make_node(f"n{i}", gpus=8) for i in range(4)], *objs])
+    await s.run()
+    assert bound(s, "train") == 0
+    assert s.scheduler.queue.counts()["gated"] == 3
+    s.submit(make_pod("train-3", gpus=8, pod_group="train"))
+    await s.run()
+    assert bound(s, "train") == 4
+
+
+async def test_gang_that_never_fits_holds_nothing_and_small_pods_still_run() -> None:
+    s = sim(
+        [
+            *[make_node(f"n{i}", gpus=8) for i in range(4)],
+            *gang("huge", 6),
+            *[make_pod(f"small-{i}", gpus=1) for i in range(5)],
+        ]
+    )
+    outcomes = await s.run()
+    assert bound(s, "huge") == 0
+    assert bound(s, "small") == 5
+    assert gpus_requested(s) == 5  # only the small pods hold GPUs
+    msg = next(o.message for o in outcomes.values() if o.pod.startswith("default/huge"))
+    assert "pod group default/huge: only 4 of the 6 pending member(s) it needs fit" in msg
+    assert "nothing was reserved" in msg
+
+
+async def test_two_gangs_of_60_percent_finish_one_after_the_other() -> None:
+    nodes = [make_node(f"n{i}", gpus=8) for i in range(10)]
+    s = sim([*nodes, *gang("a", 6), *gang("b", 6)])
+    await s.run()
+    first, second = ("a", "b") if bound(s, "a") else ("b", "a")
+    assert bound(s, first) == 6 and bound(s, second) == 0
+    assert gpus_requested(s) == 48  # the waiting gang holds nothing: no deadlock
+    for uid, pod in list(s.cluster.pods.items()):  # the first job finishes
+        if pod["metadata"]["name"].startswith(first + "-"):
+            s.delete_pod(uid)
+    await s.run(settle=0.05)
+    assert bound(s, second) == 6
+
+
+async def test_small_pods_arriving_while_gang_cannot_fit_are_scheduled() -> None:
+    s = sim([*[make_node(f"n{i}", gpus=8) for i in range(2)], *gang("big", 3)])
+    await s.run()
+    for i in range(10):
+        s.submit(make_pod(f"small-{i}", gpus=1))
+    await s.run()
+    assert bound(s, "small") == 10 and bound(s, "big") == 0
+
+
+async def test_member_beyond_quorum_that_does_not_fit_is_retried_alone() -> None:
+    s = sim([*[make_node(f"n{i}", gpus=8) for i in range(3)], *gang("elastic", 4, min_member=3)])
+    await s.run()
+    assert bound(s, "elastic") == 3
+
+
+async def test_gate_timeout_releases_every_member() -> None:
+    s = sim(
+        [*[make_node(f"n{i}", gpus=8) for i in range(4)], *gang("g", 4, schedule_timeout_seconds=5)],
+        profiles=[approval_profile()],
+        registry=approval_registry(),
+    )
+    await s.run()
+    assert bound(s, "g") == 0
+    assert gpus_requested(s) == 0
+    assert len(s.scheduler.waiting) == 0
+    messages = [e[2] for e in s.reporter.events]
+    assert any("rejected due to timeout" in m or "releasing the gang" in m for m in messages)
+
+
+async def test_member_binding_failure_is_retried_and_gang_completes() -> None:
+    from shoal.core.status import Status
+
+    s = sim([*[make_node(f"n{i}", gpus=8) for i in range(4)], *gang("g", 4)])
+    victim = next(u for u, p in s.cluster.pods.items() if p["metadata"]["name"] == "g-2")
+    s.binder.fail[victim] = Status.error("transient")
+    await s.run()
+    assert bound(s, "g") == 4

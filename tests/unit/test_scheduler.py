@@ -1,0 +1,214 @@
+"""Scheduling and binding cycles end to end on the in-memory cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shoal.core.cyclestate import CycleState
+from shoal.core.objects import PodInfo
+from shoal.core.profile import PluginEntry
+from shoal.core.status import Status
+from shoal.plugins.registry import DEFAULT_PROFILE_SPEC, load_registry
+from shoal.sim import InMemoryCluster, Simulation
+from shoal.testing.objects import make_node, make_pod
+
+TAINT = {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}
+
+
+def sim(
+    objects: list[dict[str, Any]], profiles: list[dict[str, Any]] | None = None, **kwargs: Any
+) -> Simulation:
+    kwargs.setdefault("initial_backoff", 0.01)
+    kwargs.setdefault("max_backoff", 0.05)
+    return Simulation(InMemoryCluster(objects), profiles or [], **kwargs)
+
+
+def uid_of(s: Simulation, name: str) -> str:
+    return next(u for u, p in s.cluster.pods.items() if p["metadata"]["name"] == name)
+
+
+async def test_binds_own_pods_and_leaves_others_alone() -> None:
+    s = sim(
+        [
+            make_node("n1", gpus=8),
+            make_pod("mine", gpus=1),
+            make_pod("theirs", scheduler_name="default-scheduler"),
+        ]
+    )
+    await s.run()
+    placements = s.placements()
+    assert placements["default/mine"] == "n1"
+    assert placements["default/theirs"] is None
+
+
+async def test_failed_scheduling_message_in_kube_wording() -> None:
+    nodes = [make_node(f"g{i}", gpus=1) for i in range(2)] + [
+        make_node(f"t{i}", gpus=8, taints=[TAINT]) for i in range(3)
+    ]
+    s = sim([*nodes, make_pod("big", gpus=4)])
+    outcomes = await s.run()
+    (outcome,) = outcomes.values()
+    assert outcome.node is None
+    assert outcome.message == (
+        "0/5 nodes are available: 2 Insufficient nvidia.com/gpu, 3 node(s) had untolerated taint {dedicated: infra}."
+    )
+    assert [e[1] for e in s.reporter.events] == ["FailedScheduling"]  # one event per attempt
+
+
+async def test_other_schedulers_pods_are_not_overcommitted() -> None:
+    filler = [make_pod(f"o{i}", gpus=1, scheduler_name="default-scheduler", node_name="n1") for i in range(8)]
+    s = sim(
+        [
+            make_node("n1", gpus=8),
+            make_node("n2", gpus=8),
+            *filler,
+            *[make_pod(f"m{i}", gpus=1) for i in range(8)],
+        ]
+    )
+    await s.run()
+    mine = {k: v for k, v in s.placements().items() if "/m" in k}
+    assert set(mine.values()) == {"n2"}
+
+
+async def test_binding_error_requeues_with_backoff_then_binds() -> None:
+    s = sim([make_node("n1"), make_pod("p")])
+    s.binder.fail[uid_of(s, "p")] = Status.error("apiserver hiccup")
+    outcomes = await s.run()
+    assert s.placements()["default/p"] == "n1"
+    assert [e[1] for e in s.reporter.events] == ["FailedScheduling", "Scheduled"]
+    assert next(iter(outcomes.values())).attempts == 2
+
+
+async def test_conflict_forgets_without_retry() -> None:
+    s = sim([make_node("n1", cpu="1"), make_pod("p", cpu="1")])
+    uid = uid_of(s, "p")
+    s.binder.fail[uid] = Status.error("409 Conflict: already bound", requeue=False)
+    await s.run()
+    assert s.reporter.events == []
+    assert not s.scheduler.cache.is_assumed(uid)
+    assert uid not in s.scheduler.queue
+    assert int(s.scheduler.cache.table.requested[0, 0]) == 0  # nothing held
+
+
+class Approval:
+    """A Permit plugin that parks every pod at its gate until approved (or it times out)."""
+
+    name = "Approval"
+    timeout = 0.1
+
+    def permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, float]:
+        return Status.wait("needs approval"), self.timeout
+
+
+def approval_registry() -> dict[str, PluginEntry]:
+    plugin = Approval()
+    return load_registry(
+        third_party=False, extra=[PluginEntry("Approval", lambda a, h: plugin, None, Approval)]
+    )
+
+
+def approval_profile(name: str = "gpu-scheduler") -> dict[str, Any]:
+    return {
+        **DEFAULT_PROFILE_SPEC,
+        "schedulerName": name,
+        "plugins": {"permit": [{"name": "Coscheduling"}, {"name": "Approval"}]},
+    }
+
+
+async def test_permit_timeout_releases_and_requeues() -> None:
+    s = sim(
+        [make_node("n1", cpu="1"), make_pod("p", cpu="1")], [approval_profile()], registry=approval_registry()
+    )
+    await s.run()
+    uid = uid_of(s, "p")
+    assert s.placements()["default/p"] is None
+    assert not s.scheduler.cache.is_assumed(uid)
+    queued = s.scheduler.queue.get(uid)
+    assert queued is not None and queued.where == "unschedulable"  # parked, not lost
+    assert any("rejected due to timeout" in e[2] for e in s.reporter.events)
+
+
+async def test_permit_gate_allowed_by_a_plugin_binds() -> None:
+    s = sim([make_node("n1"), make_pod("p")], [approval_profile()], registry=approval_registry())
+    uid = uid_of(s, "p")
+    s.scheduler.schedule_one(s.scheduler.queue.pop_nowait())  # type: ignore[arg-type]
+    gate = s.scheduler.waiting.get(uid)
+    assert gate is not None and gate.pending_plugins == {"Approval"}
+    gate.allow("Approval")
+    await s.run()
+    assert s.placements()["default/p"] == "n1"
+
+
+async def test_pod_deleted_while_waiting_at_permit_releases_everything() -> None:
+    s = sim(
+        [make_node("n1", cpu="1"), make_pod("p", cpu="1")], [approval_profile()], registry=approval_registry()
+    )
+    uid = uid_of(s, "p")
+    s.scheduler.schedule_one(s.scheduler.queue.pop_nowait())  # type: ignore[arg-type]
+    assert s.scheduler.cache.is_assumed(uid)
+    s.delete_pod(uid)
+    await s.run()
+    assert not s.scheduler.cache.is_assumed(uid)
+    assert uid not in s.scheduler.queue
+    assert int(s.scheduler.cache.table.requested[0, 0]) == 0
+
+
+async def test_profile_edit_changes_next_placement() -> None:
+    nodes = [make_node("busy", gpus=8), make_node("idle", gpus=8)]
+    s = sim([*nodes, make_pod("seed", gpus=4, node_name="busy", scheduler_name="x")])
+    s.submit(make_pod("a", gpus=1))
+    await s.run()
+    assert s.placements()["default/a"] == "busy"  # default profile packs GPUs
+    spread = {
+        **DEFAULT_PROFILE_SPEC,
+        "pluginConfig": [
+            {
+                "name": "NodeResourcesFit",
+                "args": {
+                    "scoringStrategy": {
+                        "type": "LeastAllocated",
+                        "resources": [{"name": "nvidia.com/gpu", "weight": 1}],
+                    }
+                },
+            }
+        ],
+    }
+    s.scheduler.set_profile(spread)
+    s.submit(make_pod("b", gpus=1))
+    await s.run()
+    assert s.placements()["default/b"] == "idle"
+
+
+async def test_malformed_inputs_never_crash_a_cycle() -> None:
+    nodes = [
+        make_node("bad", gpu_memory_free_gb="40Gi", gfd_labels=False, gpus=1),
+        make_node("neg", gpu_memory_free_gb="-5", gfd_labels=False, gpus=1),
+    ]
+    pods = [
+        make_pod("wants", gpus=1, gpu_memory_gb=10),
+        make_pod("weird", gpu_memory_gb="abc"),
+        make_pod("cpu", cpu="lots"),
+    ]
+    s = sim([*nodes, *pods])
+    outcomes = {o.pod: o for o in (await s.run()).values()}
+    assert outcomes["default/wants"].node is None
+    assert "2 node(s) had an invalid gpu-memory-free-gb label" in outcomes["default/wants"].message
+    assert outcomes["default/weird"].node is not None
+    assert "is not a number of GB" in outcomes["default/weird"].message
+    assert outcomes["default/cpu"].node is not None  # bad quantity ignored, reported
+    assert "invalid quantity" in outcomes["default/cpu"].message
+
+
+async def test_absurd_request_is_reported_clearly() -> None:
+    s = sim([make_node("n1"), make_pod("huge", cpu="100000", memory="1Pi")])
+    (outcome,) = (await s.run()).values()
+    assert outcome.message == "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory."
+
+
+async def test_unschedulable_pod_retried_when_node_added() -> None:
+    s = sim([make_node("small", gpus=1), make_pod("p", gpus=4)])
+    await s.run()
+    assert s.placements()["default/p"] is None
+    s.submit(make_node("big", gpus=8))
+    await s.run(settle=0.05)
+    assert s.placements()["default/p"] == "big"
