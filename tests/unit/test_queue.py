@@ -87,7 +87,7 @@ def test_pre_enqueue_gates_until_event() -> None:
 
 
 def test_pop_group_takes_members_from_everywhere() -> None:
-    q, clock = queue()
+    q, _clock = queue()
     members = [pod(f"m{i}", pod_group="g") for i in range(3)]
     for m in members:
         q.add(m, "s")

@@ -70,7 +70,7 @@ async def test_unreserve_rejects_every_waiting_member() -> None:
     gates = []
     for p in pods[:2]:
         cache.assume(p, "n")
-        status, timeout = plugin.permit(state(), p, "n")
+        _status, timeout = plugin.permit(state(), p, "n")
         gate = PermitGate(p, "n", {coscheduling.NAME: timeout})
         handle.waiting.add(gate)
         gates.append(gate)

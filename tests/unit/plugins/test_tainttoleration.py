@@ -1,4 +1,3 @@
-
 import pytest
 
 from shoal.core.objects import Taint, Toleration
