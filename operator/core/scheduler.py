@@ -246,9 +246,10 @@ class Scheduler:
                 continue
             return
 
-    async def drain(self, grace: float = 30.0) -> None:
+    async def drain(self, grace: float = 30.0, *, close_queue: bool = True) -> None:
         """Graceful shutdown: let in-flight bindings finish; cancel (and release) the rest."""
-        self.queue.close()
+        if close_queue:
+            self.queue.close()
         if not self._binding:
             return
         _, pending = await asyncio.wait(set(self._binding), timeout=grace)

@@ -1,0 +1,297 @@
+"""CustomResourceDefinitions generated from the pydantic models (``shoal crds``).
+
+Why generated: the profile spec the operator validates and the schema the API server enforces must
+never drift; ``crds/`` and the Helm chart hold this module's output and a test fails when stale.
+
+pydantic's JSON Schema is not a structural CRD schema, so it is rewritten: ``$defs``/``$ref`` are
+inlined, ``Optional`` becomes ``nullable``, free-form dicts keep unknown fields, quantities become
+``x-kubernetes-int-or-string``, and lists keyed by plugin name become ``x-kubernetes-list-type:
+map`` (names unique per extension point, enforced by the API server). Cross-field rules are CEL
+``x-kubernetes-validations``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from shoal.core.profile import POINTS, ProfileSpec
+
+JSON = dict[str, Any]
+
+PROFILE_GROUP, PROFILE_VERSION, PROFILE_KIND, PROFILE_PLURAL = (
+    "shoal.dev",
+    "v1alpha1",
+    "SchedulingProfile",
+    "schedulingprofiles",
+)
+PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_KIND, PODGROUP_PLURAL = (
+    "scheduling.x-k8s.io",
+    "v1alpha1",
+    "PodGroup",
+    "podgroups",
+)
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class Condition(_Model):
+    """A standard metav1.Condition."""
+
+    type: str = Field(max_length=316)
+    status: Literal["True", "False", "Unknown"]
+    reason: str = Field(max_length=1024)
+    message: str = Field(default="", max_length=32768)
+    last_transition_time: str = Field(json_schema_extra={"format": "date-time"})
+    observed_generation: int | None = Field(default=None, ge=0)
+
+
+class ProfileStatus(_Model):
+    """``status`` of a SchedulingProfile, written by the leader."""
+
+    observed_generation: int | None = Field(default=None, ge=0)
+    conditions: list[Condition] = Field(default_factory=list, max_length=8)
+    plugins: dict[str, list[str]] | None = Field(
+        default=None, description="The plugins in effect per extension point (after defaults)."
+    )
+
+
+class PodGroupSpec(_Model):
+    """scheduler-plugins' PodGroupSpec."""
+
+    min_member: int | None = Field(
+        default=None, ge=1, le=2**31 - 1, description="Pods that must be placed together."
+    )
+    min_resources: dict[str, str] | None = Field(
+        default=None, description="Resources the gang needs in total."
+    )
+    schedule_timeout_seconds: int | None = Field(
+        default=None, ge=1, le=2**31 - 1, description="How long members wait at Permit for the quorum."
+    )
+
+
+class PodGroupStatus(_Model):
+    """scheduler-plugins' PodGroupStatus."""
+
+    phase: str | None = None
+    occupied_by: str | None = None
+    scheduled: int | None = None
+    running: int | None = None
+    succeeded: int | None = None
+    failed: int | None = None
+    schedule_start_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+
+
+# -- pydantic JSON Schema -> structural schema ------------------------------------------------------
+_DROP = {"title", "discriminator"}
+
+
+def _structural(node: Any, defs: dict[str, Any], path: tuple[str, ...] = ()) -> Any:
+    if isinstance(node, list):
+        return [_structural(n, defs, path) for n in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = defs[node["$ref"].split("/")[-1]]
+        merged = {**copy.deepcopy(target), **{k: v for k, v in node.items() if k != "$ref"}}
+        return _structural(merged, defs, path)
+    node = dict(node)
+    any_of = node.pop("anyOf", None)
+    if any_of is not None:
+        kinds = [a for a in any_of if a.get("type") != "null"]
+        nullable = len(kinds) != len(any_of)
+        if len(kinds) == 1:
+            inner = _structural(kinds[0], defs, path)
+            node = {**inner, **{k: v for k, v in node.items() if k not in ("default",) or v is not None}}
+            if nullable:
+                node["nullable"] = True
+        else:
+            raise ValueError(f"cannot express anyOf {any_of} at {'.'.join(path)} in a structural schema")
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROP or key == "$defs":
+            continue
+        if key == "default" and value is None:
+            continue
+        if key == "additionalProperties" and value is False:
+            continue  # structural schemas forbid it; unknown fields are pruned (and refused by kubectl)
+        if key == "exclusiveMinimum" and not isinstance(value, bool):
+            out["minimum"] = value
+            out["exclusiveMinimum"] = True
+            continue
+        if key == "exclusiveMaximum" and not isinstance(value, bool):
+            out["maximum"] = value
+            out["exclusiveMaximum"] = True
+            continue
+        if key == "properties":
+            out[key] = {k: _structural(v, defs, (*path, k)) for k, v in value.items()}
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            out[key] = _structural(value, defs, (*path, key))
+        else:
+            out[key] = value
+    if out.get("type") == "object" and out.get("additionalProperties") is True:
+        del out["additionalProperties"]
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    if out.get("type") == "integer" and "format" not in out:
+        out["format"] = "int32" if out.get("maximum", 0) <= 2**31 - 1 and "maximum" in out else "int64"
+    return out
+
+
+def structural_schema(model: type[BaseModel]) -> JSON:
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    defs = raw.pop("$defs", {})
+    out: JSON = _structural(raw, defs)
+    return out
+
+
+def _plugin_lists_as_maps(plugins: JSON) -> None:
+    for schema in plugins["properties"].values():
+        schema["x-kubernetes-list-type"] = "map"
+        schema["x-kubernetes-list-map-keys"] = ["name"]
+
+
+def profile_crd() -> JSON:
+    spec = structural_schema(ProfileSpec)
+    _plugin_lists_as_maps(spec["properties"]["plugins"])
+    spec["properties"]["pluginConfig"]["x-kubernetes-list-type"] = "map"
+    spec["properties"]["pluginConfig"]["x-kubernetes-list-map-keys"] = ["name"]
+    not_score = [p for p in POINTS if p != "score"]
+    spec["properties"]["plugins"]["x-kubernetes-validations"] = [
+        {
+            "rule": "!has(self.queueSort) || size(self.queueSort) == 1",
+            "message": "queueSort must list exactly one plugin",
+        },
+        {"rule": "!has(self.bind) || size(self.bind) >= 1", "message": "bind must list at least one plugin"},
+        {
+            "rule": " && ".join(f"(!has(self.{p}) || self.{p}.all(x, !has(x.weight)))" for p in not_score),
+            "message": "weight is only allowed at score",
+        },
+    ]
+    spec["x-kubernetes-validations"] = [
+        {"rule": "self.schedulerName == oldSelf.schedulerName", "message": "schedulerName is immutable"},
+    ]
+    status = structural_schema(ProfileStatus)
+    status["properties"]["conditions"]["x-kubernetes-list-type"] = "map"
+    status["properties"]["conditions"]["x-kubernetes-list-map-keys"] = ["type"]
+    ready = '.status.conditions[?(@.type=="Ready")]'
+    return _crd(
+        group=PROFILE_GROUP,
+        kind=PROFILE_KIND,
+        plural=PROFILE_PLURAL,
+        version=PROFILE_VERSION,
+        scope="Cluster",
+        short=["sp"],
+        spec=spec,
+        status=status,
+        required=["spec"],
+        columns=[
+            {"name": "Scheduler", "type": "string", "jsonPath": ".spec.schedulerName"},
+            {"name": "Ready", "type": "string", "jsonPath": f"{ready}.status"},
+            {"name": "Reason", "type": "string", "jsonPath": f"{ready}.reason", "priority": 1},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+        description="Which plugins run at each extension point for one schedulerName, with weights and args.",
+    )
+
+
+def podgroup_crd() -> JSON:
+    spec = structural_schema(PodGroupSpec)
+    spec["properties"]["minResources"]["additionalProperties"] = {
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "pattern": QUANTITY_PATTERN,
+        "x-kubernetes-int-or-string": True,
+    }
+    status = structural_schema(PodGroupStatus)
+    return _crd(
+        group=PODGROUP_GROUP,
+        kind=PODGROUP_KIND,
+        plural=PODGROUP_PLURAL,
+        version=PODGROUP_VERSION,
+        scope="Namespaced",
+        short=["pg", "pgs"],
+        spec=spec,
+        status=status,
+        required=None,
+        columns=[
+            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+            {"name": "MinMember", "type": "integer", "jsonPath": ".spec.minMember"},
+            {"name": "Scheduled", "type": "integer", "jsonPath": ".status.scheduled"},
+            {"name": "Running", "type": "integer", "jsonPath": ".status.running"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+        description="A group of pods scheduled all together or not at all (scheduler-plugins API).",
+    )
+
+
+def _crd(
+    *,
+    group: str,
+    kind: str,
+    plural: str,
+    version: str,
+    scope: str,
+    short: list[str],
+    spec: JSON,
+    status: JSON,
+    required: list[str] | None,
+    columns: list[JSON],
+    description: str,
+) -> JSON:
+    spec.pop("description", None)
+    status.pop("description", None)
+    schema: JSON = {
+        "type": "object",
+        "description": description,
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+    }
+    if required:
+        schema["required"] = required
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": short,
+            },
+            "scope": scope,
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": columns,
+                    "schema": {"openAPIV3Schema": schema},
+                }
+            ],
+        },
+    }
+
+
+def all_crds() -> dict[str, JSON]:
+    """File name -> CRD, as written into crds/ and the Helm chart."""
+    return {
+        "schedulingprofiles.shoal.dev.yaml": profile_crd(),
+        "podgroups.scheduling.x-k8s.io.yaml": podgroup_crd(),
+    }

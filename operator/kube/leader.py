@@ -1,0 +1,162 @@
+"""Leader election with a ``coordination.k8s.io/v1`` Lease, as kube-scheduler does.
+
+Why not kopf's peering: it pauses handlers of lower-priority operators, which would also stop the
+followers' caches from warming. Why not kubernetes-asyncio's ``leaderelection``: it neither
+releases the Lease on shutdown (a graceful stop would cost a whole lease duration of downtime) nor
+writes MicroTime with the six fractional digits the API server requires.
+
+Semantics follow client-go: a candidate takes the Lease when it is free, held by itself, or not
+renewed for ``lease_duration`` *as observed locally* (no cross-machine clock comparison); updates
+carry the resourceVersion, so two candidates can never both win. The leader renews every
+``retry_period``; if it cannot renew for ``renew_deadline`` it steps down. On stop it releases the
+Lease so a follower takes over at its next retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from shoal.kube.reporter import micro_time
+
+log = logging.getLogger("shoal.leader")
+
+
+class LeaseElector:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+    ) -> None:
+        if not lease_duration > renew_deadline > retry_period > 0:
+            raise ValueError("need lease_duration > renew_deadline > retry_period > 0")
+        self.api = client.CoordinationV1Api(api)
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.leading = False
+        self._observed: tuple[str, str] | None = None
+        self._observed_at = 0.0
+        self.transitions = 0
+
+    # -- one attempt ---------------------------------------------------------------------------
+    def _record(self, lease: dict[str, Any], acquire: bool) -> dict[str, Any]:
+        spec = dict(lease.get("spec") or {})
+        now = micro_time()
+        if acquire:
+            spec["acquireTime"] = now
+            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (
+                1 if spec.get("holderIdentity") else 0
+            )
+        spec["holderIdentity"] = self.identity
+        spec["leaseDurationSeconds"] = int(self.lease_duration)
+        spec["renewTime"] = now
+        return spec
+
+    async def _call(self, method: Callable[..., Awaitable[Any]], *args: Any) -> tuple[int, dict[str, Any]]:
+        """One API call with the raw response: (HTTP status, JSON body or {})."""
+        try:
+            resp = await method(*args, _preload_content=False)
+        except (ApiException, OSError, TimeoutError) as exc:
+            log.debug("lease call failed: %s", exc)
+            return 0, {}
+        try:
+            body: dict[str, Any] = await resp.json() if resp.status < 300 else {}
+            return int(resp.status), body
+        finally:
+            resp.release()
+
+    async def try_acquire_or_renew(self) -> bool:
+        code, body = await self._call(self.api.read_namespaced_lease, self.name, self.namespace)
+        if code == 404:
+            new = {
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": self._record({}, True),
+            }
+            code, _ = await self._call(self.api.create_namespaced_lease, self.namespace, new)
+            return 200 <= code < 300
+        if not 200 <= code < 300:
+            return False
+        spec = body.get("spec") or {}
+        holder = str(spec.get("holderIdentity") or "")
+        observed = (holder, str(spec.get("renewTime") or ""))
+        now = time.monotonic()
+        if observed != self._observed:
+            self._observed, self._observed_at = observed, now
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        if holder not in ("", self.identity) and now < self._observed_at + duration:
+            return False  # someone else holds a live lease
+        new = {
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "resourceVersion": body["metadata"]["resourceVersion"],
+            },
+            "spec": self._record(body, acquire=holder != self.identity),
+        }
+        code, _ = await self._call(self.api.replace_namespaced_lease, self.name, self.namespace, new)
+        if 200 <= code < 300:
+            self._observed, self._observed_at = (self.identity, new["spec"]["renewTime"]), now
+            return True
+        return False  # 409: another candidate won the race
+
+    async def release(self) -> None:
+        """Give the Lease up (on graceful shutdown) so a follower takes over at once."""
+        if not self.leading:
+            return
+        self.leading = False
+        code, body = await self._call(self.api.read_namespaced_lease, self.name, self.namespace)
+        if code != 200 or (body.get("spec") or {}).get("holderIdentity") != self.identity:
+            return
+        body["spec"].update(holderIdentity=None, leaseDurationSeconds=1, renewTime=micro_time())
+        code, _ = await self._call(self.api.replace_namespaced_lease, self.name, self.namespace, body)
+        if 200 <= code < 300:
+            log.info("released lease %s/%s", self.namespace, self.name)
+
+    # -- the loop ------------------------------------------------------------------------------
+    async def run(
+        self,
+        on_started: Callable[[], Awaitable[None]],
+        on_stopped: Callable[[], Awaitable[None]],
+    ) -> None:
+        """Campaign forever: lead while the Lease is renewed, follow otherwise."""
+        try:
+            while True:
+                while not await self.try_acquire_or_renew():  # noqa: ASYNC110 - polling the Lease is the protocol
+                    await asyncio.sleep(self.retry_period)
+                self.leading = True
+                self.transitions += 1
+                log.info("%s is now the leader (lease %s/%s)", self.identity, self.namespace, self.name)
+                await on_started()
+                await self._renew_loop()
+                self.leading = False
+                log.warning("%s lost the lease; stepping down", self.identity)
+                await on_stopped()
+        finally:
+            if self.leading:
+                await on_stopped()
+                await asyncio.shield(self.release())
+
+    async def _renew_loop(self) -> None:
+        last_renew = time.monotonic()
+        while True:
+            await asyncio.sleep(self.retry_period)
+            if await self.try_acquire_or_renew():
+                last_renew = time.monotonic()
+            elif time.monotonic() - last_renew >= self.renew_deadline:
+                return

@@ -1,0 +1,206 @@
+"""KubeReporter: scheduling outcomes as Events and pod conditions, like kube-scheduler writes them.
+
+* ``Scheduled`` (Normal): ``Successfully assigned <ns>/<pod> to <node>``;
+* ``FailedScheduling`` (Warning): the core's message, e.g. ``0/5 nodes are available: ...``;
+* pod condition ``PodScheduled=False``, reason ``Unschedulable`` (the API server sets it True when
+  the Binding is accepted).
+
+Events are ``events.k8s.io/v1`` with ``reportingController`` = the profile's schedulerName, as
+kube-scheduler reports them, so ``kubectl describe pod`` shows them the usual way.
+
+The core calls the reporter synchronously from the scheduling cycle; the writes happen on a
+bounded queue drained by a few worker tasks, so a slow API server never stalls scheduling. Not
+flooding: at most one event per attempt, and the same message for the same pod is not repeated
+within ``dedup_seconds`` (kube-scheduler's event correlator does the same); the condition is only
+patched when its message changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from shoal.core.objects import PodInfo
+
+log = logging.getLogger("shoal.reporter")
+
+
+def micro_time(when: float | None = None) -> str:
+    """A MicroTime with exactly six fractional digits, as the API server requires."""
+    stamp = datetime.fromtimestamp(time.time() if when is None else when, tz=UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def rfc3339(when: float | None = None) -> str:
+    stamp = datetime.fromtimestamp(time.time() if when is None else when, tz=UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def problems_note(pod: PodInfo) -> str:
+    return (" (ignored: " + "; ".join(pod.problems.values()) + ")") if pod.problems else ""
+
+
+class KubeReporter:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        instance: str,
+        workers: int = 4,
+        max_pending: int = 10_000,
+        dedup_seconds: float = 600.0,
+        enabled: Callable[[], bool] = lambda: True,
+    ) -> None:
+        # Any: raw dict bodies and _preload_content are valid at runtime but not in the client's stubs
+        self.events: Any = client.EventsV1Api(api)
+        self.core: Any = client.CoreV1Api(api)
+        self.instance = instance
+        self.enabled = enabled
+        self.dedup_seconds = dedup_seconds
+        self._queue: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue(max_pending)
+        self._workers = workers
+        self._tasks: list[asyncio.Task[None]] = []
+        self._recent: OrderedDict[tuple[str, str, str], float] = OrderedDict()
+        self._conditions: OrderedDict[str, str] = OrderedDict()
+        self.dropped = 0
+        self.written = 0
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._work(), name=f"reporter-{i}") for i in range(self._workers)]
+
+    async def stop(self, grace: float = 5.0) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._queue.join(), grace)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    async def flush(self) -> None:
+        await self._queue.join()
+
+    async def _work(self) -> None:
+        while True:
+            job = await self._queue.get()
+            try:
+                await job()
+                self.written += 1
+            except ApiException as exc:
+                if exc.status != 404:  # the pod is gone: nothing to report on
+                    log.warning("reporting failed: HTTP %s %s", exc.status, exc.reason)
+            except Exception:
+                log.exception("reporting failed")
+            finally:
+                self._queue.task_done()
+
+    def _submit(self, job: Callable[[], Awaitable[None]]) -> None:
+        try:
+            self._queue.put_nowait(job)
+        except asyncio.QueueFull:
+            self.dropped += 1
+
+    def _fresh(self, pod: PodInfo, reason: str, message: str) -> bool:
+        key = (pod.uid, reason, message)
+        now = time.monotonic()
+        last = self._recent.get(key)
+        if last is not None and now - last < self.dedup_seconds:
+            return False
+        self._recent[key] = now
+        self._recent.move_to_end(key)
+        while len(self._recent) > 50_000:
+            self._recent.popitem(last=False)
+        return True
+
+    # -- the Reporter protocol ------------------------------------------------------------------
+    def scheduled(self, pod: PodInfo, node: str, profile: str) -> None:
+        if not self.enabled():
+            return
+        self._conditions.pop(pod.uid, None)
+        note = f"Successfully assigned {pod.key} to {node}{problems_note(pod)}"
+        self._submit(lambda: self._event(pod, profile, "Normal", "Scheduled", "Binding", note))
+
+    def unschedulable(self, pod: PodInfo, message: str, profile: str, *, error: bool = False) -> None:
+        if not self.enabled():
+            return
+        note = message + problems_note(pod)
+        if self._fresh(pod, "FailedScheduling", note):
+            self._submit(lambda: self._event(pod, profile, "Warning", "FailedScheduling", "Scheduling", note))
+        reason = "SchedulerError" if error else "Unschedulable"
+        if self._conditions.get(pod.uid) != f"{reason}:{note}":
+            self._conditions[pod.uid] = f"{reason}:{note}"
+            self._conditions.move_to_end(pod.uid)
+            while len(self._conditions) > 50_000:
+                self._conditions.popitem(last=False)
+            self._submit(lambda: self._condition(pod, reason, note))
+
+    def forget(self, uid: str) -> None:
+        self._conditions.pop(uid, None)
+
+    # -- writes --------------------------------------------------------------------------------
+    async def _event(
+        self, pod: PodInfo, profile: str, kind: str, reason: str, action: str, note: str
+    ) -> None:
+        body: dict[str, Any] = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+            "eventTime": micro_time(),
+            "reportingController": profile,
+            "reportingInstance": f"{profile}-{self.instance}"[:128],
+            "action": action,
+            "reason": reason,
+            "type": kind,
+            "note": note[:1024],
+            "regarding": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": pod.name,
+                "namespace": pod.namespace,
+                "uid": pod.uid,
+            },
+        }
+        resp = await self.events.create_namespaced_event(pod.namespace, body, _preload_content=False)
+        await _check(resp, f"event {reason} for {pod.key}")
+
+    async def _condition(self, pod: PodInfo, reason: str, message: str) -> None:
+        patch = {
+            "metadata": {"uid": pod.uid},  # a precondition: never touch a recreated pod of that name
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": reason,
+                        "message": message,
+                        "lastTransitionTime": rfc3339(),
+                        "lastProbeTime": None,
+                    }
+                ]
+            },
+        }
+        resp = await self.core.patch_namespaced_pod_status(
+            pod.name, pod.namespace, patch, _preload_content=False
+        )
+        await _check(resp, f"condition PodScheduled for {pod.key}")
+
+
+async def _check(resp: Any, what: str) -> None:
+    """Release a raw response; log a failure other than 404/409 (pod gone or recreated)."""
+    try:
+        if resp.status >= 400 and resp.status not in (404, 409):
+            log.warning("%s: HTTP %s %s", what, resp.status, (await resp.text())[:300])
+    finally:
+        resp.release()

@@ -1,0 +1,459 @@
+"""The kopf operator: handlers feed the scheduler's cache; the leader runs the scheduling loop.
+
+Handlers (all ``@kopf.on.event``, so kopf writes **no** annotation, finalizer or status onto
+pods, nodes or our CRDs; progress needs no storage because every handler is idempotent):
+
+* ``nodes``                → the cache's node table;
+* ``pods``                 → the cache (every non-terminated pod, whoever schedules it) and the
+                             queue (pending pods whose schedulerName has a profile). A server-side
+                             field selector drops terminated pods: one that finishes arrives as
+                             DELETED, which frees its resources;
+* ``schedulingprofiles``   → build, replace or remove the framework for a schedulerName, live;
+                             a bad update keeps the last good profile and reports ``Ready=False``;
+                             of two profiles claiming one schedulerName the newer is refused;
+* ``podgroups``            → gang state; the leader writes PodGroup status (phase and counts).
+
+Why ``on.event`` rather than ``on.create/update/resume/delete`` for profiles: the latter keep
+per-object progress in annotations, written by every replica; event handlers are stateless and
+idempotent, and only the leader writes status. ``resume`` is the initial listing (event type
+None), ``create``/``update`` are ADDED/MODIFIED, ``delete`` is DELETED.
+
+Every replica watches and keeps its cache warm; only the Lease holder schedules, writes events,
+conditions and statuses. On shutdown in-flight bindings finish (or are released) and the Lease is
+released, so a follower takes over at its next retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+from kubernetes_asyncio import client, config
+
+from shoal.core.objects import TERMINAL_PHASES, PodInfo, parse_time
+from shoal.core.profile import ProfileError, validate_profile
+from shoal.core.scheduler import Scheduler
+from shoal.kube.binder import KubeBinder
+from shoal.kube.crds import (
+    PODGROUP_GROUP,
+    PODGROUP_PLURAL,
+    PODGROUP_VERSION,
+    PROFILE_GROUP,
+    PROFILE_PLURAL,
+    PROFILE_VERSION,
+)
+from shoal.kube.leader import LeaseElector
+from shoal.kube.reporter import KubeReporter, rfc3339
+from shoal.operator_app.metrics import HealthServer, PromMetrics
+from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
+
+log = logging.getLogger("shoal.operator")
+
+TERMINATED_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+@dataclass
+class RunSettings:
+    kubeconfig: str | None = None
+    leader_elect: bool = True
+    lease_namespace: str = "kube-system"
+    lease_name: str = "shoal-scheduler"
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{os.getpid()}")
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = 10259
+    binding_concurrency: int = 64
+    status_interval: float = 1.0
+
+
+@dataclass
+class _ProfileObject:
+    name: str
+    created: float
+    generation: int
+    scheduler_name: str
+    spec: dict[str, Any]
+    status: dict[str, Any]
+
+
+class ShoalOperator:
+    def __init__(self, settings: RunSettings) -> None:
+        self.settings = settings
+        self.metrics = PromMetrics()
+        self.api: client.ApiClient | None = None
+        self.scheduler: Scheduler | None = None
+        self.reporter: KubeReporter | None = None
+        self.elector: LeaseElector | None = None
+        self.leading = False
+        self.started = False
+        self.profiles: dict[str, _ProfileObject] = {}
+        #: schedulerName -> (profile object name, generation) currently in effect
+        self.applied: dict[str, tuple[str, int]] = {}
+        self._written_profile_status: dict[str, dict[str, Any]] = {}
+        self._written_group_status: dict[str, dict[str, Any]] = {}
+        self._group_terminal: dict[str, dict[str, set[str]]] = {}
+        self._group_started: dict[str, str] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._loop_task: asyncio.Task[None] | None = None
+        self.server: HealthServer | None = None
+
+    # -- kopf wiring ---------------------------------------------------------------------------
+    def registry(self) -> kopf.OperatorRegistry:
+        reg = kopf.OperatorRegistry()
+        kopf.on.login(registry=reg)(self._login)
+        kopf.on.startup(registry=reg)(self._startup)
+        kopf.on.cleanup(registry=reg)(self._cleanup)
+        kopf.on.event("", "v1", "nodes", registry=reg)(self._on_node)
+        kopf.on.event("", "v1", "pods", registry=reg)(self._on_pod)
+        kopf.on.event(PROFILE_GROUP, PROFILE_VERSION, PROFILE_PLURAL, registry=reg)(self._on_profile)
+        kopf.on.event(PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL, registry=reg)(self._on_pod_group)
+        return reg
+
+    def configure(self, settings: kopf.OperatorSettings) -> None:
+        settings.watching.field_selectors["v1", "pods"] = TERMINATED_SELECTOR
+        settings.posting.enabled = False  # kopf's own k8s-events; ours come from KubeReporter
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        settings.networking.request_timeout = 60
+
+    async def _login(self, **kwargs: Any) -> kopf.ConnectionInfo | None:
+        if self.settings.kubeconfig:
+            os.environ["KUBECONFIG"] = self.settings.kubeconfig
+            return kopf.login_with_kubeconfig(**kwargs)
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return kopf.login_with_service_account(**kwargs)
+        return kopf.login_with_kubeconfig(**kwargs)
+
+    async def _client(self) -> client.ApiClient:
+        if self.settings.kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            api = await config.new_client_from_config(config_file=self.settings.kubeconfig)
+        else:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+            api = client.ApiClient()
+        api.configuration.connection_pool_maxsize = max(self.settings.binding_concurrency * 2, 32)
+        return api
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def _startup(self, **_: Any) -> None:
+        await self.start()
+
+    async def _cleanup(self, **_: Any) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        self.api = await self._client()
+        self.reporter = KubeReporter(self.api, instance=self.settings.identity, enabled=lambda: self.leading)
+        self.reporter.start()
+        binder = KubeBinder(client.CoreV1Api(self.api), concurrency=self.settings.binding_concurrency)
+        self.scheduler = Scheduler(
+            load_registry(), binder, reporter=self.reporter, metrics=self.metrics, defaults=DEFAULT_PLUGINS
+        )
+        self.server = HealthServer(
+            self.metrics, self.ready, host=self.settings.metrics_host, port=self.settings.metrics_port
+        )
+        await self.server.start()
+        loop = asyncio.get_running_loop()
+        if self.settings.leader_elect:
+            self.elector = LeaseElector(
+                self.api,
+                namespace=self.settings.lease_namespace,
+                name=self.settings.lease_name,
+                identity=self.settings.identity,
+                lease_duration=self.settings.lease_duration,
+                renew_deadline=self.settings.renew_deadline,
+                retry_period=self.settings.retry_period,
+            )
+            self._tasks.append(loop.create_task(self.elector.run(self._lead, self._follow), name="election"))
+        else:
+            await self._lead()
+        self._tasks.append(loop.create_task(self._status_loop(), name="podgroup-status"))
+        self.started = True
+        log.info("shoal started as %s (metrics on :%s)", self.settings.identity, self.server.port)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        await self._follow()
+        if self.elector is not None:
+            await self.elector.release()
+        if self.reporter is not None:
+            await self.reporter.stop()
+        if self.server is not None:
+            await self.server.stop()
+        if self.api is not None:
+            await self.api.close()
+        log.info("shoal stopped")
+
+    def ready(self) -> bool:
+        return self.started
+
+    async def _lead(self) -> None:
+        """This replica holds the Lease: schedule, and publish the statuses it computed."""
+        assert self.scheduler is not None
+        self.leading = True
+        self.metrics.leader.set(1)
+        self._written_profile_status.clear()
+        self._written_group_status.clear()
+        self.scheduler.queue.move_all()
+        self._loop_task = asyncio.get_running_loop().create_task(self.scheduler.run(), name="scheduling-loop")
+        for name in list(self.profiles):
+            await self._write_profile_status(name)
+
+    async def _follow(self) -> None:
+        """Step down: stop scheduling; let in-flight bindings finish or release them."""
+        was = self.leading
+        self.leading = False
+        self.metrics.leader.set(0)
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+            self._loop_task = None
+        if was and self.scheduler is not None:
+            await self.scheduler.drain(close_queue=False)
+
+    # -- nodes and pods ------------------------------------------------------------------------
+    async def _on_node(self, event: Mapping[str, Any], **_: Any) -> None:
+        if self.scheduler is not None:
+            self.scheduler.on_node(event["object"], deleted=event.get("type") == "DELETED")
+
+    async def _on_pod(self, event: Mapping[str, Any], **_: Any) -> None:
+        if self.scheduler is None:
+            return
+        obj = event["object"]
+        deleted = event.get("type") == "DELETED"
+        pod = PodInfo.from_dict(obj)
+        if pod.group_key is not None and pod.phase in TERMINAL_PHASES:
+            bucket = self._group_terminal.setdefault(pod.group_key, {"Succeeded": set(), "Failed": set()})
+            bucket[pod.phase].add(pod.uid)
+        self.scheduler.on_pod(pod, deleted=deleted)
+        if (deleted or pod.bound) and self.reporter is not None:
+            self.reporter.forget(pod.uid)
+
+    # -- scheduling profiles -------------------------------------------------------------------
+    async def _on_profile(self, event: Mapping[str, Any], **_: Any) -> None:
+        obj = event["object"]
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        touched: set[str] = set()
+        old = self.profiles.pop(name, None)
+        if old is not None:
+            touched.add(old.scheduler_name)
+        if event.get("type") != "DELETED":
+            spec = dict(obj.get("spec") or {})
+            entry = _ProfileObject(
+                name=name,
+                created=parse_time(meta.get("creationTimestamp")),
+                generation=int(meta.get("generation") or 0),
+                scheduler_name=str(spec.get("schedulerName") or ""),
+                spec=spec,
+                status=dict(obj.get("status") or {}),
+            )
+            self.profiles[name] = entry
+            touched.add(entry.scheduler_name)
+        else:
+            self._written_profile_status.pop(name, None)
+        for scheduler_name in touched:
+            self._reconcile_scheduler_name(scheduler_name)
+        for profile in list(self.profiles.values()):
+            if profile.scheduler_name in touched:
+                await self._write_profile_status(profile.name)
+        self._count_profiles()
+
+    def _owner(self, scheduler_name: str) -> _ProfileObject | None:
+        claimants = [p for p in self.profiles.values() if p.scheduler_name == scheduler_name]
+        return min(claimants, key=lambda p: (p.created, p.name)) if claimants else None
+
+    def _reconcile_scheduler_name(self, scheduler_name: str) -> None:
+        assert self.scheduler is not None
+        owner = self._owner(scheduler_name)
+        if owner is None:
+            self.scheduler.remove_profile(scheduler_name)
+            self.applied.pop(scheduler_name, None)
+            return
+        if self.applied.get(scheduler_name) == (owner.name, owner.generation):
+            return
+        try:
+            self.scheduler.set_profile(owner.spec)
+        except ProfileError as exc:
+            previous = self.applied.get(scheduler_name)
+            if previous is None or previous[0] != owner.name:
+                self.scheduler.remove_profile(scheduler_name)
+                self.applied.pop(scheduler_name, None)
+            log.warning("SchedulingProfile %s is invalid: %s", owner.name, exc)
+            return
+        self.applied[scheduler_name] = (owner.name, owner.generation)
+        log.info(
+            "SchedulingProfile %s (generation %s) now schedules %s",
+            owner.name,
+            owner.generation,
+            scheduler_name,
+        )
+
+    def profile_status(self, name: str) -> dict[str, Any]:
+        """The status the profile object should have now."""
+        profile = self.profiles[name]
+        owner = self._owner(profile.scheduler_name)
+        applied = self.applied.get(profile.scheduler_name)
+        plugins: dict[str, list[str]] | None = None
+        if owner is not None and owner.name != name:
+            ready, reason = "False", "SchedulerNameConflict"
+            message = (
+                f'schedulerName "{profile.scheduler_name}" is already claimed by SchedulingProfile '
+                f'"{owner.name}" (the older one wins); this profile is not used'
+            )
+        else:
+            try:
+                validated = validate_profile(profile.spec, load_registry(), DEFAULT_PLUGINS)
+                plugins = {p: [r.name for r in refs] for p, refs in validated.points.items() if refs}
+                ready, reason = "True", "Valid"
+                message = f"scheduling pods with schedulerName {profile.scheduler_name}"
+            except ProfileError as exc:
+                ready, reason = "False", "InvalidSpec"
+                message = str(exc)
+                if applied is not None and applied[0] == name:
+                    message += f" (still scheduling with generation {applied[1]}, the last valid one)"
+        previous = next((c for c in profile.status.get("conditions") or () if c.get("type") == "Ready"), None)
+        transition = (
+            previous["lastTransitionTime"]
+            if previous is not None and previous.get("status") == ready and previous.get("lastTransitionTime")
+            else rfc3339()
+        )
+        status: dict[str, Any] = {
+            "observedGeneration": profile.generation,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": ready,
+                    "reason": reason,
+                    "message": message[:32000],
+                    "lastTransitionTime": transition,
+                    "observedGeneration": profile.generation,
+                }
+            ],
+            "plugins": plugins,
+        }
+        return status
+
+    async def _write_profile_status(self, name: str) -> None:
+        if not self.leading or self.api is None or name not in self.profiles:
+            return
+        status = self.profile_status(name)
+        current = self.profiles[name].status
+        if _same_status(current, status) or self._written_profile_status.get(name) == status:
+            return
+        api: Any = client.CustomObjectsApi(self.api)
+        try:
+            await api.patch_cluster_custom_object_status(
+                PROFILE_GROUP,
+                PROFILE_VERSION,
+                PROFILE_PLURAL,
+                name,
+                {"status": status},
+                _content_type="application/merge-patch+json",
+            )
+            self._written_profile_status[name] = status
+        except client.ApiException as exc:
+            if exc.status != 404:
+                log.warning("writing status of SchedulingProfile %s: HTTP %s", name, exc.status)
+
+    def _count_profiles(self) -> None:
+        ready = sum(1 for n in self.profiles if self.profile_status(n)["conditions"][0]["status"] == "True")
+        self.metrics.profiles.labels("true").set(ready)
+        self.metrics.profiles.labels("false").set(len(self.profiles) - ready)
+
+    # -- pod groups ----------------------------------------------------------------------------
+    async def _on_pod_group(self, event: Mapping[str, Any], **_: Any) -> None:
+        if self.scheduler is None:
+            return
+        obj = event["object"]
+        deleted = event.get("type") == "DELETED"
+        self.scheduler.on_pod_group(obj, deleted=deleted)
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+        if deleted:
+            self._written_group_status.pop(key, None)
+            self._group_terminal.pop(key, None)
+            self._group_started.pop(key, None)
+        elif obj.get("status"):
+            self._written_group_status.setdefault(key, dict(obj["status"]))
+
+    def pod_group_status(self, key: str) -> dict[str, Any]:
+        """Phase and counts as scheduler-plugins' PodGroup controller reports them."""
+        assert self.scheduler is not None
+        cache = self.scheduler.cache
+        group = cache.pod_groups[key]
+        members = cache.group_members(key)
+        scheduled = sum(1 for p in members if p.bound)
+        running = sum(1 for p in members if p.phase == "Running")
+        terminal = self._group_terminal.get(key, {"Succeeded": set(), "Failed": set()})
+        succeeded, failed = len(terminal["Succeeded"]), len(terminal["Failed"])
+        minimum = group.min_member
+        if succeeded >= minimum:
+            phase = "Finished"
+        elif failed and running + succeeded < minimum:
+            phase = "Failed"
+        elif running >= minimum:
+            phase = "Running"
+        elif scheduled + succeeded >= minimum:
+            phase = "Scheduled"
+        elif len(members) + succeeded < minimum:
+            phase = "Pending"
+        elif scheduled:
+            phase = "Scheduling"
+        else:
+            phase = "PreScheduling"
+        status: dict[str, Any] = {
+            "phase": phase,
+            "scheduled": scheduled + succeeded,
+            "running": running,
+            "succeeded": succeeded,
+            "failed": failed,
+        }
+        if phase != "Pending":
+            status["scheduleStartTime"] = self._group_started.setdefault(key, rfc3339())
+        return status
+
+    async def _status_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.status_interval)
+            if not self.leading or self.scheduler is None or self.api is None:
+                continue
+            api: Any = client.CustomObjectsApi(self.api)
+            for key in list(self.scheduler.cache.pod_groups):
+                status = self.pod_group_status(key)
+                if _same_status(self._written_group_status.get(key, {}), status):
+                    continue
+                namespace, name = key.split("/", 1)
+                try:
+                    await api.patch_namespaced_custom_object_status(
+                        PODGROUP_GROUP,
+                        PODGROUP_VERSION,
+                        namespace,
+                        PODGROUP_PLURAL,
+                        name,
+                        {"status": status},
+                        _content_type="application/merge-patch+json",
+                    )
+                    self._written_group_status[key] = status
+                except client.ApiException as exc:
+                    if exc.status != 404:
+                        log.warning("writing status of PodGroup %s: HTTP %s", key, exc.status)
+
+
+def _same_status(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """True when every field we write already has the value we want."""
+    return all(current.get(k) == v for k, v in desired.items())

@@ -1,0 +1,121 @@
+"""Prometheus metrics named like kube-scheduler's, and the health/metrics HTTP server (aiohttp).
+
+Series:
+
+* ``scheduler_schedule_attempts_total{result,profile}`` — result: scheduled, unschedulable, error
+* ``scheduler_pending_pods{queue}`` — queue: active, backoff, unschedulable, gated
+* ``scheduler_scheduling_attempt_duration_seconds{result,profile}``
+* ``scheduler_framework_extension_point_duration_seconds{extension_point,status,profile}``
+* ``scheduler_permit_wait_duration_seconds{result}``
+* ``shoal_leader`` (1 on the replica that schedules) and ``shoal_profiles{ready}``
+
+Endpoints: ``/metrics``, ``/healthz`` and ``/livez`` (the event loop answers), ``/readyz`` (the
+caches are filled and, for the leader, the loop runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+
+def _exp(start: float, factor: float, count: int) -> list[float]:
+    return [start * factor**i for i in range(count)]
+
+
+class PromMetrics:
+    """Implements shoal.core.metrics.Metrics."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.attempts = Counter(
+            "scheduler_schedule_attempts", "Scheduling attempts by result.", ["result", "profile"], registry=r
+        )
+        self.pending_pods = Gauge("scheduler_pending_pods", "Pending pods by queue.", ["queue"], registry=r)
+        self.attempt_duration = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency (scheduling cycle, and binding for scheduled pods).",
+            ["result", "profile"],
+            buckets=_exp(0.001, 2, 15),
+            registry=r,
+        )
+        self.point_duration = Histogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency of running the plugins of one extension point.",
+            ["extension_point", "status", "profile"],
+            buckets=_exp(0.0001, 2, 12),
+            registry=r,
+        )
+        self.permit_wait_seconds = Histogram(
+            "scheduler_permit_wait_duration_seconds",
+            "Time pods waited at their Permit gate.",
+            ["result"],
+            buckets=_exp(0.001, 2, 15),
+            registry=r,
+        )
+        self.leader = Gauge("shoal_leader", "1 when this replica holds the lease and schedules.", registry=r)
+        self.profiles = Gauge("shoal_profiles", "SchedulingProfiles by readiness.", ["ready"], registry=r)
+        for queue in ("active", "backoff", "unschedulable", "gated"):
+            self.pending_pods.labels(queue).set(0)
+
+    def attempt(self, result: str, profile: str, seconds: float) -> None:
+        self.attempts.labels(result, profile).inc()
+        self.attempt_duration.labels(result, profile).observe(seconds)
+
+    def extension_point(self, point: str, status: str, profile: str, seconds: float) -> None:
+        self.point_duration.labels(point, status, profile).observe(seconds)
+
+    def permit_wait(self, result: str, seconds: float) -> None:
+        self.permit_wait_seconds.labels(result).observe(seconds)
+
+    def pending(self, queue: str, count: int) -> None:
+        self.pending_pods.labels(queue).set(count)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class HealthServer:
+    """/metrics, /healthz, /livez, /readyz on one port (kube-scheduler serves them together)."""
+
+    def __init__(self, metrics: PromMetrics, ready: Callable[[], bool], *, host: str, port: int) -> None:
+        self.metrics = metrics
+        self.ready = ready
+        self.host = host
+        self.port = port
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._ok)
+        app.router.add_get("/livez", self._ok)
+        app.router.add_get("/readyz", self._readyz)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        if self.port == 0 and site._server is not None:  # tests ask for any free port
+            sockets = getattr(site._server, "sockets", None) or []
+            if sockets:
+                self.port = int(sockets[0].getsockname()[1])
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _ok(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        if self.ready():
+            return web.Response(text="ok")
+        return web.Response(status=503, text="not ready")
