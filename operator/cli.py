@@ -132,7 +132,8 @@ async def _explain_async(args: argparse.Namespace) -> int:
             return 0
         if target.scheduler_name not in sched.profiles:
             print(
-                f"pod {target.key} has schedulerName {target.scheduler_name!r}, which no SchedulingProfile serves"
+                f"pod {target.key} has schedulerName {target.scheduler_name!r}, "
+                "which no SchedulingProfile serves"
             )
             return 1
         result = sched.explain(target)

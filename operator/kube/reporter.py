@@ -156,7 +156,8 @@ class KubeReporter:
         body: dict[str, Any] = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+            # named like kube-scheduler's events: <pod>.<unix nanoseconds in hex>
+            "metadata": {"name": f"{pod.name}.{time.time_ns():x}"[:253], "namespace": pod.namespace},
             "eventTime": micro_time(),
             "reportingController": profile,
             "reportingInstance": f"{profile}-{self.instance}"[:128],

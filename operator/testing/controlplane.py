@@ -115,7 +115,33 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _tail(path: Path, lines: int = 30) -> str:
+def spawn(argv: Sequence[str], log: Path, *, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start a helper process that dies with us (PR_SET_PDEATHSIG) and logs to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            list(argv),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            preexec_fn=_die_with_parent,  # only prctl: async-signal-safe
+            start_new_session=True,  # a terminal's Ctrl-C reaches us, and we stop children in order
+        )
+
+
+def stop_process(popen: subprocess.Popen[bytes], grace: float = 10.0) -> int | None:
+    """SIGTERM by PID, then SIGKILL after ``grace`` seconds; returns the exit code."""
+    if popen.poll() is None:
+        popen.send_signal(signal.SIGTERM)
+        try:
+            popen.wait(grace)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait(10)
+    return popen.returncode
+
+
+def tail(path: Path, lines: int = 30) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()
     except OSError:
@@ -236,14 +262,7 @@ class ControlPlane:
 
     @staticmethod
     def _terminate(proc: _Proc, grace: float) -> None:
-        if proc.popen.poll() is not None:
-            return
-        proc.popen.send_signal(signal.SIGTERM)
-        try:
-            proc.popen.wait(grace)
-        except subprocess.TimeoutExpired:
-            proc.popen.kill()
-            proc.popen.wait(10)
+        stop_process(proc.popen, grace)
 
     def _start_etcd(self) -> None:
         self.etcd_port = free_port()
@@ -340,7 +359,7 @@ class ControlPlane:
         raise ControlPlaneError(f"kube-apiserver not ready in time ({last})\n{self._logs_tail()}")
 
     def _logs_tail(self) -> str:
-        return "\n".join(f"--- {name} ({path}) ---\n{_tail(path)}" for name, path in self.logs.items())
+        return "\n".join(f"--- {name} ({path}) ---\n{tail(path)}" for name, path in self.logs.items())
 
     def _write_kubeconfig(self) -> None:
         config = {

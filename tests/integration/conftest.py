@@ -1,13 +1,18 @@
-"""Fixtures for tests against the real kube-apiserver: clients and per-test namespaces."""
+"""Fixtures for tests against the real kube-apiserver: clients, CRDs, namespaces, the operator."""
 
 from __future__ import annotations
 
+import asyncio
+import urllib.request
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes_asyncio import client, config
 
+from shoal.testing.cluster import OperatorProcess, apply_crds, create, list_all
 from shoal.testing.controlplane import ControlPlane
 
 
@@ -15,6 +20,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration" in str(item.fspath):
             item.add_marker(pytest.mark.cluster)
+
+
+async def _with_api(cp: ControlPlane, fn: Any) -> Any:
+    api = await config.new_client_from_config(config_file=str(cp.kubeconfig))
+    try:
+        return await fn(api)
+    finally:
+        await api.close()
+
+
+def run_with_api(cp: ControlPlane, fn: Any) -> Any:
+    """Run ``await fn(api)`` on a private loop (for sync, wider-scoped fixtures)."""
+    return asyncio.run(_with_api(cp, fn))
+
+
+@pytest.fixture(scope="session")
+def crds(control_plane: ControlPlane) -> ControlPlane:
+    run_with_api(control_plane, apply_crds)
+    return control_plane
 
 
 @pytest.fixture
@@ -29,7 +53,56 @@ async def api(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
 @pytest.fixture
 async def namespace(api: client.ApiClient) -> AsyncIterator[str]:
     name = f"t-{uuid.uuid4().hex[:8]}"
-    core = client.CoreV1Api(api)
-    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     yield name
-    await core.delete_namespace(name)
+    await client.CoreV1Api(api).delete_namespace(name)
+
+
+async def _wipe(api: client.ApiClient) -> None:
+    """Every test starts with no nodes and no profiles (they are cluster-scoped)."""
+    core: Any = client.CoreV1Api(api)
+    custom: Any = client.CustomObjectsApi(api)
+    await core.delete_collection_node()
+    for sp in await list_all(
+        custom.list_cluster_custom_object, "shoal.dev", "v1alpha1", "schedulingprofiles"
+    ):
+        await custom.delete_cluster_custom_object(
+            "shoal.dev", "v1alpha1", "schedulingprofiles", sp["metadata"]["name"]
+        )
+
+
+@pytest.fixture
+async def clean(api: client.ApiClient, crds: ControlPlane) -> client.ApiClient:
+    await _wipe(api)
+    return api
+
+
+def wait_ready(op: OperatorProcess, timeout: float = 30.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not op.alive():
+            raise RuntimeError(f"operator exited early:\n{op.tail()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{op.metrics_port}/readyz", timeout=1) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"operator not ready in {timeout} s:\n{op.tail()}")
+
+
+@pytest.fixture(scope="module")
+def operator(crds: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    log = Path(tmp_path_factory.mktemp("operator")) / "operator.log"
+    op = OperatorProcess(crds.kubeconfig, log, identity="op-main", lease_name=f"shoal-{uuid.uuid4().hex[:6]}")
+    op.start()
+    try:
+        wait_ready(op)
+        yield op
+    finally:
+        code = op.stop()
+        if code not in (0, None):
+            print(op.tail())

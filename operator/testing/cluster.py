@@ -1,0 +1,198 @@
+"""Talking to the real control plane from tests, the demo and benchmarks.
+
+CRDs applied and waited for, objects created by kind, an operator run as a real subprocess
+(``python -m shoal.cli run``) that is always stopped by PID, and polling helpers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from kubernetes_asyncio import client
+
+from shoal.kube.crds import all_crds
+from shoal.testing.controlplane import free_port, spawn, stop_process, tail
+
+T = TypeVar("T")
+
+
+async def apply_crds(api: client.ApiClient, timeout: float = 30.0) -> None:
+    """Create (or replace) shoal's CRDs and wait until they are Established and served."""
+    ext: Any = client.ApiextensionsV1Api(api)
+    for crd in all_crds().values():
+        name = crd["metadata"]["name"]
+        try:
+            current = await ext.read_custom_resource_definition(name)
+            body = dict(crd)
+            body["metadata"] = {**crd["metadata"], "resourceVersion": current.metadata.resource_version}
+            await ext.replace_custom_resource_definition(name, body)
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+            await ext.create_custom_resource_definition(crd)
+
+    async def established() -> bool:
+        for crd in all_crds().values():
+            got = await ext.read_custom_resource_definition(crd["metadata"]["name"])
+            conds = {c.type: c.status for c in (got.status.conditions or [])}
+            if conds.get("Established") != "True":
+                return False
+        return True
+
+    await wait_for(established, timeout, what="CRDs established")
+
+
+async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Create one object by its kind; returns the created object as a dict."""
+    kind = obj["kind"]
+    core: Any = client.CoreV1Api(api)
+    custom: Any = client.CustomObjectsApi(api)
+    ns = (obj.get("metadata") or {}).get("namespace", "default")
+    if kind == "Node":
+        resp = await core.create_node(obj, _preload_content=False)
+    elif kind == "Pod":
+        resp = await core.create_namespaced_pod(ns, obj, _preload_content=False)
+    elif kind == "Namespace":
+        resp = await core.create_namespace(obj, _preload_content=False)
+    elif kind == "PodGroup":
+        resp = await custom.create_namespaced_custom_object(
+            "scheduling.x-k8s.io", "v1alpha1", ns, "podgroups", obj, _preload_content=False
+        )
+    elif kind == "SchedulingProfile":
+        resp = await custom.create_cluster_custom_object(
+            "shoal.dev", "v1alpha1", "schedulingprofiles", obj, _preload_content=False
+        )
+    else:
+        raise ValueError(f"unsupported kind {kind}")
+    try:
+        body: dict[str, Any] = await resp.json()
+        if resp.status >= 300:
+            raise client.ApiException(status=resp.status, reason=str(body.get("message", body)))
+        return body
+    finally:
+        resp.release()
+
+
+async def create_many(
+    api: client.ApiClient, objs: Sequence[Mapping[str, Any]], concurrency: int = 32
+) -> None:
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(obj: Mapping[str, Any]) -> None:
+        async with slots:
+            await create(api, obj)
+
+    await asyncio.gather(*(one(o) for o in objs))
+
+
+async def list_all(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    """Every item of a list call, as plain dicts (paged)."""
+    items: list[dict[str, Any]] = []
+    token = None
+    while True:
+        resp = await method(*args, _preload_content=False, limit=1000, _continue=token, **kwargs)
+        try:
+            body = await resp.json()
+        finally:
+            resp.release()
+        items.extend(body.get("items") or [])
+        token = (body.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+
+
+async def wait_for(
+    check: Callable[[], Awaitable[T]], timeout: float, *, interval: float = 0.2, what: str = "condition"
+) -> T:
+    """Poll ``check`` until it returns something truthy; TimeoutError names ``what``."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+async def delete_all_nodes(api: client.ApiClient) -> None:
+    core: Any = client.CoreV1Api(api)
+    await core.delete_collection_node()
+
+
+class OperatorProcess:
+    """``shoal run`` as a subprocess. Stopped (SIGTERM by PID) on exit; its log kept for failures."""
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        log: Path,
+        *,
+        identity: str = "shoal-test",
+        lease_name: str = "shoal-test",
+        lease_duration: float = 4.0,
+        leader_elect: bool = True,
+        extra: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.metrics_port = free_port()
+        self.log = log
+        self.argv = [
+            sys.executable,
+            "-m",
+            "shoal.cli",
+            "run",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--id",
+            identity,
+            "--lease-name",
+            lease_name,
+            "--lease-duration",
+            str(lease_duration),
+            "--metrics-host",
+            "127.0.0.1",
+            "--metrics-port",
+            str(self.metrics_port),
+            *(["--no-leader-elect"] if not leader_elect else []),
+            *extra,
+        ]
+        self.env = {**os.environ, **(env or {})}
+        self.popen: Any = None
+
+    @property
+    def pid(self) -> int:
+        return int(self.popen.pid)
+
+    def start(self) -> OperatorProcess:
+        self.popen = spawn(self.argv, self.log, env=self.env)
+        return self
+
+    def stop(self, grace: float = 20.0) -> int | None:
+        return stop_process(self.popen, grace) if self.popen is not None else None
+
+    def kill(self) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait(10)
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def tail(self, lines: int = 40) -> str:
+        return tail(self.log, lines)
+
+    def __enter__(self) -> OperatorProcess:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
