@@ -61,6 +61,9 @@ async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any
         resp = await core.create_namespaced_pod(ns, obj, _preload_content=False)
     elif kind == "Namespace":
         resp = await core.create_namespace(obj, _preload_content=False)
+    elif kind == "PriorityClass":
+        sched: Any = client.SchedulingV1Api(api)
+        resp = await sched.create_priority_class(obj, _preload_content=False)
     elif kind == "PodGroup":
         resp = await custom.create_namespaced_custom_object(
             "scheduling.x-k8s.io", "v1alpha1", ns, "podgroups", obj, _preload_content=False

@@ -105,6 +105,7 @@ def make_pod(
     gpu_memory_gb: float | str | None = None,
     scheduler_name: str = "gpu-scheduler",
     priority: int | None = None,
+    priority_class: str | None = None,
     pod_group: str | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
@@ -143,8 +144,10 @@ def make_pod(
     if host_ports:
         container["ports"] = [{"containerPort": p, "hostPort": p, "protocol": "TCP"} for p in host_ports]
     spec: JSON = {"schedulerName": scheduler_name, "containers": [container]}
-    if priority is not None:
+    if priority is not None:  # what admission resolves; on a real API server use priority_class
         spec["priority"] = priority
+    if priority_class is not None:
+        spec["priorityClassName"] = priority_class
     if node_name is not None:
         spec["nodeName"] = node_name
     if node_selector:
@@ -180,6 +183,16 @@ def make_pod_group(
         "kind": "PodGroup",
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
+    }
+
+
+def make_priority_class(name: str, value: int, *, description: str = "") -> JSON:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        "description": description or f"priority {value}",
     }
 
 

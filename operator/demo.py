@@ -1,0 +1,198 @@
+"""``make demo``: shoal scheduling a simulated GPU fleet on a real local control plane.
+
+Starts etcd + kube-apiserver (built from Go modules by ``make cluster-bin``), installs the CRDs,
+creates 20 GPU nodes (8-GPU and 4-GPU, with ``gpu-memory-free-gb``, GFD labels and zones, one
+tainted), applies the ``gpu-scheduler`` profile, runs ``shoal run`` as a real process, submits a
+workload and prints where every pod went and why. Everything is stopped at the end; with
+``--keep`` (``KEEP=1 make demo``) it keeps running until Ctrl-C and prints the KUBECONFIG line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client, config
+
+from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
+from shoal.testing.cluster import OperatorProcess, apply_crds, create, create_many, list_all, wait_for
+from shoal.testing.controlplane import Binaries, ControlPlane, ControlPlaneError
+from shoal.testing.objects import make_node, make_pod, make_pod_group, make_priority_class
+
+NS = "default"
+INFERENCE_TAINT = {"key": "dedicated", "value": "inference", "effect": "NoSchedule"}
+
+
+def fleet() -> list[dict[str, Any]]:
+    zones = ("zone-a", "zone-b", "zone-c")
+    nodes = []
+    for i in range(12):
+        zone = zones[i % 3]
+        nodes.append(
+            make_node(
+                f"a100-{i:02d}",
+                cpu="96",
+                memory="1Ti",
+                gpus=8,
+                gpu_memory_mib=81920,
+                gpu_product="NVIDIA-A100-SXM4-80GB",
+                gpu_memory_free_gb=640,
+                zone=zone,
+                rack=f"{zone}-r{i // 3}",
+            )
+        )
+    for i in range(8):
+        zone = zones[i % 3]
+        nodes.append(
+            make_node(
+                f"l40s-{i:02d}",
+                cpu="48",
+                memory="384Gi",
+                gpus=4,
+                gpu_memory_mib=49152,
+                gpu_product="NVIDIA-L40S",
+                gpu_memory_free_gb=192,
+                zone=zone,
+                rack=f"{zone}-r{4 + i // 3}",
+                taints=[INFERENCE_TAINT] if i == 0 else (),
+            )
+        )
+    return nodes
+
+
+def workload() -> list[dict[str, Any]]:
+    objs: list[dict[str, Any]] = [make_priority_class("training", 100)]
+    for i in range(12):
+        objs.append(
+            make_pod(f"notebook-{i:02d}", namespace=NS, cpu="4", memory="32Gi", gpus=1, gpu_memory_gb=20)
+        )
+    objs.append(make_pod_group("llm-train", namespace=NS, min_member=8, schedule_timeout_seconds=120))
+    for i in range(8):
+        objs.append(
+            make_pod(
+                f"llm-train-{i}",
+                namespace=NS,
+                cpu="32",
+                memory="256Gi",
+                gpus=8,
+                pod_group="llm-train",
+                priority_class="training",
+            )
+        )
+    objs.append(make_pod("too-big", namespace=NS, cpu="8", gpus=16))
+    for i in range(3):
+        objs.append(make_pod(f"web-{i}", namespace=NS, cpu="500m", scheduler_name="default-scheduler"))
+    return objs
+
+
+async def settle(api: client.ApiClient, timeout: float) -> list[dict[str, Any]]:
+    """Wait until every gpu-scheduler pod is bound or has a FailedScheduling event."""
+    core: Any = client.CoreV1Api(api)
+    events: Any = client.EventsV1Api(api)
+
+    async def done() -> list[dict[str, Any]] | None:
+        pods = await list_all(core.list_namespaced_pod, NS)
+        failed = {
+            e["regarding"]["name"]
+            for e in await list_all(events.list_namespaced_event, NS)
+            if e["reason"] == "FailedScheduling"
+        }
+        ours = [p for p in pods if p["spec"].get("schedulerName") == "gpu-scheduler"]
+        if all(p["spec"].get("nodeName") or p["metadata"]["name"] in failed for p in ours):
+            return pods
+        return None
+
+    return await wait_for(done, timeout, interval=0.5, what="the workload to settle")
+
+
+async def table(api: client.ApiClient, pods: list[dict[str, Any]]) -> str:
+    events: Any = client.EventsV1Api(api)
+    last: dict[str, str] = {}
+    for e in sorted(await list_all(events.list_namespaced_event, NS), key=lambda e: e.get("eventTime") or ""):
+        last[e["regarding"]["name"]] = f"{e['reason']}: {e['note']}"
+    rows = [("POD", "SCHEDULER", "NODE", "WHY")]
+    for p in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        name = p["metadata"]["name"]
+        node = p["spec"].get("nodeName") or "<pending>"
+        why = last.get(name, "left alone (another scheduler's pod)")
+        if why.startswith("Scheduled: "):
+            why = "Scheduled"
+        rows.append((name, p["spec"]["schedulerName"], node, why))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return "\n".join(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}" for r in rows)
+
+
+async def run_demo(cp: ControlPlane, workdir: Path, keep: bool) -> int:
+    api = await config.new_client_from_config(config_file=str(cp.kubeconfig))
+    try:
+        print("shoal demo: installing CRDs, 20 GPU nodes and the gpu-scheduler profile")
+        await apply_crds(api)
+        await create_many(api, fleet())
+        await create(
+            api,
+            {
+                "apiVersion": "shoal.dev/v1alpha1",
+                "kind": "SchedulingProfile",
+                "metadata": {"name": "gpu-scheduler"},
+                "spec": DEFAULT_PROFILE_SPEC,
+            },
+        )
+        with OperatorProcess(cp.kubeconfig, workdir / "shoal.log", identity="shoal-demo") as op:
+            print(f"shoal demo: started `shoal run` (pid {op.pid}, metrics on 127.0.0.1:{op.metrics_port})")
+            await asyncio.sleep(1.0)
+            began = time.monotonic()
+            print("shoal demo: submitting 12 notebooks, an 8-pod training gang, a 16-GPU pod, 3 web pods")
+            objs = workload()
+            await create(api, objs[0])  # the PriorityClass first: admission resolves it for the gang
+            await create_many(api, objs[1:])
+            pods = await settle(api, 60)
+            print(f"shoal demo: settled in {time.monotonic() - began:.1f} s\n")
+            print(await table(api, pods))
+            if keep:
+                print(f"\nshoal demo: still running; in another shell:\n  export KUBECONFIG={cp.kubeconfig}")
+                print("  (Ctrl-C here stops the operator and the control plane)")
+                stop = asyncio.Event()
+                loop = asyncio.get_running_loop()
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.add_signal_handler(sig, stop.set)
+                await stop.wait()
+    finally:
+        await api.close()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m shoal.demo")
+    parser.add_argument("--keep", action="store_true", help="keep running until Ctrl-C")
+    args = parser.parse_args(argv)
+    missing = Binaries.locate().missing()
+    if missing:
+        print(f"shoal demo: missing binaries {missing}; run `make cluster-bin`", file=sys.stderr)
+        return 2
+    workdir = Path(tempfile.mkdtemp(prefix="shoal-demo-"))
+    cp = ControlPlane(workdir=workdir / "cluster", keep_workdir=args.keep)
+    print("shoal demo: starting etcd + kube-apiserver on loopback")
+    try:
+        cp.start()
+    except ControlPlaneError as exc:
+        print(f"shoal demo: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return asyncio.run(run_demo(cp, workdir, args.keep))
+    except TimeoutError as exc:
+        print(f"shoal demo: {exc}; operator log: {workdir / 'shoal.log'}", file=sys.stderr)
+        return 1
+    finally:
+        cp.stop()
+        print("shoal demo: control plane stopped")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
