@@ -1,0 +1,80 @@
+"""The in-memory cluster loads real dumps; `shoal simulate` prints the table; CRDs are not stale."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from shoal.cli import main
+from shoal.kube.crds import all_crds
+from shoal.sim import InMemoryCluster, Simulation, load_objects
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_kubectl_dump_loads_with_usage_counted() -> None:
+    cluster = InMemoryCluster.from_yaml(DATA / "kubectl-dump.yaml")
+    assert set(cluster.nodes) == {"gpu-a", "gpu-b"}
+    assert len(cluster.pods) == 2
+    sim = Simulation(cluster)
+    table = sim.scheduler.cache.table
+    row = table.index["gpu-a"]
+    assert (
+        int(table.requested[table.resource_row("nvidia.com/gpu"), row]) == 4
+    )  # the finished pod is not counted
+    assert table.gpu_memory_used[row] == 20
+    assert int(table.allocatable[0, row]) == 95800
+
+
+def test_multi_document_and_bad_input() -> None:
+    assert [o["metadata"]["name"] for o in load_objects(DATA / "pending.yaml")] == [
+        "wants-15gb",
+        "wants-30gb",
+    ]
+    with pytest.raises(ValueError, match="not a Kubernetes object"):
+        load_objects("- 1\n- 2\n")
+    with pytest.raises(ValueError, match="unsupported kind"):
+        InMemoryCluster([{"kind": "Secret", "metadata": {"name": "x"}}])
+
+
+def test_simulate_cli_prints_placements_and_reasons(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "simulate",
+            "--cluster",
+            str(DATA / "kubectl-dump.yaml"),
+            "--pods",
+            str(DATA / "pending.yaml"),
+            "--profile",
+            str(DATA / "profile.yaml"),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("team-a/")}
+    # gpu-a has 40 - 20 = 20 GB free, gpu-b is tainted: 15 GB fits, 30 GB does not
+    assert lines["team-a/wants-15gb"].split()[1] == "gpu-a"
+    assert "GPUMemory=" in lines["team-a/wants-15gb"]
+    assert "<pending>" in lines["team-a/wants-30gb"]
+    assert "0/2 nodes are available: 1 Insufficient GPU memory, 1 node(s) had untolerated taint" in out
+    assert "1/2 pending pods placed on 2 nodes" in out
+
+
+def test_simulate_cli_reports_bad_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        yaml.safe_dump({"kind": "SchedulingProfile", "spec": {"schedulerName": "x", "plugins": {"bind": []}}})
+    )
+    code = main(["simulate", "--cluster", str(DATA / "kubectl-dump.yaml"), "--profile", str(bad)])
+    assert code == 2
+    assert "spec.plugins.bind: at least one plugin required" in capsys.readouterr().err
+
+
+def test_crds_directory_is_up_to_date() -> None:
+    for filename, crd in all_crds().items():
+        path = ROOT / "crds" / filename
+        assert path.exists(), f"{path} missing: run `make crds`"
+        assert yaml.safe_load(path.read_text()) == crd, f"{path} is stale: run `make crds`"
