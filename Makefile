@@ -10,6 +10,9 @@ BENCH_STAMP := $(VENV)/.installed-bench
 PYTEST_ARGS ?=
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# The folder operator/ would shadow the standard library's `operator` for `python -m ...` run from
+# here (sys.path[0] is the current directory); Python 3.11's safe-path mode leaves it out.
+export PYTHONSAFEPATH := 1
 
 .PHONY: help venv cluster-bin lint test unit integration demo cluster-up cluster-down crds \
         bench-core bench bench-large clean

@@ -7,7 +7,6 @@ CRDs applied and waited for, objects created by kind, an operator run as a real 
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -18,7 +17,7 @@ from typing import Any, TypeVar
 from kubernetes_asyncio import client
 
 from shoal.kube.crds import all_crds
-from shoal.testing.controlplane import free_port, spawn, stop_process, tail
+from shoal.testing.controlplane import free_port, python_env, spawn, stop_process, tail
 
 T = TypeVar("T")
 
@@ -167,7 +166,7 @@ class OperatorProcess:
             *(["--no-leader-elect"] if not leader_elect else []),
             *extra,
         ]
-        self.env = {**os.environ, **(env or {})}
+        self.env = python_env(dict(env or {}))
         self.popen: Any = None
 
     @property

@@ -141,6 +141,12 @@ def stop_process(popen: subprocess.Popen[bytes], grace: float = 10.0) -> int | N
     return popen.returncode
 
 
+def python_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for ``python -m shoal...`` children: PYTHONSAFEPATH keeps the checkout's
+    ``operator/`` folder from shadowing the standard library when the cwd is the repository."""
+    return {**os.environ, "PYTHONSAFEPATH": "1", **(extra or {})}
+
+
 def tail(path: Path, lines: int = 30) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()
@@ -435,6 +441,7 @@ def _up(directory: Path, timeout: float) -> int:
     with log.open("wb") as out:
         subprocess.Popen(
             [sys.executable, "-m", "shoal.testing.controlplane", "serve", "--dir", str(directory)],
+            env=python_env(),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -14,7 +14,7 @@ from kubernetes_asyncio import client
 
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
-from shoal.testing.controlplane import ControlPlane
+from shoal.testing.controlplane import ControlPlane, python_env
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 
 pytestmark = pytest.mark.slow
@@ -296,6 +296,7 @@ async def test_explain_cli(
         capture_output=True,
         text=True,
         timeout=60,
+        env=python_env(),
     )
     assert out.returncode == 0, out.stderr
     assert (
