@@ -76,6 +76,7 @@ async def _explain_async(args: argparse.Namespace) -> int:
         PROFILE_PLURAL,
     )
     from shoal.kube.crds import PROFILE_VERSION as PV
+    from shoal.kube.listing import list_all
     from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 
     namespace, _, name = args.pod.partition("/")
@@ -101,14 +102,13 @@ async def _explain_async(args: argparse.Namespace) -> int:
             spec = obj.get("spec") or {}
             if spec.get("schedulerName") in claimed:
                 continue
-            claimed.add(spec.get("schedulerName"))
+            claimed.add(str(spec.get("schedulerName")))
             try:
                 sched.set_profile(spec)
             except ProfileError as exc:
                 print(f"note: SchedulingProfile {obj['metadata']['name']} is invalid: {exc}")
-        nodes = await _list(core.list_node)
-        for node in nodes:
-            sched.on_node(node)
+        for node_obj in await list_all(core.list_node):
+            sched.on_node(node_obj)
         try:
             for group in (
                 await custom.list_cluster_custom_object(PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL)
@@ -117,7 +117,7 @@ async def _explain_async(args: argparse.Namespace) -> int:
         except client.ApiException:
             pass
         target = None
-        for pod in await _list(
+        for pod in await list_all(
             core.list_pod_for_all_namespaces, field_selector="status.phase!=Succeeded,status.phase!=Failed"
         ):
             info = PodInfo.from_dict(pod)
@@ -150,22 +150,6 @@ async def _explain_async(args: argparse.Namespace) -> int:
     for r in rows:
         print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip())
     return 0
-
-
-async def _list(method: Any, **kwargs: Any) -> list[dict[str, Any]]:
-    """All items of a list call as plain dicts (paged)."""
-    items: list[dict[str, Any]] = []
-    token = None
-    while True:
-        resp = await method(_preload_content=False, limit=500, _continue=token, **kwargs)
-        try:
-            body = await resp.json()
-        finally:
-            resp.release()
-        items.extend(body.get("items") or [])
-        token = (body.get("metadata") or {}).get("continue")
-        if not token:
-            return items
 
 
 def _explain(args: argparse.Namespace) -> int:

@@ -17,7 +17,10 @@ from typing import Any, TypeVar
 from kubernetes_asyncio import client
 
 from shoal.kube.crds import all_crds
+from shoal.kube.listing import list_all
 from shoal.testing.controlplane import free_port, python_env, spawn, stop_process, tail
+
+__all__ = ["OperatorProcess", "apply_crds", "create", "create_many", "list_all", "wait_for"]
 
 T = TypeVar("T")
 
@@ -94,24 +97,12 @@ async def create_many(
     await asyncio.gather(*(one(o) for o in objs))
 
 
-async def list_all(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-    """Every item of a list call, as plain dicts (paged)."""
-    items: list[dict[str, Any]] = []
-    token = None
-    while True:
-        resp = await method(*args, _preload_content=False, limit=1000, _continue=token, **kwargs)
-        try:
-            body = await resp.json()
-        finally:
-            resp.release()
-        items.extend(body.get("items") or [])
-        token = (body.get("metadata") or {}).get("continue")
-        if not token:
-            return items
-
-
 async def wait_for(
-    check: Callable[[], Awaitable[T]], timeout: float, *, interval: float = 0.2, what: str = "condition"
+    check: Callable[[], Awaitable[T | None]],
+    timeout: float,
+    *,
+    interval: float = 0.2,
+    what: str = "condition",
 ) -> T:
     """Poll ``check`` until it returns something truthy; TimeoutError names ``what``."""
     deadline = time.monotonic() + timeout
