@@ -163,33 +163,31 @@ async def test_profile_edits_apply_live_and_bad_ones_are_reported(
     api = clean
     custom: Any = client.CustomObjectsApi(api)
     sched = f"s-{uuid.uuid4().hex[:6]}"
-    await create_many(api, [make_node("busy", gpus=8), make_node("idle", gpus=8)])
+    # "busy" has GPUs in use but little GPU memory left; "idle" the opposite
+    await create_many(
+        api,
+        [
+            make_node("busy", gpus=8, gpu_memory_free_gb=10, gfd_labels=False),
+            make_node("idle", gpus=8, gpu_memory_free_gb=100, gfd_labels=False),
+        ],
+    )
     await create(api, make_pod("seed", namespace=namespace, gpus=4, scheduler_name="x", node_name="busy"))
-    await create(api, profile(sched))
-    await wait_profile(api, sched, "True")
-    await create(api, make_pod("a", namespace=namespace, gpus=1, scheduler_name=sched))
-    await wait_for(lambda: _bound_one(api, namespace, "a"), 20, what="a bound")
-    assert (await bound(api, namespace))["a"] == "busy"  # packs
-    # edit: spread instead of pack (no restart)
-    spread = {
-        "pluginConfig": [
-            {
-                "name": "NodeResourcesFit",
-                "args": {
-                    "scoringStrategy": {
-                        "type": "LeastAllocated",
-                        "resources": [{"name": "nvidia.com/gpu", "weight": 1}],
-                    }
-                },
-            }
-        ]
+    packing = {
+        "plugins": {"score": [{"name": "NodeResourcesFit", "weight": 5}, {"name": "GPUMemory", "weight": 1}]}
     }
+    await create(api, profile(sched, **packing))
+    await wait_profile(api, sched, "True")
+    await create(api, make_pod("a", namespace=namespace, gpus=1, gpu_memory_gb=2, scheduler_name=sched))
+    await wait_for(lambda: _bound_one(api, namespace, "a"), 20, what="a bound")
+    assert (await bound(api, namespace))["a"] == "busy"  # packing GPUs outweighs GPU memory
+    # edit the weights only, no restart: GPU memory now dominates
+    memory_first = {"score": [{"name": "NodeResourcesFit", "weight": 1}, {"name": "GPUMemory", "weight": 10}]}
     await custom.patch_cluster_custom_object(
         "shoal.dev",
         "v1alpha1",
         "schedulingprofiles",
         sched,
-        {"spec": spread},
+        {"spec": {"plugins": memory_first}},
         _content_type="application/merge-patch+json",
     )
 
@@ -198,7 +196,7 @@ async def test_profile_edits_apply_live_and_bad_ones_are_reported(
         return bool((obj.get("status") or {}).get("observedGeneration") == obj["metadata"]["generation"])
 
     await wait_for(generation_applied, 20, what="edit observed")
-    await create(api, make_pod("b", namespace=namespace, gpus=1, scheduler_name=sched))
+    await create(api, make_pod("b", namespace=namespace, gpus=1, gpu_memory_gb=2, scheduler_name=sched))
     await wait_for(lambda: _bound_one(api, namespace, "b"), 20, what="b bound")
     assert (await bound(api, namespace))["b"] == "idle"
     # a bad edit (unknown plugin passes the schema) keeps the last good profile
