@@ -59,6 +59,7 @@ cluster-down: $(STAMP) ## stop the control plane started by cluster-up
 
 crds: $(STAMP) ## regenerate crds/ from the pydantic models
 	$(PY) -m shoal.cli crds --out crds
+	$(PY) -m shoal.cli crds --out helm/shoal/files/crds
 
 bench-core: $(BENCH_STAMP) ## per-pod cycle time at 1,000 / 5,000 / 15,000 nodes (no API server)
 	$(PY) bench/core.py

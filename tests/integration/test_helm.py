@@ -1,0 +1,272 @@
+"""The Helm chart, with the helm built by the project, on a fresh control plane of its own:
+lint, schema, server-side dry-run, install, least-privilege RBAC, uninstall."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.dynamic import DynamicClient
+
+from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
+from shoal.testing.controlplane import Binaries, ControlPlane
+from shoal.testing.objects import make_node, make_pod
+from tests.integration.conftest import wait_ready
+
+pytestmark = pytest.mark.slow
+
+CHART = Path(__file__).resolve().parents[2] / "helm" / "shoal"
+NS = "shoal-system"
+RELEASE = "shoal"
+
+
+@pytest.fixture(scope="module")
+def cp() -> Iterator[ControlPlane]:
+    """A control plane of its own: the chart must install into a cluster without shoal's CRDs."""
+    plane = ControlPlane()
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="module")
+def helm_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    home = tmp_path_factory.mktemp("helm")
+    return {
+        **os.environ,
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+
+
+def helm(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    binary = Binaries.locate().helm
+    if not binary.exists():
+        pytest.fail(f"{binary} missing: run `make cluster-bin`")
+    return subprocess.run(
+        [str(binary), *args], env=env, capture_output=True, text=True, check=check, timeout=120
+    )
+
+
+@pytest.fixture
+async def api(cp: ControlPlane) -> AsyncIterator[client.ApiClient]:
+    api_client = await config.new_client_from_config(config_file=str(cp.kubeconfig))
+    try:
+        yield api_client
+    finally:
+        await api_client.close()
+
+
+def test_lint_is_clean(helm_env: dict[str, str]) -> None:
+    out = helm(helm_env, "lint", "--strict", str(CHART))
+    assert "0 chart(s) failed" in out.stdout
+    assert "[WARNING]" not in out.stdout
+    assert "[ERROR]" not in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("flag", "words"),
+    [
+        pytest.param(
+            "replicaCount=two",
+            "at '/replicaCount': got string, want integer",
+            id="replicas-string",
+        ),
+        pytest.param("replicaCount=0", "at '/replicaCount': minimum: got 0, want 1", id="replicas-zero"),
+        pytest.param(
+            "image.pullPolicy=Sometimes",
+            "at '/image/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'",
+            id="pull-policy",
+        ),
+        pytest.param("crds.keep=maybe", "at '/crds/keep': got string, want boolean", id="keep-not-bool"),
+        pytest.param("replicasCount=2", "additional properties 'replicasCount' not allowed", id="typo"),
+    ],
+)
+def test_values_schema_rejects_bad_values(helm_env: dict[str, str], flag: str, words: str) -> None:
+    setter = "--set-string" if flag.startswith(("replicaCount=two", "crds.keep")) else "--set"
+    out = helm(helm_env, "template", RELEASE, str(CHART), setter, flag, check=False)
+    assert out.returncode != 0
+    assert words in out.stderr
+
+
+def test_two_replicas_need_leader_election(helm_env: dict[str, str]) -> None:
+    out = helm(
+        helm_env, "template", RELEASE, str(CHART), "--set", "leaderElection.enabled=false", check=False
+    )
+    assert out.returncode != 0
+    assert "replicaCount > 1 needs leaderElection.enabled=true" in out.stderr
+    single = helm(
+        helm_env, "template", RELEASE, str(CHART), "--set", "leaderElection.enabled=false,replicaCount=1"
+    )
+    assert "--no-leader-elect" in single.stdout
+    assert "kind: Role\n" not in single.stdout
+
+
+def test_crd_switches(helm_env: dict[str, str]) -> None:
+    def kinds(out: str) -> list[str]:
+        return [
+            d["metadata"]["name"]
+            for d in yaml.safe_load_all(out)
+            if d and d["kind"] == "CustomResourceDefinition"
+        ]
+
+    assert kinds(helm(helm_env, "template", RELEASE, str(CHART)).stdout) == [
+        "schedulingprofiles.shoal.dev",
+        "podgroups.scheduling.x-k8s.io",
+    ]
+    assert kinds(
+        helm(helm_env, "template", RELEASE, str(CHART), "--set", "crds.podGroup.enabled=false").stdout
+    ) == ["schedulingprofiles.shoal.dev"]
+    assert kinds(helm(helm_env, "template", RELEASE, str(CHART), "--set", "crds.enabled=false").stdout) == []
+    docs = list(yaml.safe_load_all(helm(helm_env, "template", RELEASE, str(CHART)).stdout))
+    crd = next(d for d in docs if d and d["kind"] == "CustomResourceDefinition")
+    assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    deploy = next(d for d in docs if d and d["kind"] == "Deployment")
+    pod = deploy["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = pod["containers"][0]["securityContext"]
+    assert sc == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert deploy["spec"]["replicas"] == 2
+
+
+async def test_template_passes_server_side_dry_run_then_installs(
+    cp: ControlPlane, api: client.ApiClient, helm_env: dict[str, str]
+) -> None:
+    await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    rendered = helm(helm_env, "template", RELEASE, str(CHART), "-n", NS).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    dyn = await DynamicClient(api)
+    custom = [d for d in docs if d["kind"] == "SchedulingProfile"]
+    for doc in docs:
+        if doc in custom:
+            continue  # its CRD does not exist until installed
+        resource = await dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+        await dyn.create(resource, body=doc, namespace=NS if resource.namespaced else None, dry_run="All")
+    ext: Any = client.ApiextensionsV1Api(api)
+    assert not [c for c in (await ext.list_custom_resource_definition()).items if "shoal" in c.metadata.name]
+
+    out = helm(helm_env, "install", RELEASE, str(CHART), "-n", NS, "--kubeconfig", str(cp.kubeconfig))
+    assert "STATUS: deployed" in out.stdout
+    assert "kubectl get schedulingprofiles" in out.stdout  # NOTES.txt
+    dyn = await DynamicClient(api)  # fresh discovery: the CRDs exist now
+    for doc in docs:
+        resource = await dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+        got = await dyn.get(
+            resource, name=doc["metadata"]["name"], namespace=NS if resource.namespaced else None
+        )
+        assert got.metadata.name == doc["metadata"]["name"]
+    for doc in custom:  # now the profile dry-runs too
+        resource = await dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+        doc = {**doc, "metadata": {**doc["metadata"], "name": f"dry-{uuid.uuid4().hex[:6]}"}}
+        await dyn.create(resource, body=doc, dry_run="All")
+
+
+async def sa_kubeconfig(api: client.ApiClient, cp: ControlPlane, path: Path) -> Path:
+    """A kubeconfig holding a TokenRequest token of the chart's ServiceAccount."""
+    core: Any = client.CoreV1Api(api)
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 3600},
+    }
+    token = (await core.create_namespaced_service_account_token(RELEASE, NS, request)).status.token
+    config_doc = json.loads(cp.kubeconfig.read_text())
+    config_doc["users"] = [{"name": "admin", "user": {"token": token}}]
+    path.write_text(json.dumps(config_doc))  # noqa: ASYNC240 - a small file, once
+    return path
+
+
+async def test_chart_rbac_is_enough_and_no_more(
+    cp: ControlPlane, api: client.ApiClient, tmp_path: Path
+) -> None:
+    kubeconfig = await sa_kubeconfig(api, cp, tmp_path / "sa-kubeconfig")
+    claims = json.loads(
+        base64.urlsafe_b64decode(
+            json.loads(kubeconfig.read_text())["users"][0]["user"]["token"].split(".")[1] + "=="
+        )
+    )
+    assert claims["sub"] == f"system:serviceaccount:{NS}:{RELEASE}"
+    await create_many(api, [make_node(f"gpu-{i}", gpus=8, gpu_memory_free_gb=80) for i in range(3)])
+    op = OperatorProcess(
+        kubeconfig,
+        tmp_path / "op.log",
+        identity="rbac-replica",
+        lease_name="shoal-scheduler",
+        extra=["--lease-namespace", NS],
+    )
+    with op:
+        wait_ready(op)
+        await create_many(
+            api,
+            [
+                make_pod("fits", gpus=1, gpu_memory_gb=10),
+                make_pod("never", gpus=64),
+            ],
+        )
+        core: Any = client.CoreV1Api(api)
+        custom: Any = client.CustomObjectsApi(api)
+
+        async def done() -> bool:
+            pods = {p["metadata"]["name"]: p for p in await list_all(core.list_namespaced_pod, "default")}
+            cond = [c for c in pods["never"]["status"].get("conditions") or [] if c["type"] == "PodScheduled"]
+            return (
+                bool(pods["fits"]["spec"].get("nodeName"))
+                and bool(cond)
+                and cond[0]["reason"] == "Unschedulable"
+            )
+
+        await wait_for(done, 30, what="scheduling with the chart's ServiceAccount")
+        events: Any = client.EventsV1Api(api)
+        reasons = {e["reason"] for e in await list_all(events.list_namespaced_event, "default")}
+        assert {"Scheduled", "FailedScheduling"} <= reasons
+        profile = await custom.get_cluster_custom_object(
+            "shoal.dev", "v1alpha1", "schedulingprofiles", "gpu-scheduler"
+        )
+        assert profile["status"]["conditions"][0]["status"] == "True"
+        lease = await client.CoordinationV1Api(api).read_namespaced_lease("shoal-scheduler", NS)
+        assert lease.spec.holder_identity == "rbac-replica"
+        assert "forbidden" not in op.tail(200).lower(), op.tail(200)
+
+    sa_api = await config.new_client_from_config(config_file=str(kubeconfig))
+    try:
+        sa_core: Any = client.CoreV1Api(sa_api)
+        for call in (
+            lambda: sa_core.list_namespaced_secret(NS),
+            lambda: sa_core.read_namespaced_secret("anything", "default"),
+            lambda: sa_core.delete_namespaced_pod("fits", "default"),
+            lambda: sa_core.patch_node("gpu-0", {"metadata": {"labels": {"x": "y"}}}),
+            lambda: sa_core.create_namespaced_pod("default", make_pod("sneaky")),
+        ):
+            with pytest.raises(client.ApiException) as info:
+                await call()
+            assert info.value.status == 403
+    finally:
+        await sa_api.close()
+
+
+async def test_uninstall_keeps_crds(
+    cp: ControlPlane, api: client.ApiClient, helm_env: dict[str, str]
+) -> None:
+    helm(helm_env, "uninstall", RELEASE, "-n", NS, "--kubeconfig", str(cp.kubeconfig))
+    apps: Any = client.AppsV1Api(api)
+    assert not (await apps.list_namespaced_deployment(NS)).items
+    ext: Any = client.ApiextensionsV1Api(api)
+    names = {c.metadata.name for c in (await ext.list_custom_resource_definition()).items}
+    assert {"schedulingprofiles.shoal.dev", "podgroups.scheduling.x-k8s.io"} <= names
