@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -173,6 +174,7 @@ def _run(args: argparse.Namespace) -> int:
         lease_name=args.lease_name,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
+        binding_concurrency=args.binding_concurrency,
     )
     if args.id:
         settings.identity = args.id
@@ -180,11 +182,33 @@ def _run(args: argparse.Namespace) -> int:
         settings.lease_duration = args.lease_duration
         settings.renew_deadline = max(args.lease_duration * 2 / 3, 1.5)
         settings.retry_period = max(args.lease_duration / 7.5, 0.5)
+    if os.environ.get("SHOAL_TRACEMALLOC"):  # developer aid: SIGUSR2 writes the top allocations
+        _install_tracemalloc(Path(os.environ["SHOAL_TRACEMALLOC"]))
     operator = ShoalOperator(settings)
     kopf_settings = kopf.OperatorSettings()
     operator.configure(kopf_settings)
     kopf.run(registry=operator.registry(), settings=kopf_settings, clusterwide=True, standalone=True)
     return 0
+
+
+def _install_tracemalloc(out: Path) -> None:
+    import signal
+    import tracemalloc
+
+    tracemalloc.start(8)
+
+    def dump(signum: int, frame: object) -> None:
+        snapshot = tracemalloc.take_snapshot()
+        stats = snapshot.statistics("traceback")[:40]
+        lines = []
+        for stat in stats:
+            lines.append(f"{stat.size / 2**20:.1f} MiB in {stat.count} blocks")
+            lines.extend("    " + line for line in stat.traceback.format()[-8:])
+        current, peak = tracemalloc.get_traced_memory()
+        lines.insert(0, f"traced now {current / 2**20:.1f} MiB, peak {peak / 2**20:.1f} MiB")
+        out.write_text("\n".join(lines))
+
+    signal.signal(signal.SIGUSR2, dump)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -202,6 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--id", help="leader-election identity (default: hostname_pid)")
     run.add_argument("--metrics-host", default="0.0.0.0")
     run.add_argument("--metrics-port", type=int, default=10259)
+    run.add_argument(
+        "--binding-concurrency", type=int, default=64, help="Bindings posted at once (default 64)"
+    )
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(func=_run)
 

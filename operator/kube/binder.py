@@ -5,48 +5,39 @@ must not be bound by mistake; the API server refuses a Binding whose UID does no
 A 409 also means someone else bound the pod first: the scheduler forgets it and does not retry.
 
 kubernetes-asyncio cannot deserialize the reply of ``pods/binding`` (it is a Status, not a
-Binding: "Invalid value for `target`"), so the call is made with ``_preload_content=False`` and
-the status code is read by hand.
+Binding: "Invalid value for `target`"); the call goes through :mod:`shoal.kube.rest`, which
+returns the status code and the raw reply.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import client
 
 from shoal.core.objects import PodInfo
 from shoal.core.status import Status
+from shoal.kube.rest import RawClient, message_of
 
 
-async def post_binding(core: Any, namespace: str, name: str, uid: str, node: str) -> tuple[int, str]:
+async def post_binding(raw: RawClient, namespace: str, name: str, uid: str, node: str) -> tuple[int, str]:
     """POST pods/binding; returns (HTTP status, message). Never raises for an HTTP error."""
-    body = client.V1Binding(
-        metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid),
-        target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
-    )
-    resp = await core.create_namespaced_pod_binding(name, namespace, body, _preload_content=False)
-    try:
-        if 200 <= resp.status < 300:
-            return resp.status, ""
-        text = await resp.text()
-        try:
-            message = str(json.loads(text).get("message", text))
-        except ValueError:
-            message = text
-        return resp.status, message
-    finally:
-        resp.release()
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+    code, reply = await raw.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body)
+    return code, "" if code < 300 else message_of(reply)
 
 
 class KubeBinder:
     """The Binder the Kubernetes operator gives DefaultBinder."""
 
-    def __init__(self, core: client.CoreV1Api, *, timeout: float = 30.0, concurrency: int = 64) -> None:
-        self.core = core
+    def __init__(self, api: client.ApiClient, *, timeout: float = 30.0, concurrency: int = 64) -> None:
+        self.raw = RawClient(api)
         self.timeout = timeout
         self._slots = asyncio.Semaphore(concurrency)  # bounded in-flight POSTs, like a client QPS cap
 
@@ -54,7 +45,7 @@ class KubeBinder:
         try:
             async with self._slots:
                 code, message = await asyncio.wait_for(
-                    post_binding(self.core, pod.namespace, pod.name, pod.uid, node), self.timeout
+                    post_binding(self.raw, pod.namespace, pod.name, pod.uid, node), self.timeout
                 )
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             return Status.error(f"binding {pod.key} to {node}: {type(exc).__name__}: {exc}")

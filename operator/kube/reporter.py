@@ -30,6 +30,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from shoal.core.objects import PodInfo
+from shoal.kube.rest import RawClient, message_of
 
 log = logging.getLogger("shoal.reporter")
 
@@ -60,9 +61,7 @@ class KubeReporter:
         dedup_seconds: float = 600.0,
         enabled: Callable[[], bool] = lambda: True,
     ) -> None:
-        # Any: raw dict bodies and _preload_content are valid at runtime but not in the client's stubs
-        self.events: Any = client.EventsV1Api(api)
-        self.core: Any = client.CoreV1Api(api)
+        self.raw = RawClient(api)
         self.instance = instance
         self.enabled = enabled
         self.dedup_seconds = dedup_seconds
@@ -173,8 +172,10 @@ class KubeReporter:
                 "uid": pod.uid,
             },
         }
-        resp = await self.events.create_namespaced_event(pod.namespace, body, _preload_content=False)
-        await _check(resp, f"event {reason} for {pod.key}")
+        code, reply = await self.raw.request(
+            "POST", f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events", body
+        )
+        _check(code, reply, f"event {reason} for {pod.key}")
 
     async def _condition(self, pod: PodInfo, reason: str, message: str) -> None:
         patch = {
@@ -192,16 +193,16 @@ class KubeReporter:
                 ]
             },
         }
-        resp = await self.core.patch_namespaced_pod_status(
-            pod.name, pod.namespace, patch, _preload_content=False
+        code, reply = await self.raw.request(
+            "PATCH",
+            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
+            patch,
+            content_type="application/strategic-merge-patch+json",
         )
-        await _check(resp, f"condition PodScheduled for {pod.key}")
+        _check(code, reply, f"condition PodScheduled for {pod.key}")
 
 
-async def _check(resp: Any, what: str) -> None:
-    """Release a raw response; log a failure other than 404/409 (pod gone or recreated)."""
-    try:
-        if resp.status >= 400 and resp.status not in (404, 409):
-            log.warning("%s: HTTP %s %s", what, resp.status, (await resp.text())[:300])
-    finally:
-        resp.release()
+def _check(code: int, reply: Any, what: str) -> None:
+    """Log a failure other than 404/409 (the pod is gone, or was recreated under that name)."""
+    if code >= 400 and code not in (404, 409):
+        log.warning("%s: HTTP %s %s", what, code, message_of(reply)[:300])

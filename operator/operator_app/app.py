@@ -120,6 +120,8 @@ class ShoalOperator:
 
     def configure(self, settings: kopf.OperatorSettings) -> None:
         settings.watching.field_selectors["v1", "pods"] = TERMINATED_SELECTOR
+        settings.persistence.diffbase_storage = StatelessDiffBase()
+        settings.persistence.progress_storage = StatelessProgress()
         settings.posting.enabled = False  # kopf's own k8s-events; ours come from KubeReporter
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
@@ -140,6 +142,11 @@ class ShoalOperator:
             config.load_incluster_config()  # type: ignore[no-untyped-call]
             api = client.ApiClient()
         api.configuration.connection_pool_maxsize = max(self.settings.binding_concurrency * 2, 32)
+        # aiohttp's trust_env reads ~/.netrc and proxy variables in a thread on *every* request;
+        # the API server is reached directly (kubeconfig or in-cluster), so skip that per-request work.
+        session = getattr(api.rest_client, "pool_manager", None)
+        if session is not None and hasattr(session, "_trust_env"):
+            session._trust_env = False
         return api
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -153,7 +160,7 @@ class ShoalOperator:
         self.api = await self._client()
         self.reporter = KubeReporter(self.api, instance=self.settings.identity, enabled=lambda: self.leading)
         self.reporter.start()
-        binder = KubeBinder(client.CoreV1Api(self.api), concurrency=self.settings.binding_concurrency)
+        binder = KubeBinder(self.api, concurrency=self.settings.binding_concurrency)
         self.scheduler = Scheduler(
             load_registry(), binder, reporter=self.reporter, metrics=self.metrics, defaults=DEFAULT_PLUGINS
         )
@@ -452,6 +459,39 @@ class ShoalOperator:
                 except client.ApiException as exc:
                     if exc.status != 404:
                         log.warning("writing status of PodGroup %s: HTTP %s", key, exc.status)
+
+
+class StatelessDiffBase(kopf.DiffBaseStorage):
+    """shoal has only event handlers: no object essence to build (kopf deep-copies every body for
+    it otherwise) and nothing to store on objects."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
+class StatelessProgress(kopf.ProgressStorage):
+    """No handler progress is ever kept, in annotations or status."""
+
+    def fetch(self, *, key: Any, body: kopf.Body) -> Any:
+        return None
+
+    def store(self, *, key: Any, record: Any, body: kopf.Body, patch: kopf.Patch) -> None:
+        return None
+
+    def purge(self, *, key: Any, body: kopf.Body, patch: kopf.Patch) -> None:
+        return None
+
+    def touch(self, *, body: kopf.Body, patch: kopf.Patch, value: str | None) -> None:
+        return None
+
+    def clear(self, *, essence: kopf.BodyEssence) -> kopf.BodyEssence:
+        return essence
 
 
 def _same_status(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:

@@ -1,0 +1,641 @@
+"""make bench: shoal side by side with kube-scheduler on the same local control plane.
+
+For each scheduler under test a fresh control plane is started; nodes and pods are created through
+the API as kube-scheduler's scheduler_perf does (nodes with capacity, allocatable and a Ready
+condition, no kubelet); kube-scheduler runs with its default profile and
+``clientConnection.qps/burst`` 5000, shoal with the ``gpu-scheduler`` profile and no client rate
+limit. Measured per scheduler: pods/s from the first pod created to the last pod bound, p50/p99 of
+create→bound (client-observed), peak RSS and CPU seconds of the scheduler process.
+
+Scenarios: basic (1,000 nodes / 5,000 pods), scale (5,000 / 50,000; --large), gang (a 64-pod gang
+on 1,000 nodes: last member created → all bound), packing (64 × 8-GPU nodes, a seeded mix of 1/2/4/
+8-GPU pods and gangs: GPUs allocated before the first 8-GPU pod that cannot be placed), herding
+(GPU-memory requests against free-memory labels: nodes that end over their label).
+
+Writes bench/results/e2e.json, the "e2e" section of docs/benchmarks.md and PNG plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client, config
+
+from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
+from shoal.testing.cluster import OperatorProcess, apply_crds, create, wait_for
+from shoal.testing.controlplane import Binaries, ControlPlane, free_port, spawn, stop_process
+from shoal.testing.objects import make_node, make_pod, make_pod_group
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results" / "e2e.json"
+DOC = ROOT / "docs" / "benchmarks.md"
+NS = "bench"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# -- process accounting -----------------------------------------------------------------------------
+def proc_stats(pid: int) -> tuple[float, int]:
+    """(CPU seconds, peak RSS bytes) of a live process."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    peak = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                peak = int(line.split()[1]) * 1024
+    return cpu, peak
+
+
+# -- schedulers under test --------------------------------------------------------------------------
+class KubeScheduler:
+    name = "kube-scheduler"
+    scheduler_name = "default-scheduler"
+
+    def __init__(self, cp: ControlPlane, workdir: Path) -> None:
+        self.cp, self.workdir = cp, workdir
+        self.popen: Any = None
+
+    async def start(self, api: client.ApiClient) -> None:
+        cfg = self.workdir / "kube-scheduler.yaml"
+        cfg.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "KubeSchedulerConfiguration",
+                    "clientConnection": {"kubeconfig": str(self.cp.kubeconfig), "qps": 5000, "burst": 5000},
+                    "leaderElection": {"leaderElect": False},
+                }
+            )
+        )
+        argv = [
+            str(Binaries.locate().kube_scheduler),
+            f"--config={cfg}",
+            f"--secure-port={free_port()}",
+            "--bind-address=127.0.0.1",
+            f"--authentication-kubeconfig={self.cp.kubeconfig}",
+            f"--authorization-kubeconfig={self.cp.kubeconfig}",
+            "--v=1",
+        ]
+        self.popen = spawn(argv, self.workdir / "kube-scheduler.log")
+        await asyncio.sleep(2.0)  # informers sync
+
+    @property
+    def pid(self) -> int:
+        return int(self.popen.pid)
+
+    def stop(self) -> None:
+        if self.popen is not None:
+            stop_process(self.popen)
+
+
+class Shoal:
+    name = "shoal"
+    scheduler_name = "gpu-scheduler"
+
+    def __init__(self, cp: ControlPlane, workdir: Path) -> None:
+        self.cp, self.workdir = cp, workdir
+        self.op: OperatorProcess | None = None
+
+    async def start(self, api: client.ApiClient) -> None:
+        await create(
+            api,
+            {
+                "apiVersion": "shoal.dev/v1alpha1",
+                "kind": "SchedulingProfile",
+                "metadata": {"name": "gpu-scheduler"},
+                "spec": DEFAULT_PROFILE_SPEC,
+            },
+        )
+        self.op = OperatorProcess(self.cp.kubeconfig, self.workdir / "shoal.log", leader_elect=False).start()
+        port = self.op.metrics_port
+
+        async def ready() -> bool:
+            try:
+                async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/readyz") as r:
+                    return r.status == 200
+            except aiohttp.ClientError:
+                return False
+
+        await wait_for(ready, 60, what="shoal ready")
+        await asyncio.sleep(1.0)
+
+    @property
+    def pid(self) -> int:
+        assert self.op is not None
+        return self.op.pid
+
+    def stop(self) -> None:
+        if self.op is not None:
+            self.op.stop()
+
+
+# -- the pod watcher ------------------------------------------------------------------------------
+@dataclass
+class Watcher:
+    """Client-side view of when each pod was created and bound, from one raw watch."""
+
+    created: dict[str, float] = field(default_factory=dict)
+    bound: dict[str, float] = field(default_factory=dict)
+    nodes: dict[str, str] = field(default_factory=dict)
+    unschedulable: dict[str, float] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
+    rv: str = ""
+
+    async def run(self, api: client.ApiClient, namespace: str) -> None:
+        core: Any = client.CoreV1Api(api)
+        rv = (await core.list_namespaced_pod(namespace, limit=1)).metadata.resource_version
+        while True:
+            resp = await core.list_namespaced_pod(
+                namespace,
+                watch=True,
+                resource_version=rv,
+                timeout_seconds=3600,
+                allow_watch_bookmarks=True,
+                _preload_content=False,
+                _request_timeout=3700,
+            )
+            self.rv = rv
+            try:
+                await self._consume(resp)
+            finally:
+                resp.release()
+            rv = self.rv
+
+    async def _consume(self, resp: Any) -> None:
+        async for line in resp.content:
+            event = json.loads(line)
+            obj = event["object"]
+            self._rv = obj["metadata"].get("resourceVersion", self._rv)
+            if event["type"] == "BOOKMARK":
+                continue
+            name = obj["metadata"]["name"]
+            node = (obj.get("spec") or {}).get("nodeName")
+            if node and name not in self.bound:
+                self.bound[name] = time.monotonic()
+                self.nodes[name] = node
+            elif not node:
+                for c in (obj.get("status") or {}).get("conditions") or ():
+                    if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable":
+                        self.unschedulable.setdefault(name, time.monotonic())
+
+    def start(self, api: client.ApiClient, namespace: str) -> None:
+        self.task = asyncio.get_running_loop().create_task(self.run(api, namespace))
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+
+
+# -- one scheduler on one fresh control plane -------------------------------------------------------
+class Bench:
+    def __init__(self, kind: str, base: Path) -> None:
+        self.kind = kind
+        self.dir = base / kind
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.cp = ControlPlane(workdir=self.dir / "cp")
+        self.api: client.ApiClient | None = None
+        self.scheduler: KubeScheduler | Shoal | None = None
+        self.watcher = Watcher()
+
+    async def __aenter__(self) -> Bench:
+        self.cp.start()
+        self.api = await config.new_client_from_config(config_file=str(self.cp.kubeconfig))
+        self.api.configuration.connection_pool_maxsize = 128
+        await apply_crds(self.api)
+        await create(self.api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        self.scheduler = (
+            KubeScheduler(self.cp, self.dir) if self.kind == "kube-scheduler" else Shoal(self.cp, self.dir)
+        )
+        self.watcher.start(self.api, NS)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.watcher.stop()
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        if self.api is not None:
+            await self.api.close()
+        self.cp.stop()
+
+    @property
+    def scheduler_name(self) -> str:
+        assert self.scheduler is not None
+        return self.scheduler.scheduler_name
+
+    async def start_scheduler(self) -> None:
+        assert self.scheduler is not None and self.api is not None
+        await self.scheduler.start(self.api)
+
+    async def create_all(
+        self, objs: Sequence[dict[str, Any]], concurrency: int = 48, label: str = ""
+    ) -> dict[str, float]:
+        """Create objects concurrently; returns pod name -> time its create returned."""
+        assert self.api is not None
+        done: dict[str, float] = {}
+        slots = asyncio.Semaphore(concurrency)
+
+        async def one(obj: dict[str, Any]) -> None:
+            async with slots:
+                for attempt in range(5):
+                    try:
+                        await create(self.api, obj)  # type: ignore[arg-type]
+                        break
+                    except (client.ApiException, aiohttp.ClientError):
+                        if attempt == 4:
+                            raise
+                        await asyncio.sleep(0.2 * (attempt + 1))
+                if obj["kind"] == "Pod":
+                    done[obj["metadata"]["name"]] = time.monotonic()
+
+        await asyncio.gather(*(one(o) for o in objs))
+        return done
+
+    async def wait_bound(self, names: Sequence[str], timeout: float, label: str) -> bool:
+        began = time.monotonic()
+        last_print = 0.0
+        want = set(names)
+        while time.monotonic() - began < timeout:
+            bound = len(want & self.watcher.bound.keys())
+            if time.monotonic() - last_print >= 2:
+                print(f"    [{self.kind} {label}] bound {bound:,}/{len(want):,}", flush=True)
+                last_print = time.monotonic()
+            if bound == len(want):
+                return True
+            await asyncio.sleep(0.1)
+        return False
+
+    def stats(self) -> tuple[float, int]:
+        assert self.scheduler is not None
+        return proc_stats(self.scheduler.pid)
+
+
+def scheduler_perf_node(name: str) -> dict[str, Any]:
+    """scheduler_perf's node-default: 4 cpu, 32Gi, 110 pods."""
+    return make_node(name, cpu="4", memory="32Gi", pods=110, gfd_labels=False)
+
+
+# -- scenarios ----------------------------------------------------------------------------------
+async def throughput(kind: str, base: Path, nodes: int, pods: int, label: str) -> dict[str, Any]:
+    async with Bench(kind, base / label) as b:
+        print(f"  {kind}: {nodes:,} nodes", flush=True)
+        await b.create_all([scheduler_perf_node(f"node-{i:05d}") for i in range(nodes)])
+        await b.start_scheduler()
+        cpu0, _ = b.stats()
+        objs = [
+            make_pod(
+                f"pod-{i:06d}", namespace=NS, cpu="100m", memory="500Mi", scheduler_name=b.scheduler_name
+            )
+            for i in range(pods)
+        ]
+        print(f"  {kind}: creating {pods:,} pods", flush=True)
+        first = time.monotonic()
+        creating = asyncio.ensure_future(b.create_all(objs))
+        ok = await b.wait_bound([o["metadata"]["name"] for o in objs], 1800, label)
+        created = await creating
+        last_bound = max(b.watcher.bound.values()) if b.watcher.bound else time.monotonic()
+        cpu1, rss = b.stats()
+        latencies = sorted(b.watcher.bound[n] - created[n] for n in created if n in b.watcher.bound)
+        return {
+            "nodes": nodes,
+            "pods": pods,
+            "all_bound": ok,
+            "bound": len(latencies),
+            "seconds": last_bound - first,
+            "pods_per_s": len(latencies) / max(last_bound - first, 1e-9),
+            "p50_s": statistics.median(latencies) if latencies else None,
+            "p99_s": latencies[int(len(latencies) * 0.99) - 1] if latencies else None,
+            "cpu_s": cpu1 - cpu0,
+            "peak_rss_mb": rss / 2**20,
+        }
+
+
+async def gang(base: Path, nodes: int = 1000, members: int = 64) -> dict[str, Any]:
+    async with Bench("shoal", base / "gang") as b:
+        await b.create_all([make_node(f"gpu-{i:05d}", gpus=8, gfd_labels=False) for i in range(nodes)])
+        await b.start_scheduler()
+        await b.create_all([make_pod_group("train", namespace=NS, min_member=members)])
+        objs = [
+            make_pod(
+                f"train-{i:03d}", namespace=NS, gpus=8, pod_group="train", scheduler_name=b.scheduler_name
+            )
+            for i in range(members)
+        ]
+        created = await b.create_all(objs)
+        last_created = max(created.values())
+        ok = await b.wait_bound(list(created), 120, "gang")
+        last_bound = max(b.watcher.bound[n] for n in created if n in b.watcher.bound)
+        return {"nodes": nodes, "members": members, "all_bound": ok, "seconds": last_bound - last_created}
+
+
+def packing_workload(seed: int = 42, count: int = 400) -> list[list[dict[str, Any]]]:
+    """Arrival groups in order: a single pod, or a gang's members together."""
+    rng = random.Random(seed)
+    groups: list[list[dict[str, Any]]] = []
+    for i in range(count):
+        r = rng.random()
+        if r < 0.35:
+            size = 1
+        elif r < 0.6:
+            size = 2
+        elif r < 0.8:
+            size = 4
+        elif r < 0.93:
+            size = 8
+        else:
+            members, per = rng.choice([(2, 4), (4, 2), (2, 8)])
+            name = f"gang-{i:03d}"
+            groups.append(
+                [make_pod_group(name, namespace=NS, min_member=members)]
+                + [
+                    make_pod(f"{name}-{m}", namespace=NS, cpu="1", memory="8Gi", gpus=per, pod_group=name)
+                    for m in range(members)
+                ]
+            )
+            continue
+        groups.append([make_pod(f"p{i:03d}-{size}gpu", namespace=NS, cpu="1", memory="8Gi", gpus=size)])
+    return groups
+
+
+async def packing(kind: str, base: Path, nodes: int = 64) -> dict[str, Any]:
+    async with Bench(kind, base / "packing") as b:
+        await b.create_all(
+            [
+                make_node(f"gpu-{i:03d}", cpu="96", memory="1Ti", gpus=8, gfd_labels=False)
+                for i in range(nodes)
+            ]
+        )
+        await b.start_scheduler()
+        gpus_of: dict[str, int] = {}
+        allocated_at_failure = None
+        for group in packing_workload():
+            for obj in group:
+                if obj["kind"] == "Pod":
+                    obj["spec"]["schedulerName"] = b.scheduler_name
+                    gpus_of[obj["metadata"]["name"]] = int(
+                        obj["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+                    )
+            await b.create_all(group)
+            names = [o["metadata"]["name"] for o in group if o["kind"] == "Pod"]
+
+            async def settled(names: list[str] = names) -> bool:
+                return all(n in b.watcher.bound or n in b.watcher.unschedulable for n in names)
+
+            await wait_for(settled, 60, interval=0.05, what=f"{names} settled")
+            failed_8 = [n for n in names if gpus_of[n] == 8 and n not in b.watcher.bound]
+            if failed_8:
+                await asyncio.sleep(0.5)
+                allocated_at_failure = sum(gpus_of[n] for n in b.watcher.bound if n in gpus_of)
+                print(
+                    f"    [{kind} packing] first 8-GPU pod unplaced ({failed_8[0]}): {allocated_at_failure} GPUs allocated",
+                    flush=True,
+                )
+                break
+        allocated = (
+            allocated_at_failure
+            if allocated_at_failure is not None
+            else sum(gpus_of[n] for n in b.watcher.bound)
+        )
+        return {
+            "nodes": nodes,
+            "capacity": nodes * 8,
+            "allocated": allocated,
+            "fraction": allocated / (nodes * 8),
+        }
+
+
+async def herding(kind: str, base: Path) -> dict[str, Any]:
+    labels = [40, 30, 20, 10] * 5
+    async with Bench(kind, base / "herding") as b:
+        await b.create_all(
+            [
+                make_node(f"gpu-{i:02d}", gpus=8, gpu_memory_free_gb=gb, gfd_labels=False)
+                for i, gb in enumerate(labels)
+            ]
+        )
+        await b.start_scheduler()
+        pods = [
+            make_pod(f"mem-{i:03d}", namespace=NS, gpus=0, gpu_memory_gb=10, scheduler_name=b.scheduler_name)
+            for i in range(80)
+        ]
+        await b.create_all(pods)
+        names = [p["metadata"]["name"] for p in pods]
+
+        async def settled() -> bool:
+            return all(n in b.watcher.bound or n in b.watcher.unschedulable for n in names)
+
+        await wait_for(settled, 60, what="herding settled")
+        used: dict[str, int] = {}
+        for n in names:
+            if n in b.watcher.nodes:
+                used[b.watcher.nodes[n]] = used.get(b.watcher.nodes[n], 0) + 10
+        over = sum(1 for i, gb in enumerate(labels) if used.get(f"gpu-{i:02d}", 0) > gb)
+        return {
+            "nodes": len(labels),
+            "label_capacity_gb": sum(labels),
+            "requested_gb": 10 * len(pods),
+            "placed_gb": sum(used.values()),
+            "nodes_over_label": over,
+        }
+
+
+# -- report -----------------------------------------------------------------------------------------
+def plot(results: dict[str, Any]) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    out = []
+    basic = results["basic"]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+    names = ["kube-scheduler", "shoal"]
+    for ax, key, title in zip(
+        axes,
+        ["pods_per_s", "p99_s", "peak_rss_mb"],
+        ["pods/s (higher is better)", "p99 create→bound, s", "peak RSS, MB"],
+        strict=True,
+    ):
+        ax.bar(names, [basic[n][key] or 0 for n in names], color=["#888888", "#2a7ab0"])
+        ax.set_title(title, fontsize=10)
+    fig.suptitle(f"basic: {basic['shoal']['nodes']:,} nodes, {basic['shoal']['pods']:,} pods", fontsize=11)
+    fig.tight_layout()
+    path = ROOT / "docs" / "bench-basic.png"
+    fig.savefig(path, dpi=90)
+    out.append(path.name)
+    plt.close(fig)
+    pk = results["packing"]
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.bar(names, [pk[n]["allocated"] for n in names], color=["#888888", "#2a7ab0"])
+    ax.axhline(pk["shoal"]["capacity"], color="k", linestyle="--", linewidth=1)
+    ax.set_title("packing: GPUs allocated before the first\n8-GPU pod that cannot be placed", fontsize=10)
+    fig.tight_layout()
+    path = ROOT / "docs" / "bench-packing.png"
+    fig.savefig(path, dpi=90)
+    out.append(path.name)
+    plt.close(fig)
+    return out
+
+
+def write_doc(results: dict[str, Any], summary: dict[str, Any], images: list[str]) -> None:
+    b = results["basic"]
+    k, s = b["kube-scheduler"], b["shoal"]
+    pk, hd = results["packing"], results["herding"]
+
+    def f(x: float | None, fmt: str = ".2f") -> str:
+        return "n/a" if x is None else format(x, fmt)
+
+    lines = [
+        "<!-- e2e:begin (written by `make bench`) -->",
+        "## End to end: shoal and kube-scheduler on the same local control plane",
+        "",
+        f"Measured {summary['date']} on {summary['machine']}, one run, each scheduler on a fresh etcd +",
+        f"kube-apiserver {summary['kube_version']} started by the project (no kubelet; nodes created through the",
+        "API as scheduler_perf does). kube-scheduler: default profile, `clientConnection.qps/burst` 5000, no",
+        "leader election. shoal: the `gpu-scheduler` profile, every node evaluated, no leader election. The",
+        "machine is shared and has 2 cores for the API server, etcd, the scheduler and the load generator, so",
+        "ratios matter more than absolute figures.",
+        "",
+        "| figure | target | result |",
+        "|---|---|---|",
+        f"| `basic_ratio` (shoal pods/s ÷ kube-scheduler pods/s) | ≥ 1.0 | **{summary['basic_ratio']:.2f}** |",
+        f"| `gang64_seconds` (last member created → all 64 bound) | ≤ 2 | **{summary['gang64_seconds']:.2f}** |",
+        f"| `rss_ratio` (shoal ÷ kube-scheduler peak RSS, {summary['rss_scenario']}) | ≤ 1.0 | **{summary['rss_ratio']:.2f}** |",
+        f"| `packing_ratio` (GPUs allocated, shoal ÷ kube-scheduler) | ≥ 1.25 | **{summary['packing_ratio']:.2f}** |",
+        f"| `packing_fraction` (shoal's allocated GPUs ÷ capacity) | ≥ 0.95 | **{summary['packing_fraction']:.2f}** |",
+        f"| herding: nodes over their GPU-memory label (shoal / kube-scheduler) | 0 | **{hd['shoal']['nodes_over_label']}** / {hd['kube-scheduler']['nodes_over_label']} |",
+        "",
+        f"### basic: {s['nodes']:,} nodes, {s['pods']:,} pods (100m cpu, 500Mi each)",
+        "",
+        "| scheduler | pods/s | seconds | p50 create→bound s | p99 s | CPU s | peak RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in (("kube-scheduler", k), ("shoal", s)):
+        lines.append(
+            f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {f(r['p50_s'])} | {f(r['p99_s'])} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} |"
+        )
+    if "scale" in results:
+        sc = results["scale"]
+        lines += [
+            "",
+            f"### scale: {sc['shoal']['nodes']:,} nodes, {sc['shoal']['pods']:,} pods",
+            "",
+            "| scheduler | pods/s | seconds | p50 s | p99 s | CPU s | peak RSS MB |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for name in ("kube-scheduler", "shoal"):
+            r = sc[name]
+            lines.append(
+                f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {f(r['p50_s'])} | {f(r['p99_s'])} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} |"
+            )
+    lines += [
+        "",
+        f"### packing: {pk['shoal']['nodes']} nodes × 8 GPUs, seeded mix of 1/2/4/8-GPU pods and gangs, in order",
+        "",
+        "| scheduler | GPUs allocated before the first 8-GPU pod fails | of capacity |",
+        "|---|---:|---:|",
+        f"| kube-scheduler (default profile: LeastAllocated spreads) | {pk['kube-scheduler']['allocated']} | {pk['kube-scheduler']['fraction']:.2f} |",
+        f"| shoal (`gpu-scheduler`: MostAllocated on nvidia.com/gpu) | {pk['shoal']['allocated']} | {pk['shoal']['fraction']:.2f} |",
+        "",
+        f"### herding: {hd['shoal']['nodes']} nodes labelled 40/30/20/10 GB free ({hd['shoal']['label_capacity_gb']} GB), 80 pods × 10 GB",
+        "",
+        "| scheduler | GB placed | nodes over their label |",
+        "|---|---:|---:|",
+        f"| kube-scheduler (ignores the label) | {hd['kube-scheduler']['placed_gb']} | {hd['kube-scheduler']['nodes_over_label']} |",
+        f"| shoal (GPUMemory) | {hd['shoal']['placed_gb']} | {hd['shoal']['nodes_over_label']} |",
+        "",
+        f"### gang: {results['gang']['members']} members × 8 GPUs on {results['gang']['nodes']:,} nodes: "
+        f"{results['gang']['seconds']:.2f} s from the last member created to all bound",
+    ]
+    for img in images:
+        lines += ["", f"![{img}]({img})"]
+    lines.append("<!-- e2e:end -->")
+    section = "\n".join(lines)
+    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
+    if "<!-- e2e:begin" in text:
+        start = text.index("<!-- e2e:begin")
+        end = text.index("<!-- e2e:end -->") + len("<!-- e2e:end -->")
+        text = text[:start] + section + text[end:]
+    else:
+        head, sep, rest = text.partition("\n\n")
+        text = head + sep + section + "\n\n" + rest
+    DOC.write_text(text)
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    base = Path(tempfile.mkdtemp(prefix="shoal-bench-"))
+    results: dict[str, Any] = {}
+    kinds = ["kube-scheduler", "shoal"]
+    print(f"bench: basic ({args.nodes:,} nodes, {args.pods:,} pods)", flush=True)
+    results["basic"] = {k: await throughput(k, base, args.nodes, args.pods, "basic") for k in kinds}
+    if args.large:
+        print("bench: scale (5,000 nodes, 50,000 pods)", flush=True)
+        results["scale"] = {k: await throughput(k, base, 5000, 50000, "scale") for k in kinds}
+    print("bench: gang (64 members on 1,000 nodes)", flush=True)
+    results["gang"] = await gang(base)
+    print("bench: packing", flush=True)
+    results["packing"] = {k: await packing(k, base) for k in kinds}
+    print("bench: herding", flush=True)
+    results["herding"] = {k: await herding(k, base) for k in kinds}
+    rss_from = results["scale"] if "scale" in results else results["basic"]
+    summary = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "kube_version": Binaries.locate().kube_version,
+        "basic_ratio": results["basic"]["shoal"]["pods_per_s"]
+        / results["basic"]["kube-scheduler"]["pods_per_s"],
+        "gang64_seconds": results["gang"]["seconds"],
+        "rss_ratio": rss_from["shoal"]["peak_rss_mb"] / rss_from["kube-scheduler"]["peak_rss_mb"],
+        "rss_scenario": "scale" if "scale" in results else "basic",
+        "packing_ratio": results["packing"]["shoal"]["allocated"]
+        / max(results["packing"]["kube-scheduler"]["allocated"], 1),
+        "packing_fraction": results["packing"]["shoal"]["fraction"],
+    }
+    print(json.dumps(summary, indent=2))
+    if not args.no_write:
+        RESULTS.parent.mkdir(exist_ok=True)
+        RESULTS.write_text(json.dumps({**summary, "results": results}, indent=2, default=str) + "\n")
+        write_doc(results, summary, plot(results))
+        print(f"bench: wrote {RESULTS.relative_to(ROOT)} and docs/benchmarks.md")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench/e2e.py")
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument(
+        "--large", action="store_true", help="also the 5,000-node / 50,000-pod scale scenario"
+    )
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    missing = Binaries.locate().missing("etcd", "kube_apiserver", "kube_scheduler")
+    if missing:
+        print(f"bench: missing {missing}; run `make cluster-bin`", file=sys.stderr)
+        return 2
+    return asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
