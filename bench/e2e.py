@@ -183,7 +183,7 @@ class Watcher:
         async for line in resp.content:
             event = json.loads(line)
             obj = event["object"]
-            self._rv = obj["metadata"].get("resourceVersion", self._rv)
+            self.rv = obj["metadata"].get("resourceVersion", self.rv)
             if event["type"] == "BOOKMARK":
                 continue
             name = obj["metadata"]["name"]
@@ -275,6 +275,9 @@ class Bench:
         last_print = 0.0
         want = set(names)
         while time.monotonic() - began < timeout:
+            if self.watcher.task is not None and self.watcher.task.done():
+                self.watcher.task.result()  # a dead watcher must fail the run, not hang it
+                raise RuntimeError("the pod watcher stopped")
             bound = len(want & self.watcher.bound.keys())
             if time.monotonic() - last_print >= 2:
                 print(f"    [{self.kind} {label}] bound {bound:,}/{len(want):,}", flush=True)
