@@ -175,6 +175,7 @@ def _run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
         binding_concurrency=args.binding_concurrency,
+        watch_timeout=args.watch_timeout,
     )
     if args.id:
         settings.identity = args.id
@@ -228,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-port", type=int, default=10259)
     run.add_argument(
         "--binding-concurrency", type=int, default=64, help="Bindings posted at once (default 64)"
+    )
+    run.add_argument(
+        "--watch-timeout", type=float, default=300, help="seconds before a watch is re-opened (default 300)"
     )
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(func=_run)

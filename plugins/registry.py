@@ -14,6 +14,8 @@ Also here: the default plugin lists and the default ``gpu-scheduler`` profile.
 
 from __future__ import annotations
 
+import importlib
+import os
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 from types import ModuleType
@@ -34,6 +36,7 @@ from shoal.plugins import (
 )
 
 ENTRY_POINT_GROUP = "shoal.plugins"
+PLUGINS_ENV = "SHOAL_PLUGINS"
 BUILTIN: tuple[PluginEntry, ...] = (
     prioritysort.ENTRY,
     nodename.ENTRY,
@@ -79,9 +82,17 @@ def build_registry(entries: Iterable[PluginEntry]) -> dict[str, PluginEntry]:
 
 
 def load_registry(*, third_party: bool = True, extra: Iterable[PluginEntry] = ()) -> dict[str, PluginEntry]:
-    """Built-ins, then ``extra``, then every ``shoal.plugins`` entry point."""
+    """Built-ins, then ``extra``, then every ``shoal.plugins`` entry point, then the modules named in
+    ``$SHOAL_PLUGINS`` (comma-separated import paths: a plugin module on PYTHONPATH, no packaging)."""
     entries = list(BUILTIN) + list(extra)
     if third_party:
+        for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+            source = f"${PLUGINS_ENV} module {name}"
+            try:
+                module = importlib.import_module(name)
+            except Exception as exc:
+                raise RegistryError(f"{source}: {type(exc).__name__}: {exc}") from exc
+            entries.append(_as_entry(module, source))
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             source = f"entry point {ep.name} = {ep.value}"
             try:

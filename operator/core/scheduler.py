@@ -477,6 +477,10 @@ class Scheduler:
                 binding = True
                 self._binds_in_flight += 1
                 status = await fw.run_pre_bind(state, pod, node)
+            if status.ok and node not in self.cache.table:
+                # deleted while the pod waited or pre-bound: the API server would accept a Binding
+                # to a node that no longer exists, so stop here and place the pod again
+                status = Status.unschedulable(f"node {node} was deleted before the pod was bound")
             if status.ok:
                 status = await fw.run_bind(state, pod, node)
         except asyncio.CancelledError:

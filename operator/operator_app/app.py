@@ -73,6 +73,7 @@ class RunSettings:
     metrics_port: int = 10259
     binding_concurrency: int = 64
     status_interval: float = 1.0
+    watch_timeout: float = 300.0
 
 
 @dataclass
@@ -123,8 +124,8 @@ class ShoalOperator:
         settings.persistence.diffbase_storage = StatelessDiffBase()
         settings.persistence.progress_storage = StatelessProgress()
         settings.posting.enabled = False  # kopf's own k8s-events; ours come from KubeReporter
-        settings.watching.server_timeout = 300
-        settings.watching.client_timeout = 330
+        settings.watching.server_timeout = self.settings.watch_timeout
+        settings.watching.client_timeout = self.settings.watch_timeout + 30
         settings.networking.request_timeout = 60
 
     async def _login(self, **kwargs: Any) -> kopf.ConnectionInfo | None:

@@ -213,3 +213,20 @@ async def test_unschedulable_pod_retried_when_node_added() -> None:
     s.submit(make_node("big", gpus=8))
     await s.run(settle=0.05)
     assert s.placements()["default/p"] == "big"
+
+
+async def test_node_deleted_before_bind_is_not_bound_to() -> None:
+    s = sim(
+        [make_node("n1"), make_node("n2"), make_pod("p")], [approval_profile()], registry=approval_registry()
+    )
+    uid = uid_of(s, "p")
+    s.scheduler.schedule_one(s.scheduler.queue.pop_nowait())  # type: ignore[arg-type]
+    node = s.scheduler.cache.assumed_node(uid)
+    assert node is not None
+    s.scheduler.on_node(s.cluster.nodes.pop(node), deleted=True)
+    gate = s.scheduler.waiting.get(uid)
+    assert gate is not None
+    gate.allow("Approval")
+    await s.run(settle=0.05)
+    assert s.cluster.pods[uid]["spec"].get("nodeName") != node
+    assert any(f"node {node} was deleted before the pod was bound" in e[2] for e in s.reporter.events)

@@ -1,0 +1,108 @@
+"""Property-based fuzzing of the core: no input crashes validation or a scheduling cycle."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shoal.core.profile import ProfileError, validate_profile
+from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
+from shoal.sim import InMemoryCluster, Simulation
+from shoal.testing.objects import make_node, make_pod
+
+REGISTRY = load_registry(third_party=False)
+POINTS = [
+    "preEnqueue",
+    "queueSort",
+    "preFilter",
+    "filter",
+    "postFilter",
+    "preScore",
+    "score",
+    "reserve",
+    "permit",
+    "bind",
+]
+NAMES = [*REGISTRY, "Nope", "", "gpumemory"]
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(allow_nan=True), st.text(max_size=20)
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+plugin_ref = st.fixed_dictionaries(
+    {"name": st.sampled_from(NAMES)},
+    optional={"weight": st.one_of(st.integers(-5, 200), st.text(max_size=3), st.none())},
+)
+profile_specs = st.fixed_dictionaries(
+    {},
+    optional={
+        "schedulerName": st.one_of(
+            st.sampled_from(["gpu-scheduler", "a", "Bad_Name", ""]), st.text(max_size=70)
+        ),
+        "percentageOfNodesToScore": st.one_of(st.integers(-10, 200), st.text(max_size=3)),
+        "plugins": st.one_of(
+            st.dictionaries(
+                st.sampled_from([*POINTS, "bogus"]), st.lists(plugin_ref, max_size=5), max_size=5
+            ),
+            json_values,
+        ),
+        "pluginConfig": st.one_of(
+            st.lists(
+                st.fixed_dictionaries({"name": st.sampled_from(NAMES), "args": json_values}), max_size=4
+            ),
+            json_values,
+        ),
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(profile_specs)
+def test_profile_validation_never_crashes(spec: dict[str, Any]) -> None:
+    errors: list[tuple[str, str]] = []
+    try:
+        validated = validate_profile(spec, REGISTRY, DEFAULT_PLUGINS)
+    except ProfileError as exc:  # the only exception allowed out, and it names fields
+        errors = exc.errors
+    if errors:
+        assert all(path.startswith(("spec", "default plugins")) and message for path, message in errors)
+    else:
+        assert len(validated.points["queueSort"]) == 1
+        assert validated.points["bind"]
+
+
+label_values = st.one_of(
+    st.sampled_from(["40", "40Gi", "-5", "abc", "1e3", "nan", "inf", "0", "", " 12 ", "1_000", "0x10"]),
+    st.text(max_size=12),
+    st.floats(allow_nan=True).map(str),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    node_labels=st.lists(label_values, min_size=1, max_size=4),
+    pod_annotations=st.lists(label_values, min_size=1, max_size=4),
+    cpu=st.sampled_from(["100m", "1", "lots", "-1", "1e9", "0.0001"]),
+)
+def test_cycles_never_crash_on_odd_labels_and_annotations(
+    node_labels: list[str], pod_annotations: list[str], cpu: str
+) -> None:
+    nodes = [
+        make_node(f"n{i}", gpus=4, gpu_memory_free_gb=v, gfd_labels=i % 2 == 0)
+        for i, v in enumerate(node_labels)
+    ]
+    pods = [make_pod(f"p{i}", cpu=cpu, gpus=1, gpu_memory_gb=v) for i, v in enumerate(pod_annotations)]
+    sim = Simulation(InMemoryCluster([*nodes, *pods]), initial_backoff=0.01, max_backoff=0.02)
+    outcomes = asyncio.run(sim.run())
+    assert len(outcomes) == len(pods)  # every pod got a verdict: placed, or a reason
+    for outcome in outcomes.values():
+        assert outcome.node is not None or outcome.message

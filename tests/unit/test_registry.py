@@ -1,0 +1,48 @@
+"""The registry: built-ins, $SHOAL_PLUGINS modules, duplicates refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from shoal.core.profile import PluginEntry
+from shoal.plugins.registry import BUILTIN, RegistryError, build_registry, load_registry
+from shoal.sim import InMemoryCluster, Simulation
+from shoal.testing.objects import make_node, make_pod
+
+
+def test_builtins_are_registered_once() -> None:
+    registry = load_registry(third_party=False)
+    assert set(registry) == {e.name for e in BUILTIN}
+    assert len(BUILTIN) == 10
+
+
+def test_duplicate_name_is_an_error() -> None:
+    twin = PluginEntry("GPUMemory", lambda a, h: None, None, None, "some package")  # type: ignore[arg-type,return-value]
+    with pytest.raises(RegistryError, match=r"registered twice .*builtin and some package"):
+        build_registry([*BUILTIN, twin])
+
+
+async def test_plugin_module_from_env_is_used_by_a_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHOAL_PLUGINS", "tests.unit.fixtures.extra_plugin")
+    registry = load_registry()
+    assert registry["OnlyEvenNodes"].source.startswith("$SHOAL_PLUGINS")
+    profile = {"schedulerName": "gpu-scheduler", "plugins": {"filter": [{"name": "OnlyEvenNodes"}]}}
+    nodes = [make_node(f"n{i}") for i in range(4)]
+    sim = Simulation(
+        InMemoryCluster([*nodes, *(make_pod(f"p{i}") for i in range(6))]), [profile], registry=registry
+    )
+    await sim.run()
+    assert {v for v in sim.placements().values()} <= {"n0", "n2"}
+
+
+@pytest.mark.parametrize(
+    ("module", "words"),
+    [
+        pytest.param("no.such.module", "ModuleNotFoundError", id="missing"),
+        pytest.param("tests.unit.helpers", "not a plugin", id="not-a-plugin"),
+    ],
+)
+def test_bad_plugin_module_is_reported(monkeypatch: pytest.MonkeyPatch, module: str, words: str) -> None:
+    monkeypatch.setenv("SHOAL_PLUGINS", module)
+    with pytest.raises(RegistryError, match=words):
+        load_registry()
