@@ -166,7 +166,7 @@ def _run(args: argparse.Namespace) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    logging.getLogger("kopf").setLevel(logging.INFO if args.verbose else logging.WARNING)
+    logging.getLogger("kopf").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     settings = RunSettings(
         kubeconfig=args.kubeconfig,
         leader_elect=not args.no_leader_elect,
@@ -231,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--binding-concurrency", type=int, default=64, help="Bindings posted at once (default 64)"
     )
     run.add_argument(
-        "--watch-timeout", type=float, default=300, help="seconds before a watch is re-opened (default 300)"
+        "--watch-timeout", type=int, default=300, help="seconds before a watch is re-opened (default 300)"
     )
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(func=_run)

@@ -30,10 +30,12 @@ import contextlib
 import logging
 import os
 import socket
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import kopf
 from kubernetes_asyncio import client, config
 
@@ -50,6 +52,7 @@ from shoal.kube.crds import (
     PROFILE_VERSION,
 )
 from shoal.kube.leader import LeaseElector
+from shoal.kube.listing import list_all
 from shoal.kube.reporter import KubeReporter, rfc3339
 from shoal.operator_app.metrics import HealthServer, PromMetrics
 from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
@@ -103,7 +106,10 @@ class ShoalOperator:
         self._written_group_status: dict[str, dict[str, Any]] = {}
         self._group_terminal: dict[str, dict[str, set[str]]] = {}
         self._group_started: dict[str, str] = {}
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._seen_pods: dict[str, float] = {}
+        self._seen_nodes: dict[str, float] = {}
+        self._reconcile_handle: asyncio.TimerHandle | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self.server: HealthServer | None = None
 
@@ -124,7 +130,7 @@ class ShoalOperator:
         settings.persistence.diffbase_storage = StatelessDiffBase()
         settings.persistence.progress_storage = StatelessProgress()
         settings.posting.enabled = False  # kopf's own k8s-events; ours come from KubeReporter
-        settings.watching.server_timeout = self.settings.watch_timeout
+        settings.watching.server_timeout = int(self.settings.watch_timeout)  # the API wants an integer
         settings.watching.client_timeout = self.settings.watch_timeout + 30
         settings.networking.request_timeout = 60
 
@@ -188,6 +194,8 @@ class ShoalOperator:
         log.info("shoal started as %s (metrics on :%s)", self.settings.identity, self.server.port)
 
     async def stop(self) -> None:
+        if self._reconcile_handle is not None:
+            self._reconcile_handle.cancel()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -235,8 +243,18 @@ class ShoalOperator:
 
     # -- nodes and pods ------------------------------------------------------------------------
     async def _on_node(self, event: Mapping[str, Any], **_: Any) -> None:
-        if self.scheduler is not None:
-            self.scheduler.on_node(event["object"], deleted=event.get("type") == "DELETED")
+        if self.scheduler is None:
+            return
+        obj = event["object"]
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        deleted = event.get("type") == "DELETED"
+        if deleted:
+            self._seen_nodes.pop(name, None)
+        else:
+            self._seen_nodes[name] = time.monotonic()
+            if event.get("type") is None:
+                self._schedule_reconcile()
+        self.scheduler.on_node(obj, deleted=deleted)
 
     async def _on_pod(self, event: Mapping[str, Any], **_: Any) -> None:
         if self.scheduler is None:
@@ -244,12 +262,65 @@ class ShoalOperator:
         obj = event["object"]
         deleted = event.get("type") == "DELETED"
         pod = PodInfo.from_dict(obj)
+        if deleted:
+            self._seen_pods.pop(pod.uid, None)
+        else:
+            self._seen_pods[pod.uid] = time.monotonic()
+            if event.get("type") is None:
+                self._schedule_reconcile()
         if pod.group_key is not None and pod.phase in TERMINAL_PHASES:
             bucket = self._group_terminal.setdefault(pod.group_key, {"Succeeded": set(), "Failed": set()})
             bucket[pod.phase].add(pod.uid)
         self.scheduler.on_pod(pod, deleted=deleted)
         if (deleted or pod.bound) and self.reporter is not None:
             self.reporter.forget(pod.uid)
+
+    # -- re-lists ------------------------------------------------------------------------------
+    def _schedule_reconcile(self, delay: float = 2.0) -> None:
+        """kopf (re-)lists after start-up and after a watch expired (410): it replays the objects that
+        exist but never says which ones vanished meanwhile. Shortly after a listing, compare."""
+        if self._reconcile_handle is not None:
+            self._reconcile_handle.cancel()
+        loop = asyncio.get_running_loop()
+        self._reconcile_handle = loop.call_later(
+            delay, lambda: self._tasks.append(loop.create_task(self.reconcile()))
+        )
+
+    async def reconcile(self) -> tuple[int, int]:
+        """Forget pods and nodes that the API no longer has. Returns (pods, nodes) forgotten.
+
+        Only objects last seen *before* the listing started are forgotten, so an object created
+        while the list was being read is never dropped by mistake.
+        """
+        if self.api is None or self.scheduler is None:
+            return 0, 0
+        core: Any = client.CoreV1Api(self.api)
+        started = time.monotonic()
+        try:
+            pods = await list_all(core.list_pod_for_all_namespaces, field_selector=TERMINATED_SELECTOR)
+            nodes = await list_all(core.list_node)
+        except (client.ApiException, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            log.warning("re-list check failed (%s); will try at the next listing", exc)
+            return 0, 0
+        live_pods = {str(p["metadata"].get("uid")) for p in pods}
+        live_nodes = {str(n["metadata"].get("name")) for n in nodes}
+        gone_pods = [u for u, seen in self._seen_pods.items() if u not in live_pods and seen < started]
+        gone_nodes = [n for n, seen in self._seen_nodes.items() if n not in live_nodes and seen < started]
+        for uid in gone_pods:
+            self._seen_pods.pop(uid, None)
+            cached = self.scheduler.cache.pods.get(uid)
+            if cached is not None:
+                self.scheduler.on_pod(cached, deleted=True)
+        for name in gone_nodes:
+            self._seen_nodes.pop(name, None)
+            self.scheduler.on_node({"metadata": {"name": name}}, deleted=True)
+        if gone_pods or gone_nodes:
+            log.info(
+                "after a re-list: forgot %d pod(s) and %d node(s) deleted meanwhile",
+                len(gone_pods),
+                len(gone_nodes),
+            )
+        return len(gone_pods), len(gone_nodes)
 
     # -- scheduling profiles -------------------------------------------------------------------
     async def _on_profile(self, event: Mapping[str, Any], **_: Any) -> None:

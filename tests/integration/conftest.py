@@ -59,9 +59,12 @@ async def namespace(api: client.ApiClient) -> AsyncIterator[str]:
 
 
 async def _wipe(api: client.ApiClient) -> None:
-    """Every test starts with no nodes and no profiles (they are cluster-scoped)."""
+    """Every test starts with no nodes, no pods and no profiles. Without controllers a deleted
+    namespace keeps its pods, and a bound pod waits for a kubelet: delete them at once."""
     core: Any = client.CoreV1Api(api)
     custom: Any = client.CustomObjectsApi(api)
+    for ns in await list_all(core.list_namespace):
+        await core.delete_collection_namespaced_pod(ns["metadata"]["name"], grace_period_seconds=0)
     await core.delete_collection_node()
     for sp in await list_all(
         custom.list_cluster_custom_object, "shoal.dev", "v1alpha1", "schedulingprofiles"

@@ -1,0 +1,86 @@
+"""The invariants shoal promises, checked against what the API server holds.
+
+Used after every reliability scenario (and usable on any cluster, read-only):
+
+* no node is over-committed: for cpu, memory, pods, ``nvidia.com/gpu`` (every resource a pod
+  requests), the non-terminated pods bound to it request no more than its allocatable;
+* no node holds more GPU memory (``shoal.dev/gpu-memory-gb``) than its ``gpu-memory-free-gb`` label;
+* no pod is bound to a node that does not exist;
+* no pod was bound twice (at most one ``Scheduled`` event per pod UID);
+* no gang is partly bound: a PodGroup has 0 or at least ``minMember`` members bound.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo, parse_gpu_memory
+from shoal.kube.listing import list_all
+
+GPU_LABEL = "gpu-memory-free-gb"
+
+
+async def check_invariants(api: client.ApiClient, *, gangs: bool = True) -> list[str]:
+    """Every violation found, as readable sentences (empty: all invariants hold)."""
+    core: Any = client.CoreV1Api(api)
+    custom: Any = client.CustomObjectsApi(api)
+    events: Any = client.EventsV1Api(api)
+    nodes = {n["metadata"]["name"]: NodeSpec.from_dict(n) for n in await list_all(core.list_node)}
+    pods = [
+        PodInfo.from_dict(p)
+        for p in await list_all(
+            core.list_pod_for_all_namespaces, field_selector="status.phase!=Succeeded,status.phase!=Failed"
+        )
+    ]
+    problems: list[str] = []
+    used: dict[str, Counter[str]] = {}
+    gpu_memory: dict[str, float] = {}
+    for pod in pods:
+        if not pod.bound:
+            continue
+        if pod.node_name not in nodes:
+            problems.append(f"pod {pod.key} is bound to missing node {pod.node_name}")
+            continue
+        usage = used.setdefault(pod.node_name, Counter())
+        usage.update(pod.requests)
+        usage["pods"] += 1
+        if pod.gpu_memory_gb:
+            gpu_memory[pod.node_name] = gpu_memory.get(pod.node_name, 0.0) + pod.gpu_memory_gb
+    for name, usage in used.items():
+        allocatable = nodes[name].allocatable
+        for resource, amount in usage.items():
+            limit = allocatable.get(resource, 0)
+            if amount > limit:
+                problems.append(f"node {name} is over-committed on {resource}: {amount} requested > {limit}")
+    for name, gb in gpu_memory.items():
+        label, _ = parse_gpu_memory(nodes[name].labels.get(GPU_LABEL))
+        if label is not None and gb > label + 1e-9:
+            problems.append(f"node {name} holds {gb:g} GB of GPU memory requests > its label {label:g}")
+    scheduled = Counter(
+        e["regarding"].get("uid")
+        for e in await list_all(events.list_event_for_all_namespaces)
+        if e.get("reason") == "Scheduled"
+    )
+    for uid, count in scheduled.items():
+        if count > 1:
+            problems.append(f"pod uid {uid} was bound {count} times (Scheduled events)")
+    if gangs:
+        try:
+            groups = await list_all(
+                custom.list_cluster_custom_object, "scheduling.x-k8s.io", "v1alpha1", "podgroups"
+            )
+        except client.ApiException:
+            groups = []
+        for obj in groups:
+            group = PodGroupInfo.from_dict(obj)
+            members = [p for p in pods if p.group_key == group.key]
+            placed = sum(1 for p in members if p.bound)
+            if 0 < placed < group.min_member and len(members) > placed:
+                problems.append(
+                    f"gang {group.key} is partly bound: {placed} of minMember {group.min_member}, "
+                    f"{len(members) - placed} pending"
+                )
+    return problems

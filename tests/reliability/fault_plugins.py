@@ -1,0 +1,43 @@
+"""SlowBind: a PreBind that waits, loaded into the real operator with $SHOAL_PLUGINS, so faults
+can be injected while bindings are in flight (one plugin per module; see hold_permit.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+
+from pydantic import Field
+
+from shoal.core.cyclestate import CycleState
+from shoal.core.interfaces import Handle
+from shoal.core.objects import PodInfo
+from shoal.core.profile import ArgsModel
+from shoal.core.status import SUCCESS, Status
+
+NAME = "SlowBind"
+
+
+class Args(ArgsModel):
+    seconds: float = Field(default=1.0, ge=0, le=60)
+    spread: bool = Field(default=False, description="scale the delay by a per-pod fraction in [0, 1)")
+
+
+class SlowBind:
+    """PreBind that waits, so a fault can be injected while bindings are in flight."""
+
+    name = NAME
+
+    def __init__(self, args: Args) -> None:
+        self.args = args
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        fraction = (zlib.crc32(pod.name.encode()) % 1000) / 1000 if self.args.spread else 1.0
+        await asyncio.sleep(self.args.seconds * fraction)
+        return SUCCESS
+
+
+def new(args: Args, handle: Handle) -> SlowBind:
+    return SlowBind(args)
+
+
+PLUGIN_CLASS = SlowBind

@@ -1,0 +1,300 @@
+"""Faults: a killed operator, a restarted API server, an expired watch, a rival binder, a node or
+a pod deleted at the wrong moment, a leader killed during a burst."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client, config
+
+from shoal.kube.binder import post_binding
+from shoal.kube.rest import RawClient
+from shoal.testing.cluster import apply_crds, create, create_many, list_all, wait_for
+from shoal.testing.controlplane import ControlPlane
+from shoal.testing.objects import make_node, make_pod, make_pod_group
+from tests.reliability.conftest import (
+    assert_invariants,
+    leading,
+    operator,
+    placements,
+    profile,
+    record,
+    slow_bind,
+    wait_ready,
+)
+
+
+async def test_operator_killed_mid_gang_then_restarted(
+    clean: client.ApiClient, namespace: str, crds: ControlPlane, tmp_path: Path
+) -> None:
+    api = clean
+    sched = f"s-{uuid.uuid4().hex[:6]}"
+    await create_many(api, [make_node(f"g{i}", gpus=8) for i in range(8)])
+    await create(api, slow_bind(sched, seconds=3.0, spread=True))
+    await create(api, make_pod_group("train", namespace=namespace, min_member=8))
+    first = operator(crds, tmp_path / "first.log", identity="first")
+    with first:
+        wait_ready(first)
+        await create_many(
+            api,
+            [
+                make_pod(f"train-{i}", namespace=namespace, gpus=8, scheduler_name=sched, pod_group="train")
+                for i in range(8)
+            ],
+        )
+
+        async def some_bound() -> bool:
+            return any((await placements(api, namespace)).values())
+
+        await wait_for(some_bound, 30, interval=0.05, what="the first member bound")
+        first.kill()  # SIGKILL: no clean-up, no lease release
+    partly = sum(1 for v in (await placements(api, namespace)).values() if v)
+    assert 0 < partly < 8, f"{partly} members bound when the operator died"
+    second = operator(
+        crds,
+        tmp_path / "second.log",
+        identity="second",
+        lease_name=first.argv[first.argv.index("--lease-name") + 1],
+    )
+    with second:
+        wait_ready(second)
+
+        async def all_bound() -> bool:
+            return all((await placements(api, namespace)).values())
+
+        began = time.monotonic()
+        await wait_for(all_bound, 60, what="the rest of the gang after restart")
+        record(
+            "operator SIGKILL mid-gang", bound_at_kill=partly, recovery_s=round(time.monotonic() - began, 1)
+        )
+    await assert_invariants(api)
+
+
+async def test_apiserver_restart_during_burst(
+    clean: client.ApiClient, namespace: str, crds: ControlPlane, tmp_path: Path
+) -> None:
+    api = clean
+    sched = f"s-{uuid.uuid4().hex[:6]}"
+    await create_many(api, [make_node(f"n{i}", cpu="32", pods=110) for i in range(10)])
+    await create(api, slow_bind(sched, seconds=4.0, spread=True))  # bindings spread over 4 s
+    op = operator(crds, tmp_path / "op.log")
+    with op:
+        wait_ready(op)
+        pods = [
+            make_pod(f"p{i:03d}", namespace=namespace, cpu="500m", scheduler_name=sched) for i in range(300)
+        ]
+        await create_many(api, pods)
+        await asyncio.sleep(1.0)
+        bound_before = sum(1 for v in (await placements(api, namespace)).values() if v)
+        # on this (main) thread: a child gets PR_SET_PDEATHSIG, which fires when the *thread*
+        # that started it ends, so never restart it from a short-lived executor thread
+        crds.restart_apiserver()
+        fresh = await config.new_client_from_config(config_file=str(crds.kubeconfig))
+        try:
+
+            async def all_bound() -> bool:
+                return all((await placements(fresh, namespace)).values())
+
+            began = time.monotonic()
+            await wait_for(all_bound, 90, what="every pod bound after the restart")
+            record(
+                "kube-apiserver restarted during a burst of 300 pods",
+                bound_before_restart=bound_before,
+                settle_after_restart_s=round(time.monotonic() - began, 1),
+            )
+            assert bound_before < 300  # the restart hit bindings in flight
+            await assert_invariants(fresh)
+        finally:
+            await fresh.close()
+        assert op.alive(), op.tail()
+
+
+async def test_expired_watch_relists_without_losing_pods(tmp_path: Path) -> None:
+    """Watches served from etcd (no watch cache) and compacted every second: a watch re-opened
+    after a pause gets 410 Gone, kopf re-lists, and shoal notices the pods deleted meanwhile."""
+    cp = ControlPlane(extra_apiserver_args=["--watch-cache=false", "--etcd-compaction-interval=1s"])
+    cp.start()
+    try:
+        api = await config.new_client_from_config(config_file=str(cp.kubeconfig))
+        try:
+            await apply_crds(api)
+            ns = "relist"
+            await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            await create(api, make_node("only", cpu="4", pods=110))
+            await create(api, profile("relist"))
+            op = operator(cp, tmp_path / "op.log", extra=["--watch-timeout", "2", "--verbose"])
+            with op:
+                wait_ready(op)
+                # a pod holds the whole node
+                await create(api, make_pod("hog", namespace=ns, cpu="4", scheduler_name="relist"))
+                await wait_for(lambda: _bound(api, ns, "hog"), 30, what="hog bound")
+                os.kill(op.pid, signal.SIGSTOP)  # the operator misses everything from here
+                try:
+                    await client.CoreV1Api(api).delete_namespaced_pod("hog", ns, grace_period_seconds=0)
+                    await create_many(
+                        api,
+                        [
+                            make_pod(f"new-{i}", namespace=ns, cpu="1", scheduler_name="relist")
+                            for i in range(4)
+                        ],
+                    )
+                    await asyncio.sleep(6)  # the watch times out server-side; etcd compacts past it
+                finally:
+                    os.kill(op.pid, signal.SIGCONT)
+
+                async def all_new_bound() -> bool:
+                    p = await placements(api, ns)
+                    return all(p.get(f"new-{i}") for i in range(4))
+
+                await wait_for(all_new_bound, 60, what="pods created during the gap bound (hog forgotten)")
+                log = op.tail(400)
+                assert "Restarting the watch-stream for pods" in log, log
+                record(
+                    "watch expired (410) during a 6 s pause",
+                    relisted=True,
+                    pods_created_in_gap=4,
+                    pod_deleted_in_gap=1,
+                )
+            await assert_invariants(api)
+        finally:
+            await api.close()
+    finally:
+        cp.stop()
+
+
+async def _bound(api: client.ApiClient, namespace: str, name: str) -> bool:
+    return bool((await placements(api, namespace)).get(name))
+
+
+async def test_rival_binder_gets_there_first(
+    clean: client.ApiClient, namespace: str, crds: ControlPlane, tmp_path: Path
+) -> None:
+    api = clean
+    sched = f"s-{uuid.uuid4().hex[:6]}"
+    await create_many(api, [make_node(f"n{i}", cpu="16", pods=110) for i in range(4)])
+    await create(api, slow_bind(sched, seconds=0.5))
+    op = operator(crds, tmp_path / "op.log")
+    with op:
+        wait_ready(op)
+        pods = [
+            make_pod(f"p{i:03d}", namespace=namespace, cpu="100m", scheduler_name=sched) for i in range(60)
+        ]
+        await create_many(api, pods)
+        raw = RawClient(api)
+        core: Any = client.CoreV1Api(api)
+        rival = 0
+        for obj in (await list_all(core.list_namespaced_pod, namespace))[
+            ::2
+        ]:  # the rival binds every other pod
+            code, _ = await post_binding(
+                raw, namespace, obj["metadata"]["name"], obj["metadata"]["uid"], "n3"
+            )
+            rival += code == 201
+
+        async def all_bound() -> bool:
+            return all((await placements(api, namespace)).values())
+
+        await wait_for(all_bound, 60, what="every pod bound by one of the two")
+        await asyncio.sleep(1)
+        conflicts = op.tail(2000).count("was bound by someone else")
+        record(
+            "another actor binds pods first (409)", rival_bindings=rival, conflicts_seen_by_shoal=conflicts
+        )
+        assert rival > 0
+        assert conflicts > 0  # shoal met 409s and forgot those pods instead of retrying
+    await assert_invariants(api)
+
+
+async def test_node_deleted_while_its_pod_is_binding(
+    clean: client.ApiClient, namespace: str, crds: ControlPlane, tmp_path: Path
+) -> None:
+    api = clean
+    sched = f"s-{uuid.uuid4().hex[:6]}"
+    await create(api, make_node("doomed", gpus=8))
+    await create(api, slow_bind(sched, seconds=3.0))
+    op = operator(crds, tmp_path / "op.log")
+    with op:
+        wait_ready(op)
+        await create(api, make_pod("p", namespace=namespace, gpus=1, scheduler_name=sched))
+        await asyncio.sleep(1.0)  # placed on "doomed", waiting in PreBind
+        await client.CoreV1Api(api).delete_node("doomed")
+        await asyncio.sleep(3.5)
+        assert (await placements(api, namespace))["p"] is None
+        await create(api, make_node("spare", gpus=8))
+        await wait_for(lambda: _bound(api, namespace, "p"), 30, what="p bound to the spare node")
+        assert (await placements(api, namespace))["p"] == "spare"
+    await assert_invariants(api)
+
+
+async def test_pod_deleted_while_waiting_at_permit_releases_its_node(
+    clean: client.ApiClient, namespace: str, crds: ControlPlane, tmp_path: Path
+) -> None:
+    api = clean
+    held, normal = f"held-{uuid.uuid4().hex[:4]}", f"s-{uuid.uuid4().hex[:4]}"
+    await create(api, make_node("only", gpus=4))
+    await create(api, profile(held, plugins={"permit": [{"name": "Coscheduling"}, {"name": "HoldPermit"}]}))
+    await create(api, profile(normal))
+    op = operator(crds, tmp_path / "op.log")
+    with op:
+        wait_ready(op)
+        await create(api, make_pod("waiting", namespace=namespace, gpus=4, scheduler_name=held))
+        await asyncio.sleep(1.5)  # assumed on "only", parked at the gate
+        await create(api, make_pod("next", namespace=namespace, gpus=4, scheduler_name=normal))
+        await asyncio.sleep(1.5)
+        assert (await placements(api, namespace))["next"] is None  # the node is reserved
+        await client.CoreV1Api(api).delete_namespaced_pod("waiting", namespace, grace_period_seconds=0)
+        await wait_for(lambda: _bound(api, namespace, "next"), 30, what="the freed node taken")
+    await assert_invariants(api)
+
+
+async def test_leader_killed_during_burst(
+    clean: client.ApiClient, namespace: str, crds: ControlPlane, tmp_path: Path
+) -> None:
+    api = clean
+    sched = f"s-{uuid.uuid4().hex[:6]}"
+    lease = f"lease-{uuid.uuid4().hex[:6]}"
+    await create_many(api, [make_node(f"n{i}", cpu="32", pods=110) for i in range(10)])
+    await create(api, profile(sched))
+    # production lease settings: 15 s lease, 10 s renew deadline, 2 s retry
+    a = operator(crds, tmp_path / "a.log", identity="a", lease_name=lease, lease_duration=15)
+    b = operator(crds, tmp_path / "b.log", identity="b", lease_name=lease, lease_duration=15)
+    with a, b:
+        wait_ready(a)
+        wait_ready(b)
+        await wait_for(lambda: _value(leading(a)), 30, what="a leads")
+        await create_many(
+            api,
+            [
+                make_pod(f"p{i:03d}", namespace=namespace, cpu="100m", scheduler_name=sched)
+                for i in range(500)
+            ],
+        )
+
+        async def some_bound() -> bool:
+            return sum(1 for v in (await placements(api, namespace)).values() if v) >= 100
+
+        await wait_for(some_bound, 60, interval=0.05, what="a burst under way")
+        killed = time.monotonic()
+        a.kill()
+        await wait_for(lambda: _value(leading(b)), 40, interval=0.1, what="b takes over")
+        failover = time.monotonic() - killed
+
+        async def all_bound() -> bool:
+            return all((await placements(api, namespace)).values())
+
+        await wait_for(all_bound, 90, what="the burst finished by b")
+        record(
+            "leader SIGKILLed during a burst of 500 pods", failover_s=round(failover, 1), lease_duration_s=15
+        )
+        assert failover <= 20, f"failover took {failover:.1f} s"
+    await assert_invariants(api)
+
+
+async def _value(v: bool) -> bool:
+    return v
