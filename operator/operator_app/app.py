@@ -60,6 +60,8 @@ from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 log = logging.getLogger("shoal.operator")
 
 TERMINATED_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+#: event type of objects listed by prime() (kopf uses None for its own initial listing)
+PRIMED = "PRIMED"
 
 
 @dataclass
@@ -175,6 +177,7 @@ class ShoalOperator:
             self.metrics, self.ready, host=self.settings.metrics_host, port=self.settings.metrics_port
         )
         await self.server.start()
+        await self.prime()
         loop = asyncio.get_running_loop()
         if self.settings.leader_elect:
             self.elector = LeaseElector(
@@ -274,6 +277,42 @@ class ShoalOperator:
         self.scheduler.on_pod(pod, deleted=deleted)
         if (deleted or pod.bound) and self.reporter is not None:
             self.reporter.forget(pod.uid)
+
+    # -- start-up --------------------------------------------------------------------------------
+    async def prime(self) -> None:
+        """Fill the cache before anything is scheduled, as kube-scheduler waits for its informers.
+
+        kopf replays every object too, but gives no "synced" signal; scheduling before the nodes
+        and the other schedulers' pods are known could over-commit a node. So list profiles,
+        PodGroups, nodes and pods once here (kopf's replay of the same objects is idempotent).
+        """
+        assert self.api is not None
+        assert self.scheduler is not None
+        core: Any = client.CoreV1Api(self.api)
+        custom: Any = client.CustomObjectsApi(self.api)
+        began = time.monotonic()
+        for group, version, plural, handler in (
+            (PROFILE_GROUP, PROFILE_VERSION, PROFILE_PLURAL, self._on_profile),
+            (PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL, self._on_pod_group),
+        ):
+            try:
+                objs = await list_all(custom.list_cluster_custom_object, group, version, plural)
+            except client.ApiException as exc:  # CRD not installed (yet): kopf picks it up later
+                log.info("not priming %s.%s: HTTP %s", plural, group, exc.status)
+                continue
+            for obj in objs:
+                await handler({"type": PRIMED, "object": obj})
+        for obj in await list_all(core.list_node):
+            await self._on_node({"type": PRIMED, "object": obj})
+        for obj in await list_all(core.list_pod_for_all_namespaces, field_selector=TERMINATED_SELECTOR):
+            await self._on_pod({"type": PRIMED, "object": obj})
+        log.info(
+            "cache primed in %.1f s: %d nodes, %d pods, %d profiles",
+            time.monotonic() - began,
+            len(self.scheduler.cache.table),
+            len(self.scheduler.cache.pods),
+            len(self.profiles),
+        )
 
     # -- re-lists ------------------------------------------------------------------------------
     def _schedule_reconcile(self, delay: float = 2.0) -> None:
