@@ -22,12 +22,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script, imported by tests
+from report import write_section
+
 from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "core.json"
-DOC = HERE.parent / "docs" / "benchmarks.md"
 TARGET_MEDIAN_MS_5000 = 1.0
 
 
@@ -117,7 +119,6 @@ def run(nodes: int, count: int, seed: int = 7) -> dict[str, float]:
 
 def write_doc(results: list[dict[str, float]], meta: dict[str, str]) -> None:
     lines = [
-        "<!-- core:begin (written by `make bench-core`) -->",
         "## Core: scheduling-cycle time, every node evaluated",
         "",
         f"Measured {meta['date']} on {meta['machine']} ({meta['python']}); in-memory cluster, default",
@@ -141,17 +142,7 @@ def write_doc(results: list[dict[str, float]], meta: dict[str, str]) -> None:
             f"({at5000['median_ms']:.3f} ms). For scale, kube-scheduler's scheduler_perf threshold is",
             "680 pods/s at 5,000 nodes (about 1.5 ms a pod) while it scores only 10 % of the nodes.",
         ]
-    lines.append("<!-- core:end -->")
-    section = "\n".join(lines)
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    if "<!-- core:begin" in text:
-        start = text.index("<!-- core:begin")
-        end = text.index("<!-- core:end -->") + len("<!-- core:end -->")
-        text = text[:start] + section + text[end:]
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    DOC.parent.mkdir(exist_ok=True)
-    DOC.write_text(text)
+    write_section("core", "make bench-core", lines)
 
 
 def main() -> int:

@@ -37,15 +37,17 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client, config
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script, imported by tests
+from report import write_section
+
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, apply_crds, create, wait_for
 from shoal.testing.controlplane import Binaries, ControlPlane, free_port, spawn, stop_process
-from shoal.testing.objects import make_node, make_pod, make_pod_group
+from shoal.testing.objects import make_node, make_pod, make_pod_group, make_profile
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results" / "e2e.json"
-DOC = ROOT / "docs" / "benchmarks.md"
 NS = "bench"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -115,15 +117,7 @@ class Shoal:
         self.op: OperatorProcess | None = None
 
     async def start(self, api: client.ApiClient) -> None:
-        await create(
-            api,
-            {
-                "apiVersion": "shoal.dev/v1alpha1",
-                "kind": "SchedulingProfile",
-                "metadata": {"name": "gpu-scheduler"},
-                "spec": DEFAULT_PROFILE_SPEC,
-            },
-        )
+        await create(api, make_profile("gpu-scheduler", DEFAULT_PROFILE_SPEC))
         self.op = OperatorProcess(self.cp.kubeconfig, self.workdir / "shoal.log", leader_elect=False).start()
         port = self.op.metrics_port
 
@@ -510,7 +504,6 @@ def write_doc(results: dict[str, Any], summary: dict[str, Any], images: list[str
         return "n/a" if x is None else format(x, fmt)
 
     lines = [
-        "<!-- e2e:begin (written by `make bench`) -->",
         "## End to end: shoal and kube-scheduler on the same local control plane",
         "",
         f"Measured {summary['date']} on {summary['machine']}, one run, each scheduler on a fresh etcd +",
@@ -573,17 +566,7 @@ def write_doc(results: dict[str, Any], summary: dict[str, Any], images: list[str
     ]
     for img in images:
         lines += ["", f"![{img}]({img})"]
-    lines.append("<!-- e2e:end -->")
-    section = "\n".join(lines)
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    if "<!-- e2e:begin" in text:
-        start = text.index("<!-- e2e:begin")
-        end = text.index("<!-- e2e:end -->") + len("<!-- e2e:end -->")
-        text = text[:start] + section + text[end:]
-    else:
-        head, sep, rest = text.partition("\n\n")
-        text = head + sep + section + "\n\n" + rest
-    DOC.write_text(text)
+    write_section("e2e", "make bench", lines, first=True)
 
 
 async def main_async(args: argparse.Namespace) -> int:

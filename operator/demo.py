@@ -24,7 +24,7 @@ from kubernetes_asyncio import client, config
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, apply_crds, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import Binaries, ControlPlane, ControlPlaneError
-from shoal.testing.objects import make_node, make_pod, make_pod_group, make_priority_class
+from shoal.testing.objects import make_node, make_pod, make_pod_group, make_priority_class, make_profile
 
 NS = "default"
 INFERENCE_TAINT = {"key": "dedicated", "value": "inference", "effect": "NoSchedule"}
@@ -135,15 +135,7 @@ async def run_demo(cp: ControlPlane, workdir: Path, keep: bool) -> int:
         print("shoal demo: installing CRDs, 20 GPU nodes and the gpu-scheduler profile")
         await apply_crds(api)
         await create_many(api, fleet())
-        await create(
-            api,
-            {
-                "apiVersion": "shoal.dev/v1alpha1",
-                "kind": "SchedulingProfile",
-                "metadata": {"name": "gpu-scheduler"},
-                "spec": DEFAULT_PROFILE_SPEC,
-            },
-        )
+        await create(api, make_profile("gpu-scheduler", DEFAULT_PROFILE_SPEC))
         with OperatorProcess(cp.kubeconfig, workdir / "shoal.log", identity="shoal-demo") as op:
             print(f"shoal demo: started `shoal run` (pid {op.pid}, metrics on 127.0.0.1:{op.metrics_port})")
             await asyncio.sleep(1.0)

@@ -14,7 +14,7 @@ counted when the node arrives.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from shoal.core.nodetable import NodeTable
@@ -59,12 +59,6 @@ class ClusterCache:
     def remove_node(self, name: str) -> None:
         """Drop a node; its pods stay known (they are gone from the API soon, or it returns)."""
         self.table.remove_node(name)
-
-    def node_names(self) -> list[str]:
-        return list(self.table.index)
-
-    def pods_on(self, node: str) -> list[PodInfo]:
-        return [self.pods[u] for u in self._node_pods.get(node, ())]
 
     # -- pods ----------------------------------------------------------------------------------
     def _count(self, pod: PodInfo, node: str) -> None:
@@ -199,7 +193,3 @@ class ClusterCache:
         """(members known and not terminated, members counted on a node: bound or assumed)."""
         members = self._group_members.get(key, ())
         return len(members), sum(1 for u in members if u in self._placed)
-
-    def pods_with_node(self) -> Iterable[tuple[PodInfo, str]]:
-        for uid, node in self._placed.items():
-            yield self.pods[uid], node

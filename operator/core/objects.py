@@ -177,7 +177,6 @@ class PodInfo:
     terminating: bool = False
     resource_version: str = ""
     problems: dict[str, str] = field(default_factory=dict)
-    raw: JSON | None = field(default=None, repr=False)
 
     @property
     def key(self) -> str:
@@ -196,7 +195,7 @@ class PodInfo:
         return bool(self.node_name)
 
     @classmethod
-    def from_dict(cls, obj: JSON, *, keep_raw: bool = False) -> PodInfo:
+    def from_dict(cls, obj: JSON) -> PodInfo:
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
@@ -250,7 +249,6 @@ class PodInfo:
             terminating=bool(meta.get("deletionTimestamp")),
             resource_version=str(meta.get("resourceVersion") or ""),
             problems=problems,
-            raw=obj if keep_raw else None,
         )
 
 

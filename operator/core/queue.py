@@ -253,10 +253,6 @@ class SchedulingQueue:
         qpi.backoff_until = self.clock() + self._backoff_for(qpi.attempts)
         self._push_backoff(qpi)
 
-    def readd(self, qpi: QueuedPodInfo) -> None:
-        """Put a pod taken by pop_group but not tried back where it can be popped at once."""
-        self._push_active(qpi)
-
     # -- events --------------------------------------------------------------------------------
     def _wants(self, qpi: QueuedPodInfo, event: ClusterEvent) -> bool:
         regs = self.hints.get(qpi.profile, [])

@@ -286,7 +286,6 @@ class Framework:
         want = max(100, (len(rows) * self.percentage) // 100)
         start = self._next_start % len(rows)
         self._next_start = start + want
-        state.sampled = True
         return np.roll(rows, -start)[:want]
 
     def run_score(

@@ -14,7 +14,7 @@ Codes::
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 class Code(enum.IntEnum):
@@ -28,7 +28,7 @@ class Code(enum.IntEnum):
 
     @property
     def title(self) -> str:
-        return "".join(part.capitalize() for part in self.name.split("_")).replace("And", "And")
+        return "".join(part.capitalize() for part in self.name.split("_"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,6 @@ class Status:
     plugin: str = ""
     #: False when retrying cannot help (a 409 on Bind: someone else bound the pod).
     requeue: bool = True
-    extra: dict[str, object] = field(default_factory=dict, compare=False)
 
     # -- constructors --------------------------------------------------------------------------
     @staticmethod
@@ -89,7 +88,7 @@ class Status:
     def with_plugin(self, plugin: str) -> Status:
         if self.plugin == plugin:
             return self
-        return Status(self.code, self.reasons, plugin, self.requeue, self.extra)
+        return Status(self.code, self.reasons, plugin, self.requeue)
 
     def __str__(self) -> str:
         where = f" [{self.plugin}]" if self.plugin else ""

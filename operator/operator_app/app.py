@@ -54,6 +54,7 @@ from shoal.kube.crds import (
 from shoal.kube.leader import LeaseElector
 from shoal.kube.listing import list_all
 from shoal.kube.reporter import KubeReporter, rfc3339
+from shoal.kube.rest import RawClient, message_of
 from shoal.operator_app.metrics import HealthServer, PromMetrics
 from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 
@@ -473,20 +474,23 @@ class ShoalOperator:
         current = self.profiles[name].status
         if _same_status(current, status) or self._written_profile_status.get(name) == status:
             return
-        api: Any = client.CustomObjectsApi(self.api)
-        try:
-            await api.patch_cluster_custom_object_status(
-                PROFILE_GROUP,
-                PROFILE_VERSION,
-                PROFILE_PLURAL,
-                name,
-                {"status": status},
-                _content_type="application/merge-patch+json",
-            )
+        path = f"/apis/{PROFILE_GROUP}/{PROFILE_VERSION}/{PROFILE_PLURAL}/{name}/status"
+        if await self._write_status(path, status, f"SchedulingProfile {name}"):
             self._written_profile_status[name] = status
-        except client.ApiException as exc:
-            if exc.status != 404:
-                log.warning("writing status of SchedulingProfile %s: HTTP %s", name, exc.status)
+
+    async def _write_status(self, path: str, status: dict[str, Any], what: str) -> bool:
+        """Merge-patch a status subresource; False (logged unless 404: gone) when refused."""
+        assert self.api is not None
+        try:
+            code, reply = await RawClient(self.api).request(
+                "PATCH", path, {"status": status}, content_type="application/merge-patch+json"
+            )
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            log.warning("writing status of %s: %s", what, exc)
+            return False
+        if code >= 300 and code != 404:
+            log.warning("writing status of %s: HTTP %s %s", what, code, message_of(reply)[:200])
+        return code < 300
 
     def _count_profiles(self) -> None:
         ready = sum(1 for n in self.profiles if self.profile_status(n)["conditions"][0]["status"] == "True")
@@ -550,26 +554,15 @@ class ShoalOperator:
             await asyncio.sleep(self.settings.status_interval)
             if not self.leading or self.scheduler is None or self.api is None:
                 continue
-            api: Any = client.CustomObjectsApi(self.api)
             for key in list(self.scheduler.cache.pod_groups):
                 status = self.pod_group_status(key)
                 if _same_status(self._written_group_status.get(key, {}), status):
                     continue
                 namespace, name = key.split("/", 1)
-                try:
-                    await api.patch_namespaced_custom_object_status(
-                        PODGROUP_GROUP,
-                        PODGROUP_VERSION,
-                        namespace,
-                        PODGROUP_PLURAL,
-                        name,
-                        {"status": status},
-                        _content_type="application/merge-patch+json",
-                    )
+                group_api = f"/apis/{PODGROUP_GROUP}/{PODGROUP_VERSION}"
+                path = f"{group_api}/namespaces/{namespace}/{PODGROUP_PLURAL}/{name}/status"
+                if await self._write_status(path, status, f"PodGroup {key}"):
                     self._written_group_status[key] = status
-                except client.ApiException as exc:
-                    if exc.status != 404:
-                        log.warning("writing status of PodGroup %s: HTTP %s", key, exc.status)
 
 
 class StatelessDiffBase(kopf.DiffBaseStorage):

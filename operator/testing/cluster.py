@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -175,6 +176,14 @@ class OperatorProcess:
         if self.popen is not None and self.popen.poll() is None:
             self.popen.kill()
             self.popen.wait(10)
+
+    def is_leader(self) -> bool:
+        """Whether this replica reports holding the Lease (``shoal_leader 1`` on /metrics)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2) as resp:
+                return "shoal_leader 1.0" in resp.read().decode()
+        except OSError:
+            return False
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None

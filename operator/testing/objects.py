@@ -186,6 +186,19 @@ def make_pod_group(
     }
 
 
+def make_profile(name: str, spec: Mapping[str, Any], *, scheduler_name: str | None = None) -> JSON:
+    """A SchedulingProfile object named ``name`` (schedulerName: ``scheduler_name`` or the spec's)."""
+    body = dict(spec)
+    if scheduler_name is not None:
+        body["schedulerName"] = scheduler_name
+    return {
+        "apiVersion": "shoal.dev/v1alpha1",
+        "kind": "SchedulingProfile",
+        "metadata": {"name": name},
+        "spec": body,
+    }
+
+
 def make_priority_class(name: str, value: int, *, description: str = "") -> JSON:
     return {
         "apiVersion": "scheduling.k8s.io/v1",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,14 +17,6 @@ from tests.integration.conftest import wait_ready
 from tests.integration.test_operator import profile, wait_profile
 
 pytestmark = pytest.mark.slow
-
-
-def is_leader(op: OperatorProcess) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{op.metrics_port}/metrics", timeout=2) as resp:
-            return "shoal_leader 1.0" in resp.read().decode()
-    except OSError:
-        return False
 
 
 async def reporters(api: client.ApiClient, namespace: str) -> dict[str, str]:
@@ -49,7 +40,7 @@ async def test_only_leader_binds_and_stop_hands_over(
     b = OperatorProcess(crds.kubeconfig, tmp_path / "b.log", identity="replica-b", lease_name=lease)
     with a:
         wait_ready(a)
-        await wait_for(lambda: _async(is_leader(a)), 20, what="replica-a leads")
+        await wait_for(lambda: _async(a.is_leader()), 20, what="replica-a leads")
         with b:
             wait_ready(b)
             await create(api, profile(sched))
@@ -64,10 +55,10 @@ async def test_only_leader_binds_and_stop_hands_over(
 
             first = await wait_for(first_done, 30, what="first batch bound")
             assert {v for v in first.values()} == {f"{sched}-replica-a"}
-            assert not is_leader(b)
+            assert not b.is_leader()
             began = time.monotonic()
             a.stop()  # graceful: releases the Lease
-            await wait_for(lambda: _async(is_leader(b)), 20, what="replica-b takes over")
+            await wait_for(lambda: _async(b.is_leader()), 20, what="replica-b takes over")
             handover = time.monotonic() - began
             await create_many(
                 api, [make_pod(f"second-{i}", namespace=namespace, scheduler_name=sched) for i in range(5)]

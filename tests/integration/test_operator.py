@@ -15,19 +15,13 @@ from kubernetes_asyncio import client
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import ControlPlane, python_env
-from shoal.testing.objects import make_node, make_pod, make_pod_group
+from shoal.testing.objects import make_node, make_pod, make_pod_group, make_profile
 
 pytestmark = pytest.mark.slow
 
 
 def profile(name: str, scheduler: str | None = None, **spec: Any) -> dict[str, Any]:
-    body = {**DEFAULT_PROFILE_SPEC, "schedulerName": scheduler or name, **spec}
-    return {
-        "apiVersion": "shoal.dev/v1alpha1",
-        "kind": "SchedulingProfile",
-        "metadata": {"name": name},
-        "spec": body,
-    }
+    return make_profile(name, {**DEFAULT_PROFILE_SPEC, **spec}, scheduler_name=scheduler or name)
 
 
 async def pods_by_name(api: client.ApiClient, namespace: str) -> dict[str, dict[str, Any]]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, list_all
 from shoal.testing.controlplane import ControlPlane
 from shoal.testing.invariants import check_invariants
+from shoal.testing.objects import make_profile
 from tests.integration.conftest import api, clean, crds, namespace, wait_ready  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,13 +32,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def profile(name: str, **spec: Any) -> dict[str, Any]:
-    body = {**DEFAULT_PROFILE_SPEC, "schedulerName": name, **spec}
-    return {
-        "apiVersion": "shoal.dev/v1alpha1",
-        "kind": "SchedulingProfile",
-        "metadata": {"name": name},
-        "spec": body,
-    }
+    return make_profile(name, {**DEFAULT_PROFILE_SPEC, **spec}, scheduler_name=name)
 
 
 def slow_bind(name: str, seconds: float, spread: bool = False) -> dict[str, Any]:
@@ -53,14 +47,6 @@ def operator(cp: ControlPlane, log: Path, **kwargs: Any) -> OperatorProcess:
     kwargs.setdefault("lease_name", f"rel-{uuid.uuid4().hex[:6]}")
     env = {**FAULT_ENV, **kwargs.pop("env", {})}
     return OperatorProcess(cp.kubeconfig, log, env=env, **kwargs)
-
-
-def leading(op: OperatorProcess) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{op.metrics_port}/metrics", timeout=2) as resp:
-            return "shoal_leader 1.0" in resp.read().decode()
-    except OSError:
-        return False
 
 
 async def placements(kube: client.ApiClient, ns: str) -> dict[str, str | None]:

@@ -20,7 +20,6 @@ from shoal.testing.controlplane import ControlPlane
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 from tests.reliability.conftest import (
     assert_invariants,
-    leading,
     operator,
     placements,
     profile,
@@ -282,7 +281,7 @@ async def test_leader_killed_during_burst(
         await wait_for(some_bound, 60, interval=0.05, what="a burst under way")
         killed = time.monotonic()
         leader.kill()
-        await wait_for(lambda: _value(leading(follower)), 40, interval=0.1, what="the follower takes over")
+        await wait_for(lambda: _value(follower.is_leader()), 40, interval=0.1, what="the follower takes over")
         failover = time.monotonic() - killed
 
         async def all_bound() -> bool:
@@ -301,8 +300,8 @@ async def _value(v: Any) -> Any:
 
 
 def _who_leads(a: Any, b: Any) -> tuple[Any, Any] | None:
-    if leading(a):
+    if a.is_leader():
         return a, b
-    if leading(b):
+    if b.is_leader():
         return b, a
     return None
