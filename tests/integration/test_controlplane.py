@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, config
 
 from shoal.kube.binder import post_binding
 from shoal.kube.rest import RawClient
-from shoal.testing.controlplane import Binaries, ControlPlane
+from shoal.testing.controlplane import Binaries, ControlPlane, python_env
 from shoal.testing.objects import make_node, make_pod
 
 
@@ -51,6 +56,45 @@ def test_processes_stop_cleanly() -> None:
     pids = list(cp.pids)
     assert len(pids) == 2
     cp.stop()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_cluster_up_prints_a_working_kubeconfig_and_down_stops_it(tmp_path: Path) -> None:
+    directory = tmp_path / "cluster"
+    up = subprocess.run(
+        [sys.executable, "-m", "shoal.testing.controlplane", "up", "--dir", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=python_env(),
+    )
+    try:
+        assert up.returncode == 0, up.stderr
+        line = next(x for x in up.stdout.splitlines() if x.startswith("export KUBECONFIG="))
+        kubeconfig = line.split("=", 1)[1]
+        state = json.loads((directory / "state.json").read_text())
+        pids = [state["supervisor"], *state["pids"]]
+
+        async def list_nodes() -> list[str]:
+            api = await config.new_client_from_config(config_file=kubeconfig)
+            try:
+                await client.CoreV1Api(api).create_node(make_node("from-cluster-up"))
+                return [n.metadata.name for n in (await client.CoreV1Api(api).list_node()).items]
+            finally:
+                await api.close()
+
+        assert asyncio.run(list_nodes()) == ["from-cluster-up"]
+    finally:
+        down = subprocess.run(
+            [sys.executable, "-m", "shoal.testing.controlplane", "down", "--dir", str(directory)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=python_env(),
+        )
+    assert "control plane stopped" in down.stdout
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)

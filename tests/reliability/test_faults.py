@@ -305,3 +305,29 @@ def _who_leads(a: Any, b: Any) -> tuple[Any, Any] | None:
     if b.is_leader():
         return b, a
     return None
+
+
+async def test_graceful_stop_lets_bindings_in_flight_finish(
+    clean: client.ApiClient, namespace: str, crds: ControlPlane, tmp_path: Path
+) -> None:
+    api = clean
+    sched = f"s-{uuid.uuid4().hex[:6]}"
+    await create(api, make_node("n", cpu="16"))
+    await create(api, slow_bind(sched, seconds=2.0))
+    op = operator(crds, tmp_path / "op.log")
+    op.start()
+    wait_ready(op)
+    await create_many(api, [make_pod(f"p{i}", namespace=namespace, scheduler_name=sched) for i in range(10)])
+    await asyncio.sleep(0.8)  # every pod assumed and in PreBind
+    assert not any((await placements(api, namespace)).values())
+    stopped = time.monotonic()
+    code = await asyncio.to_thread(op.stop, 40)  # SIGTERM: kopf's cleanup drains the bindings
+    record(
+        "graceful stop with 10 bindings in flight",
+        exit_code=code,
+        stop_s=round(time.monotonic() - stopped, 1),
+    )
+    assert code == 0, op.tail()
+    assert all((await placements(api, namespace)).values())
+    assert "released lease" in op.tail(50)
+    await assert_invariants(api)
