@@ -214,7 +214,6 @@ class Bench:
     async def __aenter__(self) -> Bench:
         self.cp.start()
         self.api = await config.new_client_from_config(config_file=str(self.cp.kubeconfig))
-        self.api.configuration.connection_pool_maxsize = 128
         await apply_crds(self.api)
         await create(self.api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         self.scheduler = (

@@ -151,7 +151,6 @@ class ShoalOperator:
         else:
             config.load_incluster_config()  # type: ignore[no-untyped-call]
             api = client.ApiClient()
-        api.configuration.connection_pool_maxsize = max(self.settings.binding_concurrency * 2, 32)
         # aiohttp's trust_env reads ~/.netrc and proxy variables in a thread on *every* request;
         # the API server is reached directly (kubeconfig or in-cluster), so skip that per-request work.
         session = getattr(api.rest_client, "pool_manager", None)
