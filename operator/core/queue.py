@@ -83,6 +83,10 @@ class SchedulingQueue:
         self._seq = itertools.count()
         self._wakeup = asyncio.Event()
         self._counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0, IN_FLIGHT: 0}
+        #: unschedulable and gated pods: what events and the periodic flush look at, so that a
+        #: cluster event costs O(parked pods), not O(every pod in the queue)
+        self._parked: dict[str, QueuedPodInfo] = {}
+        self._last_flush = 0.0
         #: per profile: plugin -> the events it registered (set by the scheduler)
         self.hints: dict[str, list[tuple[str, EventRegistration]]] = {}
         self.sort_keys: dict[str, SortKey] = {}
@@ -107,6 +111,10 @@ class SchedulingQueue:
     def _move(self, qpi: QueuedPodInfo, where: str) -> None:
         if qpi.where:
             self._counts[qpi.where] -= 1
+        if where in (UNSCHEDULABLE, GATED):
+            self._parked[qpi.uid] = qpi
+        else:
+            self._parked.pop(qpi.uid, None)
         qpi.where = where
         qpi.generation += 1
         if where:
@@ -180,8 +188,9 @@ class SchedulingQueue:
             qpi = self._pods.get(uid)
             if qpi is not None and qpi.generation == gen and qpi.where == BACKOFF:
                 self._push_active(qpi)
-        if self._counts[UNSCHEDULABLE]:
-            for qpi in list(self._pods.values()):
+        if self._counts[UNSCHEDULABLE] and now - self._last_flush >= 1.0:
+            self._last_flush = now
+            for qpi in list(self._parked.values()):
                 if qpi.where == UNSCHEDULABLE and now - qpi.parked_at >= self.max_unschedulable:
                     self._requeue_after_event(qpi, now)
 
@@ -276,7 +285,7 @@ class SchedulingQueue:
             return 0
         now = self.clock()
         moved = 0
-        for qpi in list(self._pods.values()):
+        for qpi in list(self._parked.values()):
             if qpi.where == UNSCHEDULABLE and self._wants(qpi, event):
                 self._requeue_after_event(qpi, now)
                 moved += 1
@@ -288,6 +297,6 @@ class SchedulingQueue:
     def move_all(self) -> None:
         """Retry every parked pod (e.g. after a profile change)."""
         now = self.clock()
-        for qpi in list(self._pods.values()):
+        for qpi in list(self._parked.values()):
             if qpi.where == UNSCHEDULABLE:
                 self._requeue_after_event(qpi, now)
