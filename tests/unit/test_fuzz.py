@@ -8,24 +8,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shoal.core.profile import ProfileError, validate_profile
+from shoal.core.profile import POINTS, ProfileError, validate_profile
 from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
 REGISTRY = load_registry(third_party=False)
-POINTS = [
-    "preEnqueue",
-    "queueSort",
-    "preFilter",
-    "filter",
-    "postFilter",
-    "preScore",
-    "score",
-    "reserve",
-    "permit",
-    "bind",
-]
+
 NAMES = [*REGISTRY, "Nope", "", "gpumemory"]
 
 scalars = st.one_of(
