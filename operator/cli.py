@@ -160,7 +160,7 @@ def _explain(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import kopf
 
-    from shoal.operator_app.app import RunSettings, ShoalOperator
+    from shoal.operator_app.app import RunSettings, ShoalOperator, tune_gc
 
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
@@ -185,6 +185,7 @@ def _run(args: argparse.Namespace) -> int:
         settings.retry_period = max(args.lease_duration / 7.5, 0.5)
     if os.environ.get("SHOAL_TRACEMALLOC"):  # developer aid: SIGUSR2 writes the top allocations
         _install_tracemalloc(Path(os.environ["SHOAL_TRACEMALLOC"]))
+    tune_gc()
     operator = ShoalOperator(settings)
     kopf_settings = kopf.OperatorSettings()
     operator.configure(kopf_settings)
