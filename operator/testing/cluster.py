@@ -7,13 +7,14 @@ CRDs applied and waited for, objects created by kind, an operator run as a real 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import sys
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from kubernetes_asyncio import client
 
@@ -98,18 +99,32 @@ async def create_many(
     await asyncio.gather(*(one(o) for o in objs))
 
 
+@overload
 async def wait_for(
-    check: Callable[[], Awaitable[T | None]],
+    check: Callable[[], Awaitable[T | None]], timeout: float, *, interval: float = ..., what: str = ...
+) -> T: ...
+
+
+@overload
+async def wait_for(
+    check: Callable[[], T | None], timeout: float, *, interval: float = ..., what: str = ...
+) -> T: ...
+
+
+async def wait_for(
+    check: Callable[[], Any],
     timeout: float,
     *,
     interval: float = 0.2,
     what: str = "condition",
-) -> T:
-    """Poll ``check`` until it returns something truthy; TimeoutError names ``what``."""
+) -> Any:
+    """Poll ``check`` (a coroutine function or a plain one) until it returns something truthy;
+    TimeoutError names ``what``."""
     deadline = time.monotonic() + timeout
-    last: T | None = None
+    last: Any = None
     while time.monotonic() < deadline:
-        last = await check()
+        result = check()
+        last = await result if inspect.isawaitable(result) else result
         if last:
             return last
         await asyncio.sleep(interval)

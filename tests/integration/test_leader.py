@@ -40,7 +40,7 @@ async def test_only_leader_binds_and_stop_hands_over(
     b = OperatorProcess(crds.kubeconfig, tmp_path / "b.log", identity="replica-b", lease_name=lease)
     with a:
         wait_ready(a)
-        await wait_for(lambda: _async(a.is_leader()), 20, what="replica-a leads")
+        await wait_for(a.is_leader, 20, what="replica-a leads")
         with b:
             wait_ready(b)
             await create(api, profile(sched))
@@ -58,7 +58,7 @@ async def test_only_leader_binds_and_stop_hands_over(
             assert not b.is_leader()
             began = time.monotonic()
             a.stop()  # graceful: releases the Lease
-            await wait_for(lambda: _async(b.is_leader()), 20, what="replica-b takes over")
+            await wait_for(b.is_leader, 20, what="replica-b takes over")
             handover = time.monotonic() - began
             await create_many(
                 api, [make_pod(f"second-{i}", namespace=namespace, scheduler_name=sched) for i in range(5)]
@@ -71,7 +71,3 @@ async def test_only_leader_binds_and_stop_hands_over(
             both = await wait_for(second_done, 30, what="second batch bound")
             assert {v for k, v in both.items() if k.startswith("second-")} == {f"{sched}-replica-b"}
             assert handover < 10, f"hand-over took {handover:.1f} s"
-
-
-async def _async(value: bool) -> bool:
-    return value

@@ -266,7 +266,7 @@ async def test_leader_killed_during_burst(
     with a, b:
         wait_ready(a)
         wait_ready(b)
-        leader, follower = await wait_for(lambda: _value(_who_leads(a, b)), 30, what="one replica leads")
+        leader, follower = await wait_for(lambda: _who_leads(a, b), 30, what="one replica leads")
         await create_many(
             api,
             [
@@ -281,7 +281,7 @@ async def test_leader_killed_during_burst(
         await wait_for(some_bound, 60, interval=0.05, what="a burst under way")
         killed = time.monotonic()
         leader.kill()
-        await wait_for(lambda: _value(follower.is_leader()), 40, interval=0.1, what="the follower takes over")
+        await wait_for(follower.is_leader, 40, interval=0.1, what="the follower takes over")
         failover = time.monotonic() - killed
 
         async def all_bound() -> bool:
@@ -293,10 +293,6 @@ async def test_leader_killed_during_burst(
         )
         assert failover <= 20, f"failover took {failover:.1f} s"
     await assert_invariants(api)
-
-
-async def _value(v: Any) -> Any:
-    return v
 
 
 def _who_leads(a: Any, b: Any) -> tuple[Any, Any] | None:
