@@ -247,12 +247,17 @@ async def test_chart_rbac_is_enough_and_no_more(
     sa_api = await config.new_client_from_config(config_file=str(kubeconfig))
     try:
         sa_core: Any = client.CoreV1Api(sa_api)
+        sa_lease: Any = client.CoordinationV1Api(sa_api)
         for call in (
             lambda: sa_core.list_namespaced_secret(NS),
             lambda: sa_core.read_namespaced_secret("anything", "default"),
             lambda: sa_core.delete_namespaced_pod("fits", "default"),
             lambda: sa_core.patch_node("gpu-0", {"metadata": {"labels": {"x": "y"}}}),
             lambda: sa_core.create_namespaced_pod("default", make_pod("sneaky")),
+            # the Lease is renewed with get + update; the Role grants no patch
+            lambda: sa_lease.patch_namespaced_lease(
+                "shoal-scheduler", NS, {"metadata": {"labels": {"x": "y"}}}
+            ),
         ):
             with pytest.raises(client.ApiException) as info:
                 await call()
