@@ -7,7 +7,9 @@ them on free loopback ports in a temporary directory and stops them again.
 
 What it guarantees:
 
-* start-up waits for ``/readyz``; on failure the error carries the tail of every log;
+* start-up waits for ``/readyz``; on failure the error carries the tail of every log and the work
+  directory is kept, so the logs it names can still be read (a normal :meth:`ControlPlane.stop`
+  removes a temporary work directory);
 * the admin identity is a static token in ``system:masters``; authorization is RBAC, so the chart's
   ServiceAccount can be tested with least privilege; service-account signing keys make the
   TokenRequest API work;
@@ -219,18 +221,26 @@ class ControlPlane:
             self._start_etcd()
             self._start_apiserver()
             self._wait_ready(began + timeout)
-        except BaseException:
-            self.stop()
+        except BaseException as exc:
+            # Stop the processes but keep the directory: the error names logs that must still exist.
+            self._stop_processes(10.0)
+            self.keep_workdir = True
+            if isinstance(exc, ControlPlaneError):
+                raise ControlPlaneError(f"{exc}\n(logs kept in {self.dir})") from None
+            if isinstance(exc, Exception):
+                raise ControlPlaneError(
+                    f"starting the control plane failed: {exc!r}\n{self._logs_tail()}"
+                    f"\n(logs kept in {self.dir})"
+                ) from exc
             raise
         self._write_kubeconfig()
         self.startup_seconds = time.monotonic() - began
         return self
 
     def stop(self, grace: float = 10.0) -> None:
-        """Stop every process this control plane started, apiserver first, by PID."""
-        for proc in reversed(self._procs):
-            self._terminate(proc, grace)
-        self._procs.clear()
+        """Stop every process this control plane started, apiserver first, by PID; remove a
+        temporary work directory unless ``keep_workdir`` (set by a failed :meth:`start`)."""
+        self._stop_processes(grace)
         if self._own_workdir and not self.keep_workdir:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -265,6 +275,11 @@ class ControlPlane:
         proc = _Proc(name, popen, log)
         self._procs.append(proc)
         return proc
+
+    def _stop_processes(self, grace: float) -> None:
+        for proc in reversed(self._procs):
+            self._terminate(proc, grace)
+        self._procs.clear()
 
     @staticmethod
     def _terminate(proc: _Proc, grace: float) -> None:
