@@ -91,6 +91,11 @@ def test_lint_is_clean(helm_env: dict[str, str]) -> None:
             id="pull-policy",
         ),
         pytest.param("crds.keep=maybe", "at '/crds/keep': got string, want boolean", id="keep-not-bool"),
+        pytest.param(
+            "terminationGracePeriodSeconds=-1",
+            "at '/terminationGracePeriodSeconds': minimum: got -1, want 0",
+            id="grace-negative",
+        ),
         pytest.param("replicasCount=2", "additional properties 'replicasCount' not allowed", id="typo"),
     ],
 )
@@ -144,6 +149,21 @@ def test_crd_switches(helm_env: dict[str, str]) -> None:
         "capabilities": {"drop": ["ALL"]},
     }
     assert deploy["spec"]["replicas"] == 2
+    assert "priorityClassName" not in pod  # none by default: some clusters refuse system-* classes
+    assert pod["terminationGracePeriodSeconds"] == 60  # outlasts the 30 s drain of bindings
+    docs = yaml.safe_load_all(
+        helm(
+            helm_env,
+            "template",
+            RELEASE,
+            str(CHART),
+            "--set",
+            "priorityClassName=system-cluster-critical,terminationGracePeriodSeconds=90",
+        ).stdout
+    )
+    pod = next(d for d in docs if d and d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["terminationGracePeriodSeconds"] == 90
 
 
 async def test_template_passes_server_side_dry_run_then_installs(
