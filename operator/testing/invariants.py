@@ -8,6 +8,8 @@ Used after every reliability scenario (and usable on any cluster, read-only):
 * no pod is bound to a node that does not exist;
 * no pod was bound twice (at most one ``Scheduled`` event per pod UID);
 * no gang is partly bound: a PodGroup has 0 or at least ``minMember`` members bound.
+
+Every violation is one sentence that names the node, pod or gang concerned.
 """
 
 from __future__ import annotations
@@ -59,14 +61,18 @@ async def check_invariants(api: client.ApiClient, *, gangs: bool = True) -> list
         label, _ = parse_gpu_memory(nodes[name].labels.get(GPU_LABEL))
         if label is not None and gb > label + 1e-9:
             problems.append(f"node {name} holds {gb:g} GB of GPU memory requests > its label {label:g}")
-    scheduled = Counter(
-        e["regarding"].get("uid")
-        for e in await list_all(events.list_event_for_all_namespaces)
-        if e.get("reason") == "Scheduled"
-    )
+    scheduled: Counter[str] = Counter()
+    regarding: dict[str, str] = {}
+    for e in await list_all(events.list_event_for_all_namespaces):
+        if e.get("reason") != "Scheduled":
+            continue
+        ref = e.get("regarding") or {}
+        uid = str(ref.get("uid"))
+        scheduled[uid] += 1
+        regarding[uid] = f"{ref.get('namespace')}/{ref.get('name')}"
     for uid, count in scheduled.items():
         if count > 1:
-            problems.append(f"pod uid {uid} was bound {count} times (Scheduled events)")
+            problems.append(f"pod {regarding[uid]} (uid {uid}) was bound {count} times (Scheduled events)")
     if gangs:
         try:
             groups = await list_all(
@@ -77,10 +83,11 @@ async def check_invariants(api: client.ApiClient, *, gangs: bool = True) -> list
         for obj in groups:
             group = PodGroupInfo.from_dict(obj)
             members = [p for p in pods if p.group_key == group.key]
-            placed = sum(1 for p in members if p.bound)
-            if 0 < placed < group.min_member and len(members) > placed:
+            placed = [p.name for p in members if p.bound]
+            pending = [p.name for p in members if not p.bound]
+            if 0 < len(placed) < group.min_member and pending:
                 problems.append(
-                    f"gang {group.key} is partly bound: {placed} of minMember {group.min_member}, "
-                    f"{len(members) - placed} pending"
+                    f"gang {group.key} is partly bound: {len(placed)} of minMember {group.min_member} "
+                    f"({', '.join(sorted(placed))}), {len(pending)} pending ({', '.join(sorted(pending))})"
                 )
     return problems
