@@ -3,6 +3,7 @@
 #   hack/k8s/build.sh [etcd] [kube-apiserver] [kube-scheduler] [helm]   (default: all four)
 # Binaries land in ${SHOAL_BIN_DIR:-$HOME/.cache/shoal/bin}/<version>/ so every clone on this machine
 # shares them; the Go build cache (~/.cache/go-build) makes a rebuild after a bump incremental.
+# It refuses to build when hack/k8s/*/go.mod pin other versions than versions.env (run gen-mod.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -37,8 +38,42 @@ build_one() { # name module-dir version package ldflags
   echo "shoal: built $name in $((SECONDS - start)) s -> $out"
 }
 
+# The wrapper modules' go.mod must pin what versions.env names, or the binaries cached under a
+# version's name would be built from another release. Read go.mod only: no network, no go command.
+required() { # go.mod module -> the version it requires (single-line or block form)
+  awk -v m="$2" '($1 == "require" && $2 == m) || ($1 == m && $2 != "=>") {
+    print ($1 == "require" ? $3 : $2); exit }' "$1"
+}
+check_module() { # module-dir module version
+  local gomod=$here/$1/go.mod got
+  got=$(required "$gomod" "$2")
+  if [ "$got" != "$3" ]; then
+    echo "shoal: hack/k8s/$1/go.mod requires $2 ${got:-(nothing)} but hack/k8s/versions.env says $3;" >&2
+    echo "shoal: run hack/k8s/gen-mod.sh $1 (needs the Go module proxy), then build again" >&2
+    exit 1
+  fi
+}
+check_kube_staging() { # every k8s.io staging module is replaced by the release matching KUBE_VERSION
+  local want="v0.${KUBE_VERSION#v1.}" stale
+  stale=$(awk -v want="$want" '{ for (i = 1; i < NF; i++) if ($i == "=>" && $(i + 1) ~ /^k8s\.io\// && $(i + 2) != want)
+    print $(i + 1) " " $(i + 2) }' "$here/kube/go.mod")
+  if [ -n "$stale" ]; then
+    echo "shoal: hack/k8s/kube/go.mod replaces staging modules with versions other than $want:" >&2
+    echo "$stale" | sed 's/^/  /' >&2
+    echo "shoal: run hack/k8s/gen-mod.sh kube (needs the Go module proxy), then build again" >&2
+    exit 1
+  fi
+}
+
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-scheduler helm)
+for t in "${targets[@]}"; do
+  case $t in
+    etcd) check_module etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" ;;
+    kube-apiserver|kube-scheduler) check_module kube k8s.io/kubernetes "$KUBE_VERSION"; check_kube_staging ;;
+    helm) check_module helm helm.sh/helm/v3 "$HELM_VERSION" ;;
+  esac
+done
 for t in "${targets[@]}"; do
   case $t in
     etcd) build_one etcd etcd "etcd-${ETCD_VERSION}" . "-s -w" ;;

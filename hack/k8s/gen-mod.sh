@@ -3,6 +3,7 @@
 # kube: k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with
 # ./staging/...; a consumer must replace each with its published v0.X.Y. The list is read from that
 # release's own go.mod (never hand-copied), so bumping KUBE_VERSION is a one-line change.
+# build.sh checks that these go.mod files still match versions.env before it builds anything.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
