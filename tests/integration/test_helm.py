@@ -198,6 +198,36 @@ async def test_template_passes_server_side_dry_run_then_installs(
         await dyn.create(resource, body=doc, dry_run="All")
 
 
+def test_notes(cp: ControlPlane, helm_env: dict[str, str]) -> None:
+    def notes(*flags: str) -> str:
+        proc = helm(
+            helm_env,
+            "install",
+            "notes",
+            str(CHART),
+            "-n",
+            NS,
+            "--dry-run=client",
+            "--set",
+            "crds.enabled=false",  # the release "shoal" may own them already
+            "--kubeconfig",
+            str(cp.kubeconfig),
+            *flags,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        out = proc.stdout
+        return out[out.index("NOTES:") :]
+
+    text = notes()
+    assert f"kubectl -n {NS} get lease shoal-scheduler" in text
+    forward = next(line for line in text.splitlines() if "port-forward" in line)
+    assert forward.rstrip().endswith("port-forward deploy/notes-shoal 10259")  # it blocks: nothing after
+    assert "curl localhost:10259/metrics" in text
+    alone = notes("--set", "leaderElection.enabled=false,replicaCount=1")
+    assert "lease" not in alone.lower()
+
+
 async def sa_kubeconfig(api: client.ApiClient, cp: ControlPlane, path: Path) -> Path:
     """A kubeconfig holding a TokenRequest token of the chart's ServiceAccount."""
     core: Any = client.CoreV1Api(api)
