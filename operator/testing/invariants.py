@@ -4,7 +4,11 @@ Used after every reliability scenario (and usable on any cluster, read-only):
 
 * no node is over-committed: for cpu, memory, pods, ``nvidia.com/gpu`` (every resource a pod
   requests), the non-terminated pods bound to it request no more than its allocatable;
-* no node holds more GPU memory (``shoal.dev/gpu-memory-gb``) than its ``gpu-memory-free-gb`` label;
+* no node holds more GPU memory (``shoal.dev/gpu-memory-gb``) than its budget, computed by the
+  GPUMemory plugin's own function (:func:`shoal.plugins.gpumemory.node_gpu_memory`, default args)
+  so the two never disagree: the ``gpu-memory-free-gb`` label or, without it, GPU Feature
+  Discovery's ``nvidia.com/gpu.memory`` (MiB per GPU) x ``nvidia.com/gpu.count``. A node whose
+  budget the plugin cannot tell is not checked;
 * no pod is bound to a node that does not exist;
 * no pod was bound twice (at most one ``Scheduled`` event per pod UID);
 * no gang is partly bound: a PodGroup has 0 or at least ``minMember`` members bound.
@@ -14,15 +18,39 @@ Every violation is one sentence that names the node, pod or gang concerned.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
 from kubernetes_asyncio import client
 
-from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo, parse_gpu_memory
+from shoal.core.nodetable import NodeTable
+from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.kube.listing import list_all
+from shoal.plugins import gpumemory
 
-GPU_LABEL = "gpu-memory-free-gb"
+GPU_LABEL = gpumemory.DEFAULT_LABEL
+
+
+def gpu_memory_budgets(nodes: dict[str, NodeSpec]) -> dict[str, tuple[float, str]]:
+    """Per node with known GPU memory: (GB, where the figure came from), by GPUMemory's rule."""
+    table = NodeTable(capacity=len(nodes))
+    for spec in nodes.values():
+        table.set_node(spec)
+    total, _ = gpumemory.node_gpu_memory(table, gpumemory.Args())
+    label, _ = table.numeric_label(GPU_LABEL)
+    out: dict[str, tuple[float, str]] = {}
+    for name, row in table.index.items():
+        gb = float(total[row])
+        if math.isnan(gb):
+            continue
+        source = (
+            f"label {GPU_LABEL}"
+            if not math.isnan(label[row])
+            else f"GFD {gpumemory.GFD_MEMORY} x {gpumemory.GFD_COUNT}"
+        )
+        out[name] = (gb, source)
+    return out
 
 
 async def check_invariants(api: client.ApiClient, *, gangs: bool = True) -> list[str]:
@@ -57,10 +85,15 @@ async def check_invariants(api: client.ApiClient, *, gangs: bool = True) -> list
             limit = allocatable.get(resource, 0)
             if amount > limit:
                 problems.append(f"node {name} is over-committed on {resource}: {amount} requested > {limit}")
+    budgets = gpu_memory_budgets(nodes) if gpu_memory else {}
     for name, gb in gpu_memory.items():
-        label, _ = parse_gpu_memory(nodes[name].labels.get(GPU_LABEL))
-        if label is not None and gb > label + 1e-9:
-            problems.append(f"node {name} holds {gb:g} GB of GPU memory requests > its label {label:g}")
+        if name not in budgets:
+            continue
+        budget, source = budgets[name]
+        if gb > budget + 1e-9:
+            problems.append(
+                f"node {name} holds {gb:g} GB of GPU memory requests > its budget {budget:g} GB ({source})"
+            )
     scheduled: Counter[str] = Counter()
     regarding: dict[str, str] = {}
     for e in await list_all(events.list_event_for_all_namespaces):

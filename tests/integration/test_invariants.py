@@ -90,14 +90,18 @@ async def scheduled_event(api: client.ApiClient, pod: dict[str, Any], node: str)
 
 
 async def test_clean_cluster_has_no_violation(empty: client.ApiClient, namespace: str) -> None:
-    """Full nodes, GPU memory used up to the label, one event per pod and a whole gang: all fine."""
+    """Full nodes, GPU memory used up to the label or the GFD budget, one event per pod and a whole
+    gang: all fine."""
     api = empty
     await create(api, make_node("full", cpu="4", gpus=2, gpu_memory_free_gb=40))
     await create(api, make_node("gang-node", cpu="32", gpus=8))
+    await create(api, make_node("gfd", gpus=2, gpu_memory_mib=40960))  # GFD only: 2 x 40 GiB = 80 GB
     await create(api, make_pod_group("gang", namespace=namespace, min_member=3))
     pods = [
         await place(api, "full", make_pod("a", namespace=namespace, cpu="3", gpus=1, gpu_memory_gb=30)),
         await place(api, "full", make_pod("b", namespace=namespace, cpu="1", gpus=1, gpu_memory_gb=10)),
+        await place(api, "gfd", make_pod("c", namespace=namespace, gpus=1, gpu_memory_gb=50)),
+        await place(api, "gfd", make_pod("d", namespace=namespace, gpus=1, gpu_memory_gb=30)),
     ]
     for i in range(3):
         member = make_pod(f"g-{i}", namespace=namespace, gpus=2, pod_group="gang")
@@ -132,10 +136,21 @@ async def test_gpu_memory_over_the_label_is_reported(empty: client.ApiClient, na
     await create(api, make_node("m", gpus=8, gpu_memory_free_gb=40))
     await place(api, "m", make_pod("p1", namespace=namespace, gpus=1, gpu_memory_gb=25))
     await place(api, "m", make_pod("p2", namespace=namespace, gpus=1, gpu_memory_gb=25))
-    problems = await check_invariants(api)
-    assert len(problems) == 1, problems
-    assert problems[0].startswith("node m holds 50 GB of GPU memory requests > its "), problems
-    assert " 40" in problems[0], problems
+    assert await check_invariants(api) == [
+        "node m holds 50 GB of GPU memory requests > its budget 40 GB (label gpu-memory-free-gb)"
+    ]
+
+
+async def test_gpu_memory_over_the_gfd_budget_is_reported(empty: client.ApiClient, namespace: str) -> None:
+    """Without the label, GPUMemory budgets GFD's 4 x 16384 MiB = 64 GB; so does the checker."""
+    api = empty
+    await create(api, make_node("gfd", gpus=4, gpu_memory_mib=16384))
+    await place(api, "gfd", make_pod("p1", namespace=namespace, gpus=1, gpu_memory_gb=40))
+    await place(api, "gfd", make_pod("p2", namespace=namespace, gpus=1, gpu_memory_gb=30))
+    assert await check_invariants(api) == [
+        "node gfd holds 70 GB of GPU memory requests > its budget 64 GB "
+        "(GFD nvidia.com/gpu.memory x nvidia.com/gpu.count)"
+    ]
 
 
 async def test_pod_on_a_missing_node_is_reported(empty: client.ApiClient, namespace: str) -> None:
