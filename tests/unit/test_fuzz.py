@@ -8,9 +8,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shoal.core.objects import NodeSpec, parse_gpu_memory
 from shoal.core.profile import POINTS, ProfileError, validate_profile
 from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 from shoal.sim import InMemoryCluster, Simulation
+from shoal.testing.invariants import gpu_memory_budgets
 from shoal.testing.objects import make_node, make_pod
 
 REGISTRY = load_registry(third_party=False)
@@ -95,3 +97,51 @@ def test_cycles_never_crash_on_odd_labels_and_annotations(
     assert len(outcomes) == len(pods)  # every pod got a verdict: placed, or a reason
     for outcome in outcomes.values():
         assert outcome.node is not None or outcome.message
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    gfd=st.lists(
+        st.tuples(
+            st.one_of(label_values, st.sampled_from(["81920", "40960", "16384"])),  # MiB per GPU
+            st.one_of(label_values, st.sampled_from(["1", "4", "8"])),  # GPU count
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    free_label=st.one_of(st.none(), label_values),
+    pod_annotations=st.lists(
+        st.one_of(label_values, st.sampled_from(["10", "80", "0.5"])), min_size=1, max_size=4
+    ),
+)
+def test_cycles_never_crash_on_odd_gfd_labels(
+    gfd: list[tuple[str, str]], free_label: str | None, pod_annotations: list[str]
+) -> None:
+    # GFD's per-GPU MiB and GPU count are what GPUMemory falls back to without gpu-memory-free-gb;
+    # the first node may carry the label too, so both sources meet in one table
+    nodes = [
+        make_node(
+            f"n{i}",
+            gpus=4,
+            labels={"nvidia.com/gpu.memory": memory, "nvidia.com/gpu.count": count},
+            gpu_memory_free_gb=free_label if i == 0 else None,
+        )
+        for i, (memory, count) in enumerate(gfd)
+    ]
+    pods = [make_pod(f"p{i}", gpus=1, gpu_memory_gb=v) for i, v in enumerate(pod_annotations)]
+    sim = Simulation(InMemoryCluster([*nodes, *pods]), initial_backoff=0.01, max_backoff=0.02)
+    outcomes = asyncio.run(sim.run())
+    assert len(outcomes) == len(pods)  # every pod got a verdict: placed, or a reason
+    for outcome in outcomes.values():
+        assert outcome.node is not None or outcome.message
+    # and what was placed fits the budget the invariant checker reads (GPUMemory's own rule)
+    budgets = gpu_memory_budgets({n["metadata"]["name"]: NodeSpec.from_dict(n) for n in nodes})
+    asked = {f"default/p{i}": parse_gpu_memory(v)[0] for i, v in enumerate(pod_annotations)}
+    used: dict[str, float] = {}
+    for outcome in outcomes.values():
+        gb = asked[outcome.pod]
+        if outcome.node is not None and gb:
+            assert outcome.node in budgets, f"{outcome.pod} placed on {outcome.node} of unknown GPU memory"
+            used[outcome.node] = used.get(outcome.node, 0.0) + gb
+    for node, gb in used.items():
+        assert gb <= budgets[node][0] + 1e-9, (node, gb, budgets[node])
