@@ -11,7 +11,7 @@ from typing import Any
 
 
 class CycleState:
-    __slots__ = ("_data", "gang", "skip_filter", "skip_score")
+    __slots__ = ("_data", "gang", "sample_plugins", "skip_filter", "skip_score")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
@@ -19,6 +19,8 @@ class CycleState:
         self.skip_score: set[str] = set()
         #: key of the gang being placed in this cycle, if any
         self.gang: str | None = None
+        #: time each plugin call of this cycle (one cycle in ten, see runtime.PLUGIN_METRICS_EVERY)
+        self.sample_plugins = False
 
     def write(self, key: str, value: Any) -> None:
         self._data[key] = value

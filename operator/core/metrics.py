@@ -15,6 +15,9 @@ class Metrics(Protocol):
     def extension_point(self, point: str, status: str, profile: str, seconds: float) -> None:
         """Time spent in one extension point during one attempt."""
 
+    def plugin(self, plugin: str, point: str, status: str, seconds: float) -> None:
+        """Time one plugin took at one extension point (sampled: one cycle in ten)."""
+
     def permit_wait(self, result: str, seconds: float) -> None:
         """Time a pod waited at its Permit gate: result is allowed or rejected."""
 
@@ -27,6 +30,9 @@ class NullMetrics:
         pass
 
     def extension_point(self, point: str, status: str, profile: str, seconds: float) -> None:
+        pass
+
+    def plugin(self, plugin: str, point: str, status: str, seconds: float) -> None:
         pass
 
     def permit_wait(self, result: str, seconds: float) -> None:

@@ -8,13 +8,18 @@ Semantics kept from kube-scheduler's ``frameworkImpl``:
   plugin's reasons; Score results are normalised, checked to be 0..100 and weighted;
 * Reserve failure runs every Reserve plugin's Unreserve in reverse order;
 * Permit Wait creates a gate registered in ``WaitingPods`` at once, so later plugins can open it;
-* Bind plugins run until one does not Skip.
+* Bind plugins run until one does not Skip;
+* a plugin that raises is an Error status naming the plugin, never a dead loop; an Error at
+  PreFilter, Filter, PreScore or Score aborts the cycle and the pod is retried with backoff;
+* a plugin that registers no cluster events is retried on every event (kube's default).
 
-Every point is timed and reported to :class:`~shoal.core.metrics.Metrics`.
+Every point is timed and reported to :class:`~shoal.core.metrics.Metrics`; every plugin call is
+timed in one cycle out of ``PLUGIN_METRICS_EVERY`` (kube-scheduler samples 10 % too).
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -44,6 +49,23 @@ from shoal.core.objects import PodGroupInfo, PodInfo
 from shoal.core.profile import PluginEntry, PluginSet, ValidatedProfile, validate_profile
 from shoal.core.status import SUCCESS, Code, Status
 
+log = logging.getLogger("shoal.framework")
+
+#: per-plugin durations are recorded for one scheduling cycle in this many
+PLUGIN_METRICS_EVERY = 10
+
+
+def _crash(plugin: Plugin, exc: Exception) -> Status:
+    return Status.error(f"{type(exc).__name__}: {exc}", plugin.name)
+
+
+class _FilterError(Exception):
+    """A per-node Filter returned Error: the cycle stops (the pod goes to backoff)."""
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message)
+        self.status = status
+
 
 @dataclass
 class _FilterStep:
@@ -60,6 +82,8 @@ class FilterOutcome:
     steps: list[_FilterStep] = field(default_factory=list)
     pre_filter_status: Status | None = None
     total_nodes: int = 0
+    #: a Filter plugin failed (raised or returned Error): the cycle is aborted with this status
+    error: Status | None = None
 
     def diagnosis(self, names: Sequence[str | None] | None = None) -> Diagnosis:
         """Reasons per node count (and per node name, when ``names`` is given)."""
@@ -139,6 +163,7 @@ class Framework:
         self.percentage = validated.spec.percentage_of_nodes_to_score
         self._gang = next((p for p in self.plugins.values() if hasattr(p, "pod_group")), None)
         self._next_start = 0
+        self._cycles = 0
 
     @classmethod
     def from_spec(
@@ -158,12 +183,26 @@ class Framework:
     def _timed(self, point: str, began: float, status: Status) -> None:
         self.metrics.extension_point(point, status.code.title, self.name, time.perf_counter() - began)
 
+    def _plugin_timed(self, state: CycleState, point: str, name: str, began: float, status: Status) -> None:
+        if state.sample_plugins:
+            self.metrics.plugin(name, point, status.code.title, time.perf_counter() - began)
+
+    def new_cycle_state(self) -> CycleState:
+        """A CycleState for one pod's cycle; one in PLUGIN_METRICS_EVERY times each plugin call."""
+        state = CycleState()
+        self._cycles += 1
+        state.sample_plugins = self._cycles % PLUGIN_METRICS_EVERY == 0
+        return state
+
     def events(self) -> list[tuple[str, EventRegistration]]:
+        """The cluster events each plugin wants; a plugin that says nothing gets every event."""
         out: list[tuple[str, EventRegistration]] = []
         for plugin in self.plugins.values():
             reg = getattr(plugin, "events_to_register", None)
             if reg is not None:
                 out.extend((plugin.name, r) for r in reg())
+            else:
+                out.append((plugin.name, EventRegistration(EventKind.ALL)))
         return out
 
     def event_kinds(self) -> EventKind:
@@ -184,10 +223,17 @@ class Framework:
 
     # -- queue side ----------------------------------------------------------------------------
     def run_pre_enqueue(self, pod: PodInfo) -> Status:
+        began = time.perf_counter()
         for plugin in self.pre_enqueue:
-            status: Status = plugin.pre_enqueue(pod)  # type: ignore[attr-defined]
+            try:
+                status: Status = plugin.pre_enqueue(pod)  # type: ignore[attr-defined]
+            except Exception as exc:  # a crashing gate keeps the pod gated, with the reason
+                status = _crash(plugin, exc)
             if not status.ok:
-                return status.with_plugin(plugin.name)
+                status = status.with_plugin(plugin.name)
+                self._timed("PreEnqueue", began, status)
+                return status
+        self._timed("PreEnqueue", began, SUCCESS)
         return SUCCESS
 
     def sort_key(self, pod: PodInfo, enqueued: float) -> tuple[Any, ...]:
@@ -199,10 +245,12 @@ class Framework:
         began = time.perf_counter()
         merged: frozenset[str] | None = None
         for plugin in self.pre_filter:
+            one = time.perf_counter()
             try:
                 result, status = plugin.pre_filter(state, pod)  # type: ignore[attr-defined]
             except Exception as exc:  # a plugin bug must not kill the loop
-                status, result = Status.error(f"{type(exc).__name__}: {exc}", plugin.name), None
+                status, result = _crash(plugin, exc), None
+            self._plugin_timed(state, "PreFilter", plugin.name, one, status)
             if status.is_skip:
                 state.skip_filter.add(plugin.name)
                 continue
@@ -235,11 +283,23 @@ class Framework:
                 continue
             if not cand.any():
                 break
+            one = time.perf_counter()
             vector = getattr(plugin, "filter_nodes", None)
-            if vector is not None:
-                rejections = vector(state, pod, table, cand)
-            else:
-                rejections = self._filter_per_node(plugin, state, pod, cand)
+            try:
+                if vector is not None:
+                    rejections = vector(state, pod, table, cand)
+                else:
+                    rejections = self._filter_per_node(plugin, state, pod, cand)
+            except _FilterError as err:
+                outcome.error = err.status
+            except Exception as exc:
+                outcome.error = _crash(plugin, exc)
+            if outcome.error is not None:
+                self._plugin_timed(state, "Filter", plugin.name, one, outcome.error)
+                self._timed("Filter", began, outcome.error)
+                outcome.feasible = np.zeros(n, dtype=bool)
+                return outcome
+            self._plugin_timed(state, "Filter", plugin.name, one, SUCCESS)
             if not rejections:
                 continue
             before = cand.copy()
@@ -259,10 +319,13 @@ class Framework:
             try:
                 status: Status = plugin.filter(state, pod, table.node_info(int(row)))  # type: ignore[attr-defined]
             except Exception as exc:
-                status = Status.error(f"{type(exc).__name__}: {exc}", plugin.name)
+                status = _crash(plugin, exc)
             if status.ok or status.is_skip:
                 continue
-            code = Code.UNSCHEDULABLE if status.code is Code.ERROR else status.code
+            if status.code is Code.ERROR:  # as kube-scheduler: an Error aborts the cycle
+                name = table.name(int(row))
+                raise _FilterError(Status.error(f"{status.message} (node {name})".strip(), plugin.name))
+            code = status.code
             for reason in status.reasons or (f"node(s) rejected by {plugin.name}",):
                 mask = masks.get((reason, code))
                 if mask is None:
@@ -271,11 +334,17 @@ class Framework:
         return [Rejection(m, reason, code) for (reason, code), m in masks.items()]
 
     def run_post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
+        began = time.perf_counter()
         status = Status.unschedulable()
         for plugin in self.post_filter:
-            status = cast(Status, plugin.post_filter(state, pod, diagnosis))  # type: ignore[attr-defined]
+            try:
+                status = cast(Status, plugin.post_filter(state, pod, diagnosis))  # type: ignore[attr-defined]
+            except Exception as exc:  # the pod stays unschedulable; the next PostFilter may try
+                status = _crash(plugin, exc)
             if status.ok:
-                return status.with_plugin(plugin.name)
+                status = status.with_plugin(plugin.name)
+                break
+        self._timed("PostFilter", began, status)
         return status
 
     def sample(self, state: CycleState, feasible: BoolArray) -> IntArray:
@@ -298,7 +367,12 @@ class Framework:
             return outcome, SUCCESS
         began = time.perf_counter()
         for plugin in self.pre_score:
-            status: Status = plugin.pre_score(state, pod, rows, table)  # type: ignore[attr-defined]
+            one = time.perf_counter()
+            try:
+                status: Status = plugin.pre_score(state, pod, rows, table)  # type: ignore[attr-defined]
+            except Exception as exc:
+                status = _crash(plugin, exc)
+            self._plugin_timed(state, "PreScore", plugin.name, one, status)
             if status.is_skip:
                 state.skip_score.add(plugin.name)
             elif not status.ok:
@@ -310,15 +384,17 @@ class Framework:
         for plugin, weight in self.score:
             if plugin.name in state.skip_score:
                 continue
+            one = time.perf_counter()
             try:
                 scores = self._score_one(plugin, state, pod, rows)
                 norm = getattr(plugin, "normalize_scores", None)
                 if norm is not None:
                     scores = norm(state, pod, scores)
             except Exception as exc:
-                status = Status.error(f"{type(exc).__name__}: {exc}", plugin.name)
+                status = _crash(plugin, exc)
                 self._timed("Score", began, status)
                 return outcome, status
+            self._plugin_timed(state, "Score", plugin.name, one, SUCCESS)
             if len(scores) and (int(scores.min()) < MIN_NODE_SCORE or int(scores.max()) > MAX_NODE_SCORE):
                 status = Status.error(
                     f"plugin {plugin.name} returned a score outside {MIN_NODE_SCORE}..{MAX_NODE_SCORE}",
@@ -358,10 +434,12 @@ class Framework:
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         began = time.perf_counter()
         for plugin in self.reserve:
+            one = time.perf_counter()
             try:
                 status: Status = plugin.reserve(state, pod, node)  # type: ignore[attr-defined]
             except Exception as exc:
-                status = Status.error(f"{type(exc).__name__}: {exc}", plugin.name)
+                status = _crash(plugin, exc)
+            self._plugin_timed(state, "Reserve", plugin.name, one, status)
             if not status.ok:
                 status = status.with_plugin(plugin.name)
                 self.run_unreserve(state, pod, node)
@@ -371,20 +449,25 @@ class Framework:
         return SUCCESS
 
     def run_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Every Reserve plugin's Unreserve, in reverse order; one that raises does not stop the rest."""
+        began = time.perf_counter()
         for plugin in reversed(self.reserve):
             try:
                 plugin.unreserve(state, pod, node)  # type: ignore[attr-defined]
             except Exception:
-                continue
+                log.exception("Unreserve of %s for %s raised; continuing", plugin.name, pod.key)
+        self._timed("Unreserve", began, SUCCESS)
 
     def run_permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, PermitGate | None]:
         began = time.perf_counter()
         waits: dict[str, float] = {}
         for plugin in self.permit:
+            one = time.perf_counter()
             try:
                 status, timeout = plugin.permit(state, pod, node)  # type: ignore[attr-defined]
             except Exception as exc:
-                status, timeout = Status.error(f"{type(exc).__name__}: {exc}", plugin.name), 0.0
+                status, timeout = _crash(plugin, exc), 0.0
+            self._plugin_timed(state, "Permit", plugin.name, one, status)
             if status.is_wait:
                 waits[plugin.name] = min(float(timeout), MAX_PERMIT_TIMEOUT)
             elif not status.ok and not status.is_skip:
@@ -404,7 +487,12 @@ class Framework:
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         began = time.perf_counter()
         for plugin in self.pre_bind:
-            status: Status = await plugin.pre_bind(state, pod, node)  # type: ignore[attr-defined]
+            one = time.perf_counter()
+            try:
+                status: Status = await plugin.pre_bind(state, pod, node)  # type: ignore[attr-defined]
+            except Exception as exc:
+                status = _crash(plugin, exc)
+            self._plugin_timed(state, "PreBind", plugin.name, one, status)
             if not status.ok and not status.is_skip:
                 status = status.with_plugin(plugin.name)
                 self._timed("PreBind", began, status)
@@ -415,7 +503,12 @@ class Framework:
     async def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         began = time.perf_counter()
         for plugin in self.bind:
-            status: Status = await plugin.bind(state, pod, node)  # type: ignore[attr-defined]
+            one = time.perf_counter()
+            try:
+                status: Status = await plugin.bind(state, pod, node)  # type: ignore[attr-defined]
+            except Exception as exc:
+                status = _crash(plugin, exc)
+            self._plugin_timed(state, "Bind", plugin.name, one, status)
             if status.is_skip:
                 continue
             status = status.with_plugin(plugin.name)
@@ -426,8 +519,11 @@ class Framework:
         return status
 
     def run_post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Informational: a PostBind that raises is logged and the others still run."""
+        began = time.perf_counter()
         for plugin in self.post_bind:
             try:
                 plugin.post_bind(state, pod, node)  # type: ignore[attr-defined]
             except Exception:
-                continue
+                log.exception("PostBind of %s for %s raised; continuing", plugin.name, pod.key)
+        self._timed("PostBind", began, SUCCESS)

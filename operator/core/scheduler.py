@@ -6,8 +6,9 @@ Why it is shaped this way:
   else runs on the event loop, so the cache cannot change under a cycle and no snapshot copy is
   needed. Watch events and binding tasks run between cycles.
 * The **binding cycle** is an asyncio task per pod: wait at the Permit gate, PreBind, Bind,
-  PostBind. Any failure after assume runs Unreserve (reverse order), forgets the pod and requeues it
-  with backoff; a 409 from Bind (someone else bound it) only forgets it.
+  PostBind. Any failure after assume (a Permit rejection or timeout included) runs Unreserve
+  (reverse order), forgets the pod and requeues it with backoff; a 409 from Bind (someone else
+  bound it) only forgets it.
 * **Gangs** (pods of a PodGroup, via a profile plugin that implements ``pod_group``) are scheduled
   in one cycle: every queued member is placed against the cache, one after the other, each assumed,
   reserved and sent to Permit, where members wait at their gates until the quorum is reached and the
@@ -229,12 +230,26 @@ class Scheduler:
                 return
             deadline = time.perf_counter() + batch_seconds
             while qpi is not None:
-                self.schedule_one(qpi)
+                self._schedule_guarded(qpi)
                 if time.perf_counter() >= deadline or self._binds_in_flight >= self.max_binds_in_flight:
                     break
                 qpi = self.queue.pop_nowait()
             self._maintenance()
             await asyncio.sleep(0)
+
+    def _schedule_guarded(self, qpi: QueuedPodInfo) -> None:
+        """One cycle; a bug anywhere in it costs that pod a backoff, never the loop."""
+        try:
+            self.schedule_one(qpi)
+        except Exception as exc:
+            log.exception("scheduling cycle for %s failed", qpi.pod.key)
+            if not self.cache.is_assumed(qpi.uid) and qpi.uid in self.cache.pods:
+                message = f"internal error: {type(exc).__name__}: {exc}"
+                self.queue.requeue_backoff(qpi, message)
+                fw = self.profiles.get(qpi.profile)
+                if fw is not None:
+                    self.metrics.attempt("error", fw.name, 0.0)
+                    self.reporter.unschedulable(qpi.pod, message, fw.name, error=True)
 
     def _maintenance(self) -> None:
         now = self.clock()
@@ -244,19 +259,23 @@ class Scheduler:
                 log.warning("assumed pod %s expired without confirmation; forgot it", uid)
             self.queue.report()
 
-    async def run_until_idle(self, settle: float = 0.0) -> None:
-        """Schedule until nothing is runnable and no binding is in flight (simulation, tests)."""
+    async def run_until_idle(self, settle: float = 0.0, max_attempts: int = 8) -> None:
+        """Schedule until nothing is runnable and no binding is in flight (simulation, tests).
+
+        A pod that keeps failing with an error (a broken plugin) is given up after ``max_attempts``
+        attempts and left in the backoff queue with its last message, so this always returns.
+        """
         while True:
             qpi = self.queue.pop_nowait()
             if qpi is not None:
-                self.schedule_one(qpi)
+                self._schedule_guarded(qpi)
                 await asyncio.sleep(0)
                 continue
             if self._binding:
                 await asyncio.wait(set(self._binding), timeout=0.5)
                 continue
-            counts = self.queue.counts()
-            if counts["backoff"]:
+            retrying = [q for q in self.queue.pods_in("backoff") if q.attempts < max_attempts]
+            if retrying:
                 await asyncio.sleep(0.05)
                 continue
             if settle > 0:
@@ -293,6 +312,8 @@ class Scheduler:
             diag.unresolvable = status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
             return Placement(status=status, diagnosis=diag)
         outcome = fw.find_feasible(state, pod, pre)
+        if outcome.error is not None:
+            return Placement(status=outcome.error)
         if not outcome.feasible.any():
             diag = outcome.diagnosis(self.cache.table.names if record else None)
             fw.run_post_filter(state, pod, diag)
@@ -334,7 +355,7 @@ class Scheduler:
             self._schedule_gang(fw, qpi, group)
             return
         began = time.perf_counter()
-        state = CycleState()
+        state = fw.new_cycle_state()
         placement = self.place(fw, state, qpi.pod)
         if placement.node is None:
             self._failed(fw, qpi, placement, began)
@@ -402,7 +423,7 @@ class Scheduler:
         placed: list[_Placed] = []
         failed: list[tuple[QueuedPodInfo, Placement]] = []
         for m in members:
-            state = CycleState()
+            state = fw.new_cycle_state()
             state.gang = group.key
             placement = self.place(fw, state, m.pod)
             if placement.node is None:
@@ -516,10 +537,10 @@ class Scheduler:
         message = status.message or "binding failed"
         result = "unschedulable" if status.is_rejected else "error"
         self.metrics.attempt(result, fw.name, time.perf_counter() - began)
-        if status.is_rejected:  # rejected at Permit: wait for a relevant event, as kube-scheduler does
-            self.queue.requeue_unschedulable(qpi, {status.plugin} if status.plugin else set(), message)
-        else:
-            self.queue.requeue_backoff(qpi, message)
+        # Rejected or timed out at Permit, or failed at PreBind/Bind: retried after the backoff
+        # (1 s doubling to 10 s). Waiting for a cluster event instead could strand a gang whose
+        # Permit timed out with nothing left to change.
+        self.queue.requeue_backoff(qpi, message)
         self.reporter.unschedulable(pod, message, fw.name, error=result == "error")
 
     # -- explain ---------------------------------------------------------------------------------
@@ -534,6 +555,9 @@ class Scheduler:
             diag = Diagnosis(total_nodes=len(self.cache.table), pre_filter_status=status)
             return Explanation(pod, fw.name, None, diag, {}, {})
         outcome = fw.find_feasible(state, pod, pre)
+        if outcome.error is not None:
+            diag = Diagnosis(total_nodes=len(self.cache.table), pre_filter_status=outcome.error)
+            return Explanation(pod, fw.name, None, diag, {}, {})
         diag = outcome.diagnosis(self.cache.table.names)
         rows = np.flatnonzero(outcome.feasible)
         scores: dict[str, dict[str, int]] = {}

@@ -6,6 +6,8 @@ Series:
 * ``scheduler_pending_pods{queue}`` — queue: active, backoff, unschedulable, gated
 * ``scheduler_scheduling_attempt_duration_seconds{result,profile}``
 * ``scheduler_framework_extension_point_duration_seconds{extension_point,status,profile}``
+* ``scheduler_plugin_execution_duration_seconds{plugin,extension_point,status}`` — each plugin
+  call, in one scheduling cycle out of ten (as kube-scheduler samples it)
 * ``scheduler_permit_wait_duration_seconds{result}``
 * ``shoal_leader`` (1 on the replica that schedules) and ``shoal_profiles{ready}``
 
@@ -50,6 +52,13 @@ class PromMetrics:
             buckets=_exp(0.0001, 2, 12),
             registry=r,
         )
+        self.plugin_duration = Histogram(
+            "scheduler_plugin_execution_duration_seconds",
+            "Latency of one plugin at one extension point (sampled: one cycle in ten).",
+            ["plugin", "extension_point", "status"],
+            buckets=_exp(0.00001, 1.5, 20),
+            registry=r,
+        )
         self.permit_wait_seconds = Histogram(
             "scheduler_permit_wait_duration_seconds",
             "Time pods waited at their Permit gate.",
@@ -68,6 +77,9 @@ class PromMetrics:
 
     def extension_point(self, point: str, status: str, profile: str, seconds: float) -> None:
         self.point_duration.labels(point, status, profile).observe(seconds)
+
+    def plugin(self, plugin: str, point: str, status: str, seconds: float) -> None:
+        self.plugin_duration.labels(plugin, point, status).observe(seconds)
 
     def permit_wait(self, result: str, seconds: float) -> None:
         self.permit_wait_seconds.labels(result).observe(seconds)

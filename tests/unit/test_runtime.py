@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import PreFilterResult
-from shoal.core.nodetable import NodeInfo
+from shoal.core.interfaces import BoolArray, EventKind, PreFilterResult, Rejection
+from shoal.core.metrics import NullMetrics
+from shoal.core.nodetable import NodeInfo, NodeTable
 from shoal.core.objects import PodInfo
 from shoal.core.profile import PluginEntry
-from shoal.core.runtime import Framework
+from shoal.core.runtime import PLUGIN_METRICS_EVERY, Framework
 from shoal.core.status import SKIP, SUCCESS, Code, Status
 from shoal.plugins.registry import BUILTIN
 from shoal.testing.objects import make_node
@@ -52,18 +53,49 @@ class Recorder:
         CALLS.append(f"{self.name}.permit")
         return self.b.get("permit", SUCCESS), self.b.get("timeout", 1.0)
 
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        CALLS.append(f"{self.name}.pre_bind")
+        return self.b.get("pre_bind", SUCCESS)
 
-def build(plugins: dict[str, list[dict[str, Any]]], recorders: list[Recorder], nodes: int = 3) -> Framework:
+    async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        CALLS.append(f"{self.name}.bind")
+        return self.b.get("bind", SUCCESS)
+
+    def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        CALLS.append(f"{self.name}.post_bind")
+        if self.b.get("post_bind_raises"):
+            raise RuntimeError("post-bind bug")
+
+
+class TimingMetrics(NullMetrics):
+    def __init__(self) -> None:
+        self.plugins: list[tuple[str, str, str]] = []
+        self.points: list[str] = []
+
+    def plugin(self, plugin: str, point: str, status: str, seconds: float) -> None:
+        assert seconds >= 0
+        self.plugins.append((plugin, point, status))
+
+    def extension_point(self, point: str, status: str, profile: str, seconds: float) -> None:
+        self.points.append(point)
+
+
+def build(
+    plugins: dict[str, list[dict[str, Any]]],
+    recorders: list[Recorder],
+    nodes: int = 3,
+    metrics: NullMetrics | None = None,
+) -> Framework:
     CALLS.clear()
     entries = {e.name: e for e in BUILTIN}
     for r in recorders:
-        entries[r.name] = PluginEntry(r.name, lambda args, handle, r=r: r, None, Recorder)
+        entries[r.name] = PluginEntry(r.name, lambda args, handle, r=r: r, None, type(r))
     spec = {
         "schedulerName": "t",
         "plugins": {"queueSort": [{"name": "PrioritySort"}], "bind": [{"name": "DefaultBinder"}], **plugins},
     }
     cache = cache_with([make_node(f"n{i}") for i in range(nodes)])
-    return Framework.from_spec(spec, entries, handle_for(cache))
+    return Framework.from_spec(spec, entries, handle_for(cache), metrics=metrics)
 
 
 def test_prefilter_skip_skips_that_plugins_filter() -> None:
@@ -163,3 +195,108 @@ def test_sampling(percentage: int) -> None:
     fw.percentage = percentage
     rows = fw.sample(CycleState(), fw.handle.cache.table.valid_rows())
     assert len(rows) == (400 if percentage == 100 else 200)
+
+
+async def test_binding_points_in_order_with_skip() -> None:
+    a = Recorder("A", pre_bind=SKIP)
+    b = Recorder("B")
+    x = Recorder("X", bind=SKIP)
+    y = Recorder("Y")
+    c = Recorder("C", post_bind_raises=True)
+    fw = build(
+        {
+            "preBind": [{"name": "A"}, {"name": "B"}],
+            "bind": [{"name": "X"}, {"name": "Y"}],
+            "postBind": [{"name": "C"}, {"name": "A"}],
+        },
+        [a, b, x, y, c],
+    )
+    st = CycleState()
+    assert (await fw.run_pre_bind(st, pod(), "n0")).ok
+    status = await fw.run_bind(st, pod(), "n0")
+    assert status.ok and status.plugin == "Y"  # X skipped, Y bound
+    fw.run_post_bind(st, pod(), "n0")  # C raises: logged, A still runs
+    assert CALLS == ["A.pre_bind", "B.pre_bind", "X.bind", "Y.bind", "C.post_bind", "A.post_bind"]
+
+
+async def test_prebind_rejection_stops_and_all_skip_bind_is_an_error() -> None:
+    a = Recorder("A", pre_bind=Status.unschedulable("volume not ready"))
+    x = Recorder("X", bind=SKIP)
+    fw = build({"preBind": [{"name": "A"}], "bind": [{"name": "X"}]}, [a, x])
+    status = await fw.run_pre_bind(CycleState(), pod(), "n0")
+    assert status.code is Code.UNSCHEDULABLE and status.plugin == "A"
+    status = await fw.run_bind(CycleState(), pod(), "n0")
+    assert status.code is Code.ERROR and "no Bind plugin" in status.message
+
+
+class VectorBoom(Recorder):
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
+    ) -> list[Rejection]:
+        raise ValueError("bad column")
+
+
+def test_vectorised_filter_that_raises_aborts_the_cycle_with_its_name() -> None:
+    fw = build({"filter": [{"name": "VB"}, {"name": "A"}]}, [VectorBoom("VB"), Recorder("A")])
+    outcome = fw.find_feasible(CycleState(), pod())
+    assert outcome.error is not None
+    assert outcome.error.code is Code.ERROR and outcome.error.plugin == "VB"
+    assert "bad column" in outcome.error.message
+    assert not outcome.feasible.any()
+    assert not any(c.startswith("A.filter") for c in CALLS)  # the cycle stopped there
+
+
+def test_per_node_filter_error_aborts_the_cycle() -> None:
+    class Flaky(Recorder):
+        def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+            return Status.error("lookup failed") if node.name == "n1" else SUCCESS
+
+    fw = build({"filter": [{"name": "F"}]}, [Flaky("F")])
+    outcome = fw.find_feasible(CycleState(), pod())
+    assert outcome.error is not None and outcome.error.plugin == "F"
+    assert "lookup failed" in outcome.error.message and "n1" in outcome.error.message
+
+
+@pytest.mark.parametrize("point", ["pre_score", "post_filter"])
+def test_prescore_and_postfilter_exceptions_do_not_escape(point: str) -> None:
+    class Boom(Recorder):
+        def pre_score(self, state: CycleState, pod: PodInfo, rows: Any, table: NodeTable) -> Status:
+            raise RuntimeError("kaboom")
+
+        def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Any) -> Status:
+            raise RuntimeError("kaboom")
+
+    boom = Boom("Boom", scores={"n0": 1})
+    if point == "pre_score":
+        fw = build({"preScore": [{"name": "Boom"}], "score": [{"name": "Boom"}]}, [boom])
+        _, status = fw.run_score(CycleState(), pod(), np.array([0], dtype=np.int64))
+        assert status.code is Code.ERROR and status.plugin == "Boom" and "kaboom" in status.message
+    else:
+        fw = build({"postFilter": [{"name": "Boom"}]}, [boom])
+        status = fw.run_post_filter(CycleState(), pod(), outcome_diag(fw))
+        assert not status.ok and "kaboom" in status.message
+
+
+def outcome_diag(fw: Framework) -> Any:
+    return fw.find_feasible(CycleState(), pod()).diagnosis()
+
+
+def test_plugin_without_event_registrations_is_retried_on_every_event() -> None:
+    fw = build({"filter": [{"name": "A"}, {"name": "NodeResourcesFit"}]}, [Recorder("A")])
+    regs = dict(fw.events())
+    assert regs["A"].kind == EventKind.ALL and regs["A"].hint is None
+    assert regs["NodeResourcesFit"].kind != EventKind.ALL  # built-ins say what they need
+
+
+def test_each_plugin_is_timed_in_one_cycle_out_of_ten() -> None:
+    metrics = TimingMetrics()
+    fw = build({"filter": [{"name": "A"}], "score": [{"name": "A"}]}, [Recorder("A")], metrics=metrics)
+    for _ in range(2 * PLUGIN_METRICS_EVERY):
+        st = fw.new_cycle_state()
+        pre, _ = fw.run_pre_filter(st, pod())
+        fw.find_feasible(st, pod(), pre)
+        fw.run_score(st, pod(), np.array([0, 1], dtype=np.int64))
+    filters = [m for m in metrics.plugins if m[:2] == ("A", "Filter")]
+    scores = [m for m in metrics.plugins if m[:2] == ("A", "Score")]
+    assert len(filters) == 2 and len(scores) == 2  # sampled: 2 cycles of 20
+    assert metrics.points.count("Filter") == 2 * PLUGIN_METRICS_EVERY  # points: every cycle

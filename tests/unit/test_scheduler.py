@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from shoal.core.cyclestate import CycleState
@@ -125,7 +126,8 @@ async def test_permit_timeout_releases_and_requeues() -> None:
     assert s.placements()["default/p"] is None
     assert not s.scheduler.cache.is_assumed(uid)
     queued = s.scheduler.queue.get(uid)
-    assert queued is not None and queued.where == "unschedulable"  # parked, not lost
+    assert queued is not None and queued.where == "backoff"  # requeued with backoff, not lost
+    assert queued.backoff_until > s.scheduler.clock()
     assert any("rejected due to timeout" in e[2] for e in s.reporter.events)
 
 
@@ -230,3 +232,52 @@ async def test_node_deleted_before_bind_is_not_bound_to() -> None:
     await s.run(settle=0.05)
     assert s.cluster.pods[uid]["spec"].get("nodeName") != node
     assert any(f"node {node} was deleted before the pod was bound" in e[2] for e in s.reporter.events)
+
+
+class Overscore:
+    """A broken Score plugin: returns a score outside 0..100 for every node."""
+
+    name = "Overscore"
+
+    def score(self, state: CycleState, pod: PodInfo, node: Any) -> tuple[int, Status]:
+        return 1000, Status()
+
+
+async def test_a_plugin_that_always_errors_is_reported_and_the_run_ends() -> None:
+    registry = load_registry(
+        third_party=False, extra=[PluginEntry("Overscore", lambda a, h: Overscore(), None, Overscore)]
+    )
+    profile = {**DEFAULT_PROFILE_SPEC, "plugins": {"score": [{"name": "Overscore"}]}}
+    s = sim([make_node("n1"), make_pod("p")], [profile], registry=registry)
+    outcomes = await s.run()  # returned: the pod was given up after a few attempts
+    out = outcomes[uid_of(s, "p")]
+    assert out.node is None and "Overscore" in out.message and "outside 0..100" in out.message
+    assert 1 < out.attempts <= 8
+    assert s.placements()["default/p"] is None
+
+
+async def test_the_loop_survives_a_cycle_that_raises() -> None:
+    s = sim([make_node("n1", cpu="4"), make_pod("a", cpu="1"), make_pod("b", cpu="1")])
+    sched = s.scheduler
+    real_place = sched.place
+    crashed: list[str] = []
+
+    def place_once_broken(fw: Any, state: CycleState, pod: PodInfo, **kw: Any) -> Any:
+        if not crashed:
+            crashed.append(pod.key)
+            raise KeyError("cache bug")
+        return real_place(fw, state, pod, **kw)
+
+    sched.place = place_once_broken  # type: ignore[method-assign]
+    loop = asyncio.create_task(sched.run())
+    try:
+        for _ in range(200):
+            if all(s.placements().values()):
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        loop.cancel()
+    assert crashed  # the first cycle did raise
+    assert all(s.placements().values())  # ...and both pods were placed anyway, one after a backoff
+    failed = [e for e in s.reporter.events if e[1] == "FailedScheduling"]
+    assert failed and "internal error: KeyError" in failed[0][2]
