@@ -3,8 +3,11 @@
 The plugin users look for first (it grew from the seed example's GPUMemoryScore):
 
 * a node's GPU memory is its ``gpu-memory-free-gb`` label (key configurable), or, when that is
-  absent or malformed and ``gfdFallback`` is on, NVIDIA GPU Feature Discovery's
-  ``nvidia.com/gpu.memory`` (MiB per GPU) x ``nvidia.com/gpu.count``;
+  absent and ``gfdFallback`` is on, NVIDIA GPU Feature Discovery's ``nvidia.com/gpu.memory``
+  (MiB per GPU) x ``nvidia.com/gpu.count``. A *malformed* label is not papered over with GFD's
+  total: the node has no GPU information and says why (a budget someone meant to set is unknown);
+* where GFD says how big one GPU is, a pod asking for more GPU memory than its GPUs hold
+  (``nvidia.com/gpu`` requested, at least 1, x memory per GPU) does not fit that node;
 * a pod asks for GPU memory with the annotation ``shoal.dev/gpu-memory-gb: "10"``;
 * **Filter**: the node's GPU memory minus what the pods already on it asked for (bound *and*
   assumed — the cache's reservations) must cover the request. No information or a malformed label
@@ -49,6 +52,7 @@ GFD_MEMORY = "nvidia.com/gpu.memory"
 GFD_COUNT = "nvidia.com/gpu.count"
 INSUFFICIENT = "Insufficient GPU memory"
 NO_INFO = "node(s) had no GPU memory information"
+TOO_SMALL = "node(s) had GPUs too small for the pod's GPU memory request"
 
 
 class Args(ArgsModel):
@@ -59,7 +63,9 @@ class Args(ArgsModel):
         pattern=r"^([a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$",
         description="Node label holding free GPU memory in GB.",
     )
-    gfd_fallback: bool = Field(default=True, description="Use GFD labels when the label is missing.")
+    gfd_fallback: bool = Field(
+        default=True, description="Use GFD labels when the label is missing (not when it is malformed)."
+    )
     score_per_gb: float = Field(default=5.0, gt=0, le=100, description="Score per free GB, capped at 100.")
 
 
@@ -73,9 +79,18 @@ def node_gpu_memory(table: NodeTable, args: Args) -> tuple[FloatArray, BoolArray
         return label, malformed
     per_gpu_mib, _ = table.numeric_label(GFD_MEMORY)
     count, _ = table.numeric_label(GFD_COUNT)
-    gfd = per_gpu_mib * count / 1024.0
-    total: FloatArray = np.where(np.isnan(label), gfd, label)
-    return total, malformed & np.isnan(total)
+    with np.errstate(over="ignore", invalid="ignore"):
+        gfd = per_gpu_mib * count / 1024.0
+    gfd = np.where(np.isfinite(gfd), gfd, np.nan)  # absurd GFD values: no information
+    total: FloatArray = np.where(np.isnan(label) & ~malformed, gfd, label)
+    return total, malformed
+
+
+def gpu_size_gb(table: NodeTable) -> FloatArray:
+    """Memory of one GPU (GB) per row from GFD's ``nvidia.com/gpu.memory``; NaN where unknown."""
+    per_gpu_mib, _ = table.numeric_label(GFD_MEMORY)
+    out: FloatArray = per_gpu_mib / 1024.0
+    return out
 
 
 def fits(free_gb: FloatArray, request_gb: float) -> BoolArray:
@@ -119,6 +134,12 @@ class GPUMemory:
         free, malformed = self.free(table)
         unknown = np.isnan(free)
         out = [Rejection(~unknown & ~fits(free, request), INSUFFICIENT)]
+        size = gpu_size_gb(table)
+        gpus = max(1, pod.requests.get(GPU_RESOURCE, 0))
+        with np.errstate(invalid="ignore"):
+            too_small = ~np.isnan(size) & (size * gpus < request - 1e-9)
+        if too_small.any():
+            out.append(Rejection(too_small, TOO_SMALL, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
         if unknown.any():
             out.append(Rejection(unknown & ~malformed, NO_INFO, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
             out.append(Rejection(malformed, self.invalid_label, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))

@@ -77,6 +77,36 @@ def test_gfd_fallback_and_configurable_key() -> None:
     assert np.isnan(free2[cache.table.index["gfd"]])
 
 
+def test_malformed_label_is_not_papered_over_by_gfd() -> None:
+    # GFD says 2 x 40 GiB, but the budget someone set is unreadable: no GPU information, reported
+    cache = cache_with([make_node("typo", gpus=2, gpu_memory_mib=40960, gpu_memory_free_gb="40Gi")])
+    gm = plugin(cache)
+    free, malformed = gm.free(cache.table)
+    assert np.isnan(free[0]) and malformed[0]
+    rej = gm.filter_nodes(state(), pod(gpus=1, gpu_memory_gb=10), cache.table, cache.table.valid_rows())
+    assert rejected_names(cache.table, rej) == {"node(s) had an invalid gpu-memory-free-gb label": {"typo"}}
+
+
+@pytest.mark.parametrize(
+    ("gpus", "request_gb", "fits"),
+    [
+        pytest.param(1, 16, True, id="one-gpu-exactly-full"),
+        pytest.param(1, 20, False, id="one-gpu-too-small"),
+        pytest.param(2, 30, True, id="two-gpus-hold-it"),
+        pytest.param(0, 20, False, id="no-gpu-request-counts-as-one"),
+    ],
+)
+def test_request_larger_than_the_gpus_it_gets_does_not_fit(gpus: int, request_gb: int, fits: bool) -> None:
+    # 8 x 16 GiB = 128 GB in total: the budget is ample, one GPU is not
+    cache = cache_with([make_node("small-gpus", gpus=8, gpu_memory_mib=16384)])
+    rej = plugin(cache).filter_nodes(
+        state(), pod(gpus=gpus, gpu_memory_gb=request_gb), cache.table, cache.table.valid_rows()
+    )
+    assert (feasible(cache.table, rej) == {"small-gpus"}) is fits
+    if not fits:
+        assert rejected_names(cache.table, rej) == {gpumemory.TOO_SMALL: {"small-gpus"}}
+
+
 def test_reservations_subtract_bound_and_assumed_pods() -> None:
     bound = make_pod("bound", gpu_memory_gb=15, node_name="n")
     cache = cache_with([make_node("n", gpu_memory_free_gb=40)], [bound])
