@@ -48,15 +48,17 @@ def _simulate(args: argparse.Namespace) -> int:
             for obj in load_objects(Path(path)):
                 cluster.add(obj)
         profiles = load_objects(Path(args.profile)) if args.profile else []
-        sim = Simulation(cluster, profiles, seed=args.seed)
+        # what-if runs do not wait out real backoffs: errors are retried a few times, quickly
+        sim = Simulation(cluster, profiles, seed=args.seed, initial_backoff=0.01, max_backoff=0.05)
     except (OSError, ValueError, yaml.YAMLError) as exc:
         print(f"shoal simulate: {exc}", file=sys.stderr)
         return 2
     except ProfileError as exc:
         print(f"shoal simulate: invalid profile: {exc}", file=sys.stderr)
         return 2
+    before = {uid for uid, p in cluster.pods.items() if not (p.get("spec") or {}).get("nodeName")}
     outcomes = asyncio.run(sim.run())
-    pending = {uid for uid, p in cluster.pods.items() if uid in outcomes}
+    pending = {uid for uid in before if uid in outcomes}
     print(format_table([outcomes[u] for u in pending], show_scores=not args.no_scores))
     placed = sum(1 for u in pending if outcomes[u].node)
     print(f"\n{placed}/{len(pending)} pending pods placed on {len(cluster.nodes)} nodes")

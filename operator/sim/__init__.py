@@ -219,10 +219,30 @@ class Simulation:
             self.scheduler.on_pod(stored, deleted=True)
 
     async def run(self, settle: float = 0.0) -> dict[str, Outcome]:
+        """Schedule until idle; every pending pod gets an outcome, held ones included."""
         await self.scheduler.run_until_idle(settle)
         for uid, outcome in self.reporter.outcomes.items():
             outcome.top = self.scheduler.last_scores.get(uid, [])
+        for uid, stored in self.cluster.pods.items():
+            if uid in self.reporter.outcomes or (stored.get("spec") or {}).get("nodeName"):
+                continue
+            self.reporter.outcomes[uid] = self._never_tried(uid, stored)
         return self.reporter.outcomes
+
+    def _never_tried(self, uid: str, stored: Mapping[str, Any]) -> Outcome:
+        """Why a pending pod never reached a scheduling cycle."""
+        meta = stored.get("metadata") or {}
+        key = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+        scheduler_name = (stored.get("spec") or {}).get("schedulerName") or "default-scheduler"
+        qpi = self.scheduler.queue.get(uid)
+        if scheduler_name not in self.scheduler.profiles:
+            message = f"not for shoal: schedulerName {scheduler_name!r} has no profile here"
+        elif qpi is not None and qpi.gate is not None:
+            plugin = f" ({qpi.gate.plugin})" if qpi.gate.plugin else ""
+            message = f"held before the queue{plugin}: {qpi.gate.message}"
+        else:
+            message = "not attempted"
+        return Outcome(key, None, message, 0)
 
     def run_sync(self) -> dict[str, Outcome]:
         return asyncio.run(self.run())
@@ -261,6 +281,9 @@ def format_table(outcomes: Iterable[Outcome], *, show_scores: bool = True) -> st
                     plugins = " ".join(f"{p}={v}" for p, v in by_plugin.items())
                     parts.append(f"{name}:{total} [{plugins}]")
                 details = "; ".join(parts)
+            note = out.message.find(" (ignored: ")
+            if note >= 0:  # a malformed annotation the placement ignored: say so here too
+                details = f"{details} {out.message[note + 1 :]}".strip()
             rows.append((out.pod, out.node, details))
         else:
             rows.append((out.pod, "<pending>", out.message))

@@ -10,6 +10,7 @@ import yaml
 from shoal.cli import main
 from shoal.kube.crds import all_crds
 from shoal.sim import InMemoryCluster, Simulation, load_objects
+from shoal.testing.objects import make_pod, make_pod_group
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,3 +80,38 @@ def test_generated_crds_are_up_to_date(folder: str) -> None:
         path = ROOT / folder / filename
         assert path.exists(), f"{path} missing: run `make crds`"
         assert yaml.safe_load(path.read_text()) == crd, f"{path} is stale: run `make crds`"
+
+
+def test_simulate_lists_held_and_foreign_pods_with_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extra = tmp_path / "held.yaml"
+    extra.write_text(
+        yaml.safe_dump_all(
+            [
+                make_pod_group("trio", namespace="team-a", min_member=3),
+                make_pod("trio-0", namespace="team-a", pod_group="trio", scheduler_name="gpu-scheduler"),
+                make_pod("orphan", namespace="team-a", pod_group="nobody", scheduler_name="gpu-scheduler"),
+                make_pod("theirs", namespace="team-a", scheduler_name="default-scheduler"),
+                make_pod(
+                    "odd-note",
+                    namespace="team-a",
+                    scheduler_name="gpu-scheduler",
+                    annotations={"shoal.dev/gpu-memory-gb": "-5"},
+                ),
+            ]
+        )
+    )
+    code = main(
+        ["simulate", "--cluster", str(DATA / "kubectl-dump.yaml"), "--pods", str(extra), "--no-scores"]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("team-a/")}
+    assert set(lines) == {"team-a/trio-0", "team-a/orphan", "team-a/theirs", "team-a/odd-note"}
+    trio = lines["team-a/trio-0"]
+    assert "<pending>" in trio and "held before the queue (Coscheduling)" in trio
+    assert "<pending>" in lines["team-a/orphan"] and "nobody" in lines["team-a/orphan"]
+    assert "not for shoal" in lines["team-a/theirs"]
+    assert "<pending>" not in lines["team-a/odd-note"] and "ignored" in lines["team-a/odd-note"]
+    assert "1/4 pending pods placed" in out
