@@ -316,12 +316,32 @@ async def test_chart_rbac_is_enough_and_no_more(
         await sa_api.close()
 
 
+async def profile_uid(api: client.ApiClient) -> str:
+    custom: Any = client.CustomObjectsApi(api)
+    obj = await custom.get_cluster_custom_object(
+        "shoal.dev", "v1alpha1", "schedulingprofiles", "gpu-scheduler"
+    )
+    return str(obj["metadata"]["uid"])
+
+
+async def test_upgrade_recreates_the_profile_hook(
+    cp: ControlPlane, api: client.ApiClient, helm_env: dict[str, str]
+) -> None:
+    before = await profile_uid(api)
+    out = helm(helm_env, "upgrade", RELEASE, str(CHART), "-n", NS, "--kubeconfig", str(cp.kubeconfig))
+    assert "STATUS: deployed" in out.stdout
+    assert await profile_uid(api) != before  # hooks are deleted and created again, as README says
+
+
 async def test_uninstall_keeps_crds(
     cp: ControlPlane, api: client.ApiClient, helm_env: dict[str, str]
 ) -> None:
+    assert await profile_uid(api)  # exists before (404 raises)
     helm(helm_env, "uninstall", RELEASE, "-n", NS, "--kubeconfig", str(cp.kubeconfig))
     apps: Any = client.AppsV1Api(api)
     assert not (await apps.list_namespaced_deployment(NS)).items
     ext: Any = client.ApiextensionsV1Api(api)
     names = {c.metadata.name for c in (await ext.list_custom_resource_definition()).items}
     assert {"schedulingprofiles.shoal.dev", "podgroups.scheduling.x-k8s.io"} <= names
+    # the profile came from a hook, which is no part of the release: it stays with its CRD
+    assert await profile_uid(api)
