@@ -157,7 +157,9 @@ async def test_absurd_requests_get_a_clear_reason(
 ) -> None:
     api = clean
     sched = f"s-{uuid.uuid4().hex[:6]}"
-    await create_many(api, [make_node(f"n{i}", gpus=8, gpu_memory_free_gb=80) for i in range(3)])
+    # the label alone says how much GPU memory there is (no GFD labels), so one reason explains it
+    nodes = [make_node(f"n{i}", gpus=8, gpu_memory_free_gb=80, gfd_labels=False) for i in range(3)]
+    await create_many(api, nodes)
     await create(api, profile(sched))
     op = operator(crds, tmp_path / "op.log")
     with op:
@@ -174,6 +176,8 @@ async def test_absurd_requests_get_a_clear_reason(
 
         evs = await wait_for(failed, 20, what="FailedScheduling")
         assert evs[0]["note"] == f"0/3 nodes are available: 3 {reason}."
+        assert (await placements(api, namespace))["absurd"] is None
+    await assert_invariants(api)
 
 
 async def test_events_stay_bounded_per_pod(
