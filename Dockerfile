@@ -1,5 +1,7 @@
 # shoal's image: a slim Python base, the wheel and its dependencies, a non-root user.
-# Build:  docker build -t ghcr.io/shoal-dev/shoal:0.1.0 .
+# Build and push (no image is published; use a registry your cluster pulls from):
+#   docker build -t REGISTRY/shoal:TAG . && docker push REGISTRY/shoal:TAG
+#   helm install ... --set image.repository=REGISTRY/shoal --set image.tag=TAG
 # (No image is built in this repository's CI: the development machine has no Docker engine.)
 FROM python:3.11-slim AS build
 WORKDIR /src
