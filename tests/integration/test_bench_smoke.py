@@ -1,12 +1,17 @@
 """A small version of the basic and gang benchmarks: they must finish and bind every pod.
-No timing is asserted here (timings live in `make bench` and docs/benchmarks.md)."""
+No timing is asserted here (timings live in `make bench` and docs/benchmarks.md). The report is
+checked against the recorded results, and a gang that is not fully bound must fail the harness."""
 
 from __future__ import annotations
 
+import argparse
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from bench import e2e
 from bench.e2e import gang, throughput
 
 pytestmark = pytest.mark.slow
@@ -24,3 +29,51 @@ async def test_gang_smoke(tmp_path: Path) -> None:
     result = await gang(tmp_path, nodes=50, members=16)
     assert result["all_bound"]
     assert result["members"] == 16
+    assert result["bound"] == 16
+    assert result["seconds"] is not None
+
+
+def test_report_from_recorded_results(tmp_path: Path) -> None:
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\nkept text\n")
+    e2e.report_from_results(e2e.RESULTS, doc=doc)
+    text = doc.read_text()
+    recorded = json.loads(e2e.RESULTS.read_text())
+    fastest = max(r["pods_per_s"] for r in recorded["results"]["basic"].values())
+    assert "shoal has no client-side rate limiter" in text
+    assert f"at most {fastest:.0f} pods bound per second" in text
+    assert f"**{recorded['basic_ratio']:.2f}**" in text
+    assert recorded["machine"] in text
+    assert text.endswith("kept text\n")
+
+
+def test_machine_names_cpu_model_and_ram() -> None:
+    line = e2e.machine()
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    model = next(x.split(":", 1)[1].strip() for x in cpuinfo if x.startswith("model name"))
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    kib = next(int(x.split()[1]) for x in meminfo if x.startswith("MemTotal:"))
+    assert line.startswith(" ".join(model.split()))
+    assert f"{kib / 2**20:.1f} GiB RAM" in line
+
+
+async def test_a_gang_not_fully_bound_fails_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def fake_throughput(kind: str, base: Path, nodes: int, pods: int, label: str) -> dict[str, Any]:
+        return {"pods_per_s": 100.0, "peak_rss_mb": 100.0}
+
+    async def fake_gang(base: Path) -> dict[str, Any]:
+        return {"nodes": 1000, "members": 64, "all_bound": False, "bound": 60, "seconds": None}
+
+    written: list[str] = []
+    monkeypatch.setattr(e2e, "throughput", fake_throughput)
+    monkeypatch.setattr(e2e, "gang", fake_gang)
+    monkeypatch.setattr(e2e, "RESULTS", tmp_path / "results" / "e2e.json")
+    monkeypatch.setattr(e2e, "write_doc", lambda *a, **k: written.append("doc"))
+    monkeypatch.setattr(e2e.tempfile, "mkdtemp", lambda prefix: str(tmp_path / "run"))
+    (tmp_path / "run").mkdir()
+    args = argparse.Namespace(nodes=10, pods=10, large=False, no_write=False)
+    with pytest.raises(RuntimeError, match="only 60 of 64 members bound"):
+        await e2e.main_async(args)
+    assert not (tmp_path / "results").exists()
+    assert written == []
+    assert json.loads((tmp_path / "run" / "e2e-failed.json").read_text())["results"]["gang"]["bound"] == 60
