@@ -15,7 +15,7 @@ from kubernetes_asyncio import client, config
 
 from shoal.kube.binder import post_binding
 from shoal.kube.rest import RawClient
-from shoal.testing.cluster import apply_crds, create, create_many, list_all, wait_for
+from shoal.testing.cluster import OperatorProcess, apply_crds, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import ControlPlane
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 from tests.reliability.conftest import (
@@ -210,6 +210,22 @@ async def test_rival_binder_gets_there_first(
     await assert_invariants(api)
 
 
+def _logged(op: OperatorProcess, line: str) -> bool:
+    """Whether the operator's log holds ``line`` (SlowBind writes one as a binding enters PreBind)."""
+    return op.log.exists() and line in op.log.read_text(errors="replace")
+
+
+async def _refused(api: client.ApiClient, namespace: str, pod: str, node: str) -> bool:
+    """A FailedScheduling event for ``pod`` that names ``node`` (its binding there was abandoned)."""
+    events: Any = client.EventsV1Api(api)
+    return any(
+        e.get("reason") == "FailedScheduling"
+        and (e.get("regarding") or {}).get("name") == pod
+        and node in (e.get("note") or "")
+        for e in await list_all(events.list_namespaced_event, namespace)
+    )
+
+
 async def test_node_deleted_while_its_pod_is_binding(
     clean: client.ApiClient, namespace: str, crds: ControlPlane, tmp_path: Path
 ) -> None:
@@ -221,9 +237,17 @@ async def test_node_deleted_while_its_pod_is_binding(
     with op:
         wait_ready(op)
         await create(api, make_pod("p", namespace=namespace, gpus=1, scheduler_name=sched))
-        await asyncio.sleep(1.0)  # placed on "doomed", waiting in PreBind
+        pod = f"{namespace}/p"
+        await wait_for(
+            lambda: _logged(op, f"SlowBind: {pod} waiting on node doomed"),
+            20,
+            interval=0.05,
+            what="p placed on doomed and waiting in PreBind",
+        )
+        assert (await placements(api, namespace))["p"] is None  # still in flight
         await client.CoreV1Api(api).delete_node("doomed")
-        await asyncio.sleep(3.5)
+        await wait_for(lambda: _logged(op, f"SlowBind: {pod} done on node doomed"), 20, what="PreBind over")
+        await wait_for(lambda: _refused(api, namespace, "p", "doomed"), 20, what="the binding refused")
         assert (await placements(api, namespace))["p"] is None
         await create(api, make_node("spare", gpus=8))
         await wait_for(lambda: _bound(api, namespace, "p"), 30, what="p bound to the spare node")
