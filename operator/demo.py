@@ -3,14 +3,17 @@
 Starts etcd + kube-apiserver (built from Go modules by ``make cluster-bin``), installs the CRDs,
 creates 20 GPU nodes (8-GPU and 4-GPU, with ``gpu-memory-free-gb``, GFD labels and zones, one
 tainted), applies the ``gpu-scheduler`` profile, runs ``shoal run`` as a real process, submits a
-workload and prints where every pod went and why. Everything is stopped at the end; with
-``--keep`` (``KEEP=1 make demo``) it keeps running until Ctrl-C and prints the KUBECONFIG line.
+workload and prints where every pod went and why. Everything is stopped at the end and its work
+directory (``/tmp/shoal-demo-*``: the control plane's files, the operator log) removed, unless the
+demo failed (the logs are kept for the message that names them); with ``--keep``
+(``KEEP=1 make demo``) it keeps running until Ctrl-C, prints the KUBECONFIG line and keeps the files.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import signal
 import sys
 import tempfile
@@ -160,16 +163,9 @@ async def run_demo(cp: ControlPlane, workdir: Path, keep: bool) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shoal.demo")
-    parser.add_argument("--keep", action="store_true", help="keep running until Ctrl-C")
-    args = parser.parse_args(argv)
-    missing = Binaries.locate().missing()
-    if missing:
-        print(f"shoal demo: missing binaries {missing}; run `make cluster-bin`", file=sys.stderr)
-        return 2
-    workdir = Path(tempfile.mkdtemp(prefix="shoal-demo-"))
-    cp = ControlPlane(workdir=workdir / "cluster", keep_workdir=args.keep)
+def demo(workdir: Path, keep: bool) -> int:
+    """Start the control plane in ``workdir``, run the demo, stop the control plane."""
+    cp = ControlPlane(workdir=workdir / "cluster", keep_workdir=keep)
     print("shoal demo: starting etcd + kube-apiserver on loopback")
     try:
         cp.start()
@@ -177,13 +173,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"shoal demo: {exc}", file=sys.stderr)
         return 1
     try:
-        return asyncio.run(run_demo(cp, workdir, args.keep))
+        return asyncio.run(run_demo(cp, workdir, keep))
     except TimeoutError as exc:
         print(f"shoal demo: {exc}; operator log: {workdir / 'shoal.log'}", file=sys.stderr)
         return 1
     finally:
         cp.stop()
         print("shoal demo: control plane stopped")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m shoal.demo")
+    parser.add_argument("--keep", action="store_true", help="keep running until Ctrl-C, and keep the files")
+    args = parser.parse_args(argv)
+    missing = Binaries.locate().missing()
+    if missing:
+        print(f"shoal demo: missing binaries {missing}; run `make cluster-bin`", file=sys.stderr)
+        return 2
+    workdir = Path(tempfile.mkdtemp(prefix="shoal-demo-"))
+    failed = True  # until demo() returns 0; a failure keeps the logs its message points at
+    try:
+        code = demo(workdir, args.keep)
+        failed = code != 0
+        return code
+    except KeyboardInterrupt:
+        failed = False
+        raise
+    finally:
+        if args.keep or failed:
+            print(f"shoal demo: files kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
