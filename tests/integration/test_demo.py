@@ -1,0 +1,88 @@
+"""`make demo` end to end: `python -m shoal.demo` starts its own control plane, schedules a GPU
+fleet with a real `shoal run`, prints the placement table, stops everything and removes its files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shoal.testing.controlplane import python_env
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def placement_table(stdout: str) -> dict[str, tuple[str, str, str]]:
+    """The printed table as {pod: (scheduler, node, why)}."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:4] == ["POD", "SCHEDULER", "NODE", "WHY"])
+    rows: dict[str, tuple[str, str, str]] = {}
+    for line in lines[start + 1 :]:
+        if line.startswith("shoal demo:") or not line.strip():
+            break
+        name, scheduler, node, why = line.split(maxsplit=3)
+        rows[name] = (scheduler, node, why)
+    return rows
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """PIDs whose command line contains ``text`` (read from /proc; nothing is signalled)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # exited meanwhile, or not ours to read
+        if text in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_demo_places_the_workload_and_cleans_up(tmp_path: Path) -> None:
+    # TMPDIR puts the demo's /tmp/shoal-demo-* work directory where this test can see it
+    proc = subprocess.run(
+        [sys.executable, "-m", "shoal.demo"],
+        cwd=REPO,
+        env=python_env({"TMPDIR": str(tmp_path)}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    rows = placement_table(proc.stdout)
+
+    # the 8-pod gang: every member bound, each to a whole 8-GPU node of its own
+    gang = {name: row for name, row in rows.items() if name.startswith("llm-train-")}
+    assert sorted(gang) == [f"llm-train-{i}" for i in range(8)]
+    assert all(sched == "gpu-scheduler" and why == "Scheduled" for sched, _, why in gang.values())
+    nodes = {node for _, node, _ in gang.values()}
+    assert len(nodes) == 8
+    assert all(node.startswith("a100-") for node in nodes)
+
+    notebooks = {name: row for name, row in rows.items() if name.startswith("notebook-")}
+    assert len(notebooks) == 12
+    assert all(node != "<pending>" and why == "Scheduled" for _, node, why in notebooks.values())
+
+    # the impossible pod: pending, with kube-scheduler's wording of why
+    sched, node, why = rows["too-big"]
+    assert (sched, node) == ("gpu-scheduler", "<pending>")
+    assert why.startswith("FailedScheduling: 0/20 nodes are available: ")
+    assert "Insufficient nvidia.com/gpu" in why
+    assert "untolerated taint {dedicated: inference}" in why
+
+    # another scheduler's pods: not touched
+    for i in range(3):
+        assert rows[f"web-{i}"] == ("default-scheduler", "<pending>", "left alone (another scheduler's pod)")
+    assert len(rows) == 8 + 12 + 1 + 3
+
+    # everything stopped and removed: no process left running from its directory, no directory
+    assert "shoal demo: control plane stopped" in proc.stdout
+    assert processes_mentioning(str(tmp_path)) == []
+    assert not list(tmp_path.glob("shoal-demo-*")), "the demo left its work directory behind"
