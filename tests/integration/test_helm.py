@@ -19,7 +19,7 @@ from kubernetes_asyncio.dynamic import DynamicClient
 
 from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import Binaries, ControlPlane
-from shoal.testing.objects import make_node, make_pod
+from shoal.testing.objects import make_node, make_pod, make_pod_group
 from tests.integration.conftest import wait_ready
 
 pytestmark = pytest.mark.slow
@@ -263,11 +263,14 @@ async def test_chart_rbac_is_enough_and_no_more(
     )
     with op:
         wait_ready(op)
+        # a gang too: its PodGroup status is written through podgroups/status
+        await create(api, make_pod_group("rbac-gang", min_member=3))
         await create_many(
             api,
             [
                 make_pod("fits", gpus=1, gpu_memory_gb=10),
                 make_pod("never", gpus=64),
+                *(make_pod(f"rbac-gang-{i}", gpus=4, pod_group="rbac-gang") for i in range(3)),
             ],
         )
         core: Any = client.CoreV1Api(api)
@@ -283,6 +286,23 @@ async def test_chart_rbac_is_enough_and_no_more(
             )
 
         await wait_for(done, 30, what="scheduling with the chart's ServiceAccount")
+
+        async def gang_status() -> dict[str, Any] | None:
+            group = await custom.get_namespaced_custom_object(
+                "scheduling.x-k8s.io", "v1alpha1", "default", "podgroups", "rbac-gang"
+            )
+            status: dict[str, Any] = group.get("status") or {}
+            return status if status.get("phase") == "Scheduled" else None
+
+        status = await wait_for(gang_status, 30, what="the PodGroup status written with the chart's RBAC")
+        assert status["scheduled"] == 3
+        gang_nodes = {
+            p["metadata"]["name"]: p["spec"].get("nodeName")
+            for p in await list_all(core.list_namespaced_pod, "default")
+            if p["metadata"]["name"].startswith("rbac-gang-")
+        }
+        assert len(gang_nodes) == 3
+        assert all(gang_nodes.values()), gang_nodes
         events: Any = client.EventsV1Api(api)
         reasons = {e["reason"] for e in await list_all(events.list_namespaced_event, "default")}
         assert {"Scheduled", "FailedScheduling"} <= reasons
