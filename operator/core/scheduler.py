@@ -532,8 +532,11 @@ class Scheduler:
         if not status.requeue:
             log.info("pod %s was bound by someone else (%s); forgot it", pod.key, status.message)
             return
-        if pod.uid not in self.cache.pods or not report:
-            return  # deleted meanwhile, or shutting down
+        if pod.uid not in self.cache.pods:
+            return  # deleted meanwhile
+        if not report:  # stepping down: keep the pod queued (quietly) for whoever schedules next
+            self.queue.requeue_backoff(qpi, status.message)
+            return
         message = status.message or "binding failed"
         result = "unschedulable" if status.is_rejected else "error"
         self.metrics.attempt(result, fw.name, time.perf_counter() - began)

@@ -10,6 +10,10 @@ renewed for ``lease_duration`` *as observed locally* (no cross-machine clock com
 carry the resourceVersion, so two candidates can never both win. The leader renews every
 ``retry_period``; if it cannot renew for ``renew_deadline`` it steps down. On stop it releases the
 Lease so a follower takes over at its next retry.
+
+Every Lease call is bounded in time and every failure (HTTP error, dropped connection, timeout,
+bad JSON) counts as "not renewed": the campaign never ends on a network blip, and a leader whose
+calls hang still steps down once ``renew_deadline`` has passed.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -49,6 +54,8 @@ class LeaseElector:
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
+        #: one Lease call may take this long; a renewal attempt is never longer than the deadline
+        self.call_timeout = max(1.0, renew_deadline / 3)
         self.leading = False
         self._observed: tuple[str, str] | None = None
         self._observed_at = 0.0
@@ -69,17 +76,18 @@ class LeaseElector:
         return spec
 
     async def _call(self, method: Callable[..., Awaitable[Any]], *args: Any) -> tuple[int, dict[str, Any]]:
-        """One API call with the raw response: (HTTP status, JSON body or {})."""
+        """One API call with the raw response: (HTTP status, JSON body or {}); (0, {}) on failure."""
         try:
-            resp = await method(*args, _preload_content=False)
-        except (ApiException, OSError, TimeoutError) as exc:
-            log.debug("lease call failed: %s", exc)
+            async with asyncio.timeout(self.call_timeout):
+                resp = await method(*args, _preload_content=False)
+                try:
+                    body: dict[str, Any] = await resp.json() if resp.status < 300 else {}
+                    return int(resp.status), body
+                finally:
+                    resp.release()
+        except (ApiException, aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+            log.debug("lease call failed: %s: %s", type(exc).__name__, exc)
             return 0, {}
-        try:
-            body: dict[str, Any] = await resp.json() if resp.status < 300 else {}
-            return int(resp.status), body
-        finally:
-            resp.release()
 
     async def try_acquire_or_renew(self) -> bool:
         code, body = await self._call(self.api.read_namespaced_lease, self.name, self.namespace)
@@ -132,9 +140,14 @@ class LeaseElector:
     async def run(
         self,
         on_started: Callable[[], Awaitable[None]],
-        on_stopped: Callable[[], Awaitable[None]],
+        on_stopped: Callable[[bool], Awaitable[None]],
     ) -> None:
-        """Campaign forever: lead while the Lease is renewed, follow otherwise."""
+        """Campaign forever: lead while the Lease is renewed, follow otherwise.
+
+        ``on_stopped(lost)``: ``lost`` is True when the Lease could not be renewed (another replica
+        may already lead: stop at once), False on a graceful stop (the Lease is still ours until
+        it is released right after).
+        """
         try:
             while True:
                 while not await self.try_acquire_or_renew():  # noqa: ASYNC110 - polling the Lease is the protocol
@@ -146,10 +159,10 @@ class LeaseElector:
                 await self._renew_loop()
                 self.leading = False
                 log.warning("%s lost the lease; stepping down", self.identity)
-                await on_stopped()
+                await on_stopped(True)
         finally:
             if self.leading:
-                await on_stopped()
+                await on_stopped(False)
                 await asyncio.shield(self.release())
 
     async def _renew_loop(self) -> None:

@@ -40,7 +40,7 @@ import aiohttp
 import kopf
 from kubernetes_asyncio import client, config
 
-from shoal.core.objects import TERMINAL_PHASES, PodInfo, parse_time
+from shoal.core.objects import POD_GROUP_LABEL, TERMINAL_PHASES, PodInfo, parse_time
 from shoal.core.profile import ProfileError, validate_profile
 from shoal.core.scheduler import Scheduler
 from shoal.kube.binder import KubeBinder
@@ -62,6 +62,7 @@ from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 log = logging.getLogger("shoal.operator")
 
 TERMINATED_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+FINAL_GROUP_PHASES = ("Finished", "Failed")
 #: event type of objects listed by prime() (kopf uses None for its own initial listing)
 PRIMED = "PRIMED"
 
@@ -126,12 +127,22 @@ class ShoalOperator:
         self._written_group_status: dict[str, dict[str, Any]] = {}
         self._group_terminal: dict[str, dict[str, set[str]]] = {}
         self._group_started: dict[str, str] = {}
+        #: PodGroups whose status is Finished or Failed: final, never rewritten (as scheduler-plugins)
+        self._group_final: set[str] = set()
+        #: PodGroup -> status.occupiedBy, from the owner references of its first member seen
+        self._group_owner: dict[str, str] = {}
         self._tasks: list[asyncio.Task[Any]] = []
         self._seen_pods: dict[str, float] = {}
         self._seen_nodes: dict[str, float] = {}
         self._reconcile_handle: asyncio.TimerHandle | None = None
+        self._stopping = False
+        self._side_tasks: set[asyncio.Task[None]] = set()
         self._loop_task: asyncio.Task[None] | None = None
         self.server: HealthServer | None = None
+        #: a graceful stop is draining bindings: their events are still reported
+        self._draining = False
+        #: why this replica is broken (a vital task ended): /livez fails so the kubelet restarts it
+        self.broken: str | None = None
 
     # -- kopf wiring ---------------------------------------------------------------------------
     def registry(self) -> kopf.OperatorRegistry:
@@ -184,14 +195,20 @@ class ShoalOperator:
 
     async def start(self) -> None:
         self.api = await self._client()
-        self.reporter = KubeReporter(self.api, instance=self.settings.identity, enabled=lambda: self.leading)
+        self.reporter = KubeReporter(
+            self.api, instance=self.settings.identity, enabled=lambda: self.leading or self._draining
+        )
         self.reporter.start()
         binder = KubeBinder(self.api, concurrency=self.settings.binding_concurrency)
         self.scheduler = Scheduler(
             load_registry(), binder, reporter=self.reporter, metrics=self.metrics, defaults=DEFAULT_PLUGINS
         )
         self.server = HealthServer(
-            self.metrics, self.ready, host=self.settings.metrics_host, port=self.settings.metrics_port
+            self.metrics,
+            self.ready,
+            alive=self.alive,
+            host=self.settings.metrics_host,
+            port=self.settings.metrics_port,
         )
         await self.server.start()
         await self.prime()
@@ -207,14 +224,15 @@ class ShoalOperator:
                 renew_deadline=self.settings.renew_deadline,
                 retry_period=self.settings.retry_period,
             )
-            self._tasks.append(loop.create_task(self.elector.run(self._lead, self._follow), name="election"))
+            self._vital(loop.create_task(self.elector.run(self._lead, self._follow), name="election"))
         else:
             await self._lead()
-        self._tasks.append(loop.create_task(self._status_loop(), name="podgroup-status"))
+        self._vital(loop.create_task(self._status_loop(), name="podgroup-status"))
         self.started = True
         log.info("shoal started as %s (metrics on :%s)", self.settings.identity, self.server.port)
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._reconcile_handle is not None:
             self._reconcile_handle.cancel()
         for task in self._tasks:
@@ -223,7 +241,7 @@ class ShoalOperator:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
-        await self._follow()
+        await self._follow(False)
         if self.elector is not None:
             await self.elector.release()
         if self.reporter is not None:
@@ -235,7 +253,28 @@ class ShoalOperator:
         log.info("shoal stopped")
 
     def ready(self) -> bool:
-        return self.started
+        return self.started and self.broken is None
+
+    def alive(self) -> bool:
+        return self.broken is None
+
+    def _vital(self, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+        """Track a task that must run until stop(); if it ends early, the replica is broken."""
+        self._tasks.append(task)
+        task.add_done_callback(self._vital_done)
+        return task
+
+    def _vital_done(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled() or self._stopping:
+            return
+        exc = task.exception()
+        self.broken = f"task {task.get_name()} ended: {exc!r}" if exc else f"task {task.get_name()} ended"
+        log.error("%s; /livez now fails so this replica is restarted", self.broken, exc_info=exc)
+        election = next((t for t in self._tasks if t.get_name() == "election" and not t.done()), None)
+        if election is not None:
+            election.cancel()  # steps down and releases the Lease: a healthy replica takes over now
+        elif self.leading:  # no election (or it is what died): stop binding at once
+            self._tasks.append(task.get_loop().create_task(self._follow(True)))
 
     async def _lead(self) -> None:
         """This replica holds the Lease: schedule, and publish the statuses it computed."""
@@ -245,22 +284,37 @@ class ShoalOperator:
         self._written_profile_status.clear()
         self._written_group_status.clear()
         self.scheduler.queue.move_all()
-        self._loop_task = asyncio.get_running_loop().create_task(self.scheduler.run(), name="scheduling-loop")
+        self._loop_task = self._vital(
+            asyncio.get_running_loop().create_task(self.scheduler.run(), name="scheduling-loop")
+        )
         for name in list(self.profiles):
             await self._write_profile_status(name)
 
-    async def _follow(self) -> None:
-        """Step down: stop scheduling; let in-flight bindings finish or release them."""
+    async def _follow(self, lost: bool) -> None:
+        """Step down: stop scheduling, then finish or release in-flight bindings.
+
+        ``lost``: the Lease could not be renewed, so another replica may lead already and place
+        pods from a cache that does not know ours: cancel (and release) every binding at once.
+        Otherwise (graceful stop) the Lease is still ours: bindings get ``renew_deadline`` seconds
+        to finish — less than the lease duration, so no one else leads meanwhile — and their
+        events are still reported; the Lease is released right after.
+        """
         was = self.leading
         self.leading = False
         self.metrics.leader.set(0)
-        if self._loop_task is not None:
-            self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
-            self._loop_task = None
+        loop_task, self._loop_task = self._loop_task, None
+        if loop_task is not None:
+            self._tasks = [t for t in self._tasks if t is not loop_task]
+            loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await loop_task
         if was and self.scheduler is not None:
-            await self.scheduler.drain(close_queue=False)
+            self._draining = not lost
+            try:
+                grace = 0.0 if lost else self.settings.renew_deadline
+                await self.scheduler.drain(grace=grace, close_queue=False)
+            finally:
+                self._draining = False
 
     # -- nodes and pods ------------------------------------------------------------------------
     async def _on_node(self, event: Mapping[str, Any], **_: Any) -> None:
@@ -289,12 +343,45 @@ class ShoalOperator:
             self._seen_pods[pod.uid] = time.monotonic()
             if event.get("type") is None:
                 self._schedule_reconcile()
-        if pod.group_key is not None and pod.phase in TERMINAL_PHASES:
-            bucket = self._group_terminal.setdefault(pod.group_key, {"Succeeded": set(), "Failed": set()})
-            bucket[pod.phase].add(pod.uid)
+        if pod.group_key is not None:
+            self._note_group_member(pod, obj)
+            if deleted and pod.phase not in TERMINAL_PHASES and self.api is not None:
+                # Leaving the field selector (finished) arrives as DELETED with the *previous*
+                # object: ask the API whether the member is gone or finished, for the group's counts.
+                task = asyncio.get_running_loop().create_task(self._check_finished(pod))
+                self._side_tasks.add(task)
+                task.add_done_callback(self._side_tasks.discard)
         self.scheduler.on_pod(pod, deleted=deleted)
         if (deleted or pod.bound) and self.reporter is not None:
             self.reporter.forget(pod.uid)
+
+    async def _check_finished(self, pod: PodInfo) -> None:
+        assert self.api is not None
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+        try:
+            code, obj = await RawClient(self.api).request("GET", path)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            log.warning("checking whether gang member %s finished: %s", pod.key, exc)
+            return
+        if code == 200 and isinstance(obj, dict) and (obj.get("metadata") or {}).get("uid") == pod.uid:
+            now = PodInfo.from_dict(obj)
+            if now.phase in TERMINAL_PHASES and now.group_key is not None:
+                self._note_group_member(now, obj)
+
+    def _note_group_member(self, pod: PodInfo, obj: Mapping[str, Any]) -> None:
+        key = pod.group_key
+        assert key is not None
+        if pod.phase in TERMINAL_PHASES:
+            bucket = self._group_terminal.setdefault(key, {"Succeeded": set(), "Failed": set()})
+            bucket[pod.phase].add(pod.uid)
+        if key not in self._group_owner:
+            owners = sorted(
+                f"{pod.namespace}/{ref.get('name')}"
+                for ref in (obj.get("metadata") or {}).get("ownerReferences") or ()
+                if ref.get("name")
+            )
+            if owners:
+                self._group_owner[key] = ",".join(owners)
 
     # -- start-up --------------------------------------------------------------------------------
     async def prime(self) -> None:
@@ -324,6 +411,18 @@ class ShoalOperator:
             await self._on_node({"type": PRIMED, "object": obj})
         for obj in await list_all(core.list_pod_for_all_namespaces, field_selector=TERMINATED_SELECTOR):
             await self._on_pod({"type": PRIMED, "object": obj})
+        # Finished members of gangs are outside the pod watch (terminated pods are filtered out),
+        # but PodGroup counts include them: read them once, so a restart or fail-over does not
+        # send a gang's status backwards.
+        for phase in TERMINAL_PHASES:
+            for obj in await list_all(
+                core.list_pod_for_all_namespaces,
+                label_selector=POD_GROUP_LABEL,
+                field_selector=f"status.phase={phase}",
+            ):
+                pod = PodInfo.from_dict(obj)
+                if pod.group_key is not None:
+                    self._note_group_member(pod, obj)
         log.info(
             "cache primed in %.1f s: %d nodes, %d pods, %d profiles",
             time.monotonic() - began,
@@ -527,43 +626,64 @@ class ShoalOperator:
             self._written_group_status.pop(key, None)
             self._group_terminal.pop(key, None)
             self._group_started.pop(key, None)
+            self._group_final.discard(key)
+            self._group_owner.pop(key, None)
         elif obj.get("status"):
-            self._written_group_status.setdefault(key, dict(obj["status"]))
+            status = obj["status"]
+            self._written_group_status.setdefault(key, dict(status))
+            if status.get("scheduleStartTime"):
+                self._group_started.setdefault(key, str(status["scheduleStartTime"]))
+            if status.get("phase") in FINAL_GROUP_PHASES:
+                self._group_final.add(key)
 
     def pod_group_status(self, key: str) -> dict[str, Any]:
-        """Phase and counts as scheduler-plugins' PodGroup controller reports them."""
+        """Phase and counts as scheduler-plugins' PodGroup controller and Coscheduling report them.
+
+        * ``Pending``: fewer pods exist than ``minMember``; ``PreScheduling``: enough pods, none
+          bound; ``Scheduling``: some bound; ``Scheduled``: ``minMember`` bound;
+        * ``Running``: running + succeeded reach ``minMember``;
+        * ``Failed`` (final): a member failed and failed + running + succeeded reach ``minMember``;
+        * ``Finished`` (final): ``minMember`` members succeeded.
+
+        ``scheduled`` counts members ever bound (terminated ones included), ``scheduleStartTime`` is
+        the first binding, ``occupiedBy`` the owners of the members. Counts of terminated members
+        survive restarts (they are listed at start-up) and a final phase is never rewritten.
+        """
         assert self.scheduler is not None
         cache = self.scheduler.cache
         group = cache.pod_groups[key]
         members = cache.group_members(key)
-        scheduled = sum(1 for p in members if p.bound)
+        bound = sum(1 for p in members if p.bound)
         running = sum(1 for p in members if p.phase == "Running")
         terminal = self._group_terminal.get(key, {"Succeeded": set(), "Failed": set()})
         succeeded, failed = len(terminal["Succeeded"]), len(terminal["Failed"])
+        scheduled = bound + succeeded + failed
         minimum = group.min_member
         if succeeded >= minimum:
             phase = "Finished"
-        elif failed and running + succeeded < minimum:
+        elif failed and failed + running + succeeded >= minimum:
             phase = "Failed"
-        elif running >= minimum:
-            phase = "Running"
-        elif scheduled + succeeded >= minimum:
-            phase = "Scheduled"
-        elif len(members) + succeeded < minimum:
+        elif len(members) + succeeded + failed < minimum:
             phase = "Pending"
+        elif scheduled >= minimum and running + succeeded >= minimum:
+            phase = "Running"
+        elif scheduled >= minimum:
+            phase = "Scheduled"
         elif scheduled:
             phase = "Scheduling"
         else:
             phase = "PreScheduling"
         status: dict[str, Any] = {
             "phase": phase,
-            "scheduled": scheduled + succeeded,
+            "scheduled": scheduled,
             "running": running,
             "succeeded": succeeded,
             "failed": failed,
         }
-        if phase != "Pending":
+        if scheduled:
             status["scheduleStartTime"] = self._group_started.setdefault(key, rfc3339())
+        if key in self._group_owner:
+            status["occupiedBy"] = self._group_owner[key]
         return status
 
     async def _status_loop(self) -> None:
@@ -572,6 +692,8 @@ class ShoalOperator:
             if not self.leading or self.scheduler is None or self.api is None:
                 continue
             for key in list(self.scheduler.cache.pod_groups):
+                if key in self._group_final:
+                    continue
                 status = self.pod_group_status(key)
                 if _same_status(self._written_group_status.get(key, {}), status):
                     continue

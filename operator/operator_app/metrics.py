@@ -11,8 +11,9 @@ Series:
 * ``scheduler_permit_wait_duration_seconds{result}``
 * ``shoal_leader`` (1 on the replica that schedules) and ``shoal_profiles{ready}``
 
-Endpoints: ``/metrics``, ``/healthz`` and ``/livez`` (the event loop answers), ``/readyz`` (the
-caches are filled and, for the leader, the loop runs).
+Endpoints: ``/metrics``, ``/healthz`` (the event loop answers), ``/livez`` (and no vital task —
+leader election, the scheduling loop, the PodGroup status loop — has ended), ``/readyz`` (the
+caches are filled and nothing is broken).
 """
 
 from __future__ import annotations
@@ -94,9 +95,18 @@ class PromMetrics:
 class HealthServer:
     """/metrics, /healthz, /livez, /readyz on one port (kube-scheduler serves them together)."""
 
-    def __init__(self, metrics: PromMetrics, ready: Callable[[], bool], *, host: str, port: int) -> None:
+    def __init__(
+        self,
+        metrics: PromMetrics,
+        ready: Callable[[], bool],
+        *,
+        host: str,
+        port: int,
+        alive: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.metrics = metrics
         self.ready = ready
+        self.alive = alive
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
@@ -105,7 +115,7 @@ class HealthServer:
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._ok)
-        app.router.add_get("/livez", self._ok)
+        app.router.add_get("/livez", self._livez)
         app.router.add_get("/readyz", self._readyz)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -126,6 +136,11 @@ class HealthServer:
 
     async def _ok(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
+
+    async def _livez(self, request: web.Request) -> web.Response:
+        if self.alive():
+            return web.Response(text="ok")
+        return web.Response(status=503, text="a vital task ended; see the log")
 
     async def _readyz(self, request: web.Request) -> web.Response:
         if self.ready():

@@ -1,0 +1,83 @@
+"""Operator lifecycle without a server: vital tasks, /livez, and a Lease campaign that never dies."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import aiohttp
+import pytest
+from kubernetes_asyncio import client
+
+from shoal.kube.leader import LeaseElector
+from shoal.operator_app.app import RunSettings, ShoalOperator
+from shoal.operator_app.metrics import HealthServer
+
+
+async def _get(port: int, path: str) -> int:
+    async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}{path}") as resp:
+        return resp.status
+
+
+async def test_a_vital_task_that_ends_fails_livez_and_gives_up_the_lease() -> None:
+    op = ShoalOperator(RunSettings())
+    op.started = True
+    server = HealthServer(op.metrics, op.ready, alive=op.alive, host="127.0.0.1", port=0)
+    await server.start()
+    try:
+        assert await _get(server.port, "/livez") == 200
+        election = op._vital(asyncio.create_task(asyncio.sleep(3600), name="election"))
+
+        async def crash() -> None:
+            raise RuntimeError("loop bug")
+
+        op._vital(asyncio.create_task(crash(), name="scheduling-loop"))
+        await asyncio.sleep(0.05)
+        assert op.broken is not None and "scheduling-loop" in op.broken and "loop bug" in op.broken
+        assert await _get(server.port, "/livez") == 503
+        assert await _get(server.port, "/readyz") == 503
+        assert await _get(server.port, "/healthz") == 200  # the process itself still answers
+        assert election.cancelled()  # stepping down releases the Lease for a healthy replica
+    finally:
+        await server.stop()
+
+
+async def test_tasks_cancelled_by_stop_do_not_count_as_broken() -> None:
+    op = ShoalOperator(RunSettings())
+    task = op._vital(asyncio.create_task(asyncio.sleep(3600), name="podgroup-status"))
+    task.cancel()
+    await asyncio.sleep(0)
+    assert op.alive()
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        pytest.param(aiohttp.ServerDisconnectedError(), id="server-disconnected"),
+        pytest.param(aiohttp.ClientPayloadError("truncated"), id="payload-error"),
+        pytest.param(ConnectionResetError(), id="connection-reset"),
+        pytest.param(ValueError("not JSON"), id="bad-json"),
+        pytest.param(None, id="hangs"),
+    ],
+)
+async def test_a_failed_lease_call_counts_as_not_renewed(failure: BaseException | None) -> None:
+    elector = LeaseElector(
+        client.ApiClient(),
+        namespace="ns",
+        name="l",
+        identity="me",
+        lease_duration=3,
+        renew_deadline=2,
+        retry_period=1,
+    )
+
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        if failure is None:
+            await asyncio.sleep(3600)
+        raise failure
+
+    began = time.monotonic()
+    assert await elector._call(call) == (0, {})
+    assert time.monotonic() - began < elector.call_timeout + 1  # a hanging call is cut short
+    await elector.api.api_client.close()
