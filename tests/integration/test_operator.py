@@ -248,20 +248,39 @@ async def test_no_annotations_or_finalizers_on_pods_and_nodes(
         assert not meta.get("finalizers")
 
 
+def sample_sum(text: str, name: str, **labels: str) -> float | None:
+    """Sum of the samples of ``name`` whose labels include ``labels``; None when there is none."""
+    total, seen = 0.0, False
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        head, _, value = line.rpartition(" ")
+        if all(f'{k}="{v}"' in head for k, v in labels.items()):
+            total, seen = total + float(value), True
+    return total if seen else None
+
+
 def test_metrics_endpoint_serves_kube_scheduler_series(operator: OperatorProcess) -> None:
+    # earlier tests in this module scheduled pods, a gang (Permit gates) and an unfit gang
     with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=5) as resp:
         text = resp.read().decode()
-    for series in (
-        "scheduler_schedule_attempts_total",
-        "scheduler_pending_pods",
-        "scheduler_scheduling_attempt_duration_seconds",
-        "scheduler_framework_extension_point_duration_seconds",
-        "scheduler_permit_wait_duration_seconds",
-        "shoal_leader 1.0",
+    for name, labels in (
+        ("scheduler_schedule_attempts_total", {"result": "scheduled"}),
+        ("scheduler_schedule_attempts_total", {"result": "unschedulable"}),
+        ("scheduler_scheduling_attempt_duration_seconds_count", {"result": "scheduled"}),
+        ("scheduler_framework_extension_point_duration_seconds_count", {"extension_point": "Filter"}),
+        ("scheduler_framework_extension_point_duration_seconds_count", {"extension_point": "Bind"}),
+        ("scheduler_permit_wait_duration_seconds_count", {"result": "allowed"}),
+        ("scheduler_plugin_execution_duration_seconds_count", {"plugin": "NodeResourcesFit"}),
+        ("shoal_leader", {}),
     ):
-        assert series in text, series
-    with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/healthz", timeout=5) as resp:
-        assert resp.status == 200
+        value = sample_sum(text, name, **labels)
+        assert value is not None and value > 0, (name, labels, value)
+    for queue in ("active", "backoff", "unschedulable", "gated"):
+        assert sample_sum(text, "scheduler_pending_pods", queue=queue) is not None, queue
+    for path in ("/healthz", "/livez", "/readyz"):
+        with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}{path}", timeout=5) as resp:
+            assert resp.status == 200, path
 
 
 async def test_explain_cli(
