@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from shoal.core.profile import ProfileError, validate_profile
+from shoal.core.profile import PluginEntry, ProfileError, validate_profile
 from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
 
 REGISTRY = load_registry(third_party=False)
@@ -141,3 +141,23 @@ def test_invalid_profile_names_the_field(spec: dict[str, Any], field: str, words
     message = dict(info.value.errors)[field]
     assert words in message
     assert field in str(info.value)
+
+
+def test_two_different_queuesort_plugins_are_refused() -> None:
+    class FifoSort:
+        name = "FifoSort"
+
+        def sort_key(self, pod: Any, enqueued: float) -> tuple[Any, ...]:
+            return (enqueued,)
+
+    registry = load_registry(
+        third_party=False, extra=[PluginEntry("FifoSort", lambda a, h: FifoSort(), None, FifoSort)]
+    )
+    spec = {"schedulerName": "s", "plugins": {"queueSort": [{"name": "PrioritySort"}, {"name": "FifoSort"}]}}
+    with pytest.raises(ProfileError) as info:
+        validate_profile(spec, registry, DEFAULT_PLUGINS)
+    assert any(p == "spec.plugins.queueSort" and "exactly one" in m for p, m in info.value.errors), (
+        info.value.errors
+    )
+    spec["plugins"]["queueSort"] = [{"name": "FifoSort"}]  # one, not the default: fine
+    assert validate_profile(spec, registry, DEFAULT_PLUGINS).points["queueSort"][0].name == "FifoSort"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from shoal.core.profile import PluginEntry
@@ -46,3 +48,20 @@ def test_bad_plugin_module_is_reported(monkeypatch: pytest.MonkeyPatch, module: 
     monkeypatch.setenv("SHOAL_PLUGINS", module)
     with pytest.raises(RegistryError, match=words):
         load_registry()
+
+
+def test_plugin_from_an_installed_distributions_entry_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # what `pip install shoal-even-nodes` leaves behind: a dist-info with a shoal.plugins entry point
+    dist = tmp_path / "shoal_even_nodes-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: shoal-even-nodes\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[shoal.plugins]\nOnlyEvenNodes = tests.unit.fixtures.extra_plugin\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("SHOAL_PLUGINS", raising=False)
+    registry = load_registry()
+    assert registry["OnlyEvenNodes"].source.startswith("entry point OnlyEvenNodes")
+    assert "OnlyEvenNodes" not in load_registry(third_party=False)

@@ -96,3 +96,17 @@ def test_bad_args() -> None:
 def test_quorum_rule() -> None:
     assert coscheduling.quorum_reached(3, 3)
     assert not coscheduling.quorum_reached(2, 3)
+
+
+async def test_schedule_timeout_of_the_podgroup_expires_the_gate() -> None:
+    # scheduleTimeoutSeconds: 1 on the PodGroup; the quorum (3) never arrives
+    cache, handle, plugin, pods = setup(timeout=1)
+    cache.assume(pods[0], "n")
+    status, timeout = plugin.permit(state(), pods[0], "n")
+    assert status.is_wait and timeout == 1.0
+    gate = PermitGate(pods[0], "n", {coscheduling.NAME: timeout})
+    handle.waiting.add(gate)
+    result = await asyncio.wait_for(gate.wait(), 5)
+    assert not result.allowed
+    assert 0.9 <= result.waited < 3
+    assert "timeout" in result.status.message and coscheduling.NAME in result.status.message

@@ -1,3 +1,5 @@
+import pytest
+
 from shoal.core.objects import PodInfo
 from shoal.core.status import Status
 from shoal.plugins import defaultbinder
@@ -14,11 +16,18 @@ class Recorder:
         return self.result
 
 
-async def test_bind_delegates_to_binder_and_returns_its_status() -> None:
+@pytest.mark.parametrize(
+    "result",
+    [
+        pytest.param(Status(), id="bound"),
+        pytest.param(Status.error("apiserver unavailable"), id="error-retried"),
+        pytest.param(Status.error("409 conflict: already bound", requeue=False), id="conflict-not-retried"),
+    ],
+)
+async def test_bind_delegates_to_binder_and_returns_its_status(result: Status) -> None:
     handle = handle_for(cache_with([]))
-    conflict = Status.error("conflict", requeue=False)
-    handle.binder = Recorder(conflict)
+    handle.binder = Recorder(result)
     plugin = defaultbinder.new(None, handle)
     status = await plugin.bind(state(), pod("x"), "n1")
-    assert status is conflict
+    assert status is result  # the status, requeue flag included, reaches the binding cycle as is
     assert handle.binder.calls == [("uid-x", "n1")]  # type: ignore[attr-defined]
