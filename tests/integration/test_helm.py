@@ -55,9 +55,10 @@ def helm(env: dict[str, str], *args: str, check: bool = True) -> subprocess.Comp
     binary = Binaries.locate().helm
     if not binary.exists():
         pytest.fail(f"{binary} missing: run `make cluster-bin`")
-    return subprocess.run(
-        [str(binary), *args], env=env, capture_output=True, text=True, check=check, timeout=120
-    )
+    out = subprocess.run([str(binary), *args], env=env, capture_output=True, text=True, timeout=120)
+    if check and out.returncode != 0:
+        pytest.fail(f"helm {' '.join(args)} exited {out.returncode}:\n{out.stderr}")
+    return out
 
 
 @pytest.fixture
