@@ -152,7 +152,7 @@ def test_crd_switches(helm_env: dict[str, str]) -> None:
     assert deploy["spec"]["replicas"] == 2
     assert "priorityClassName" not in pod  # none by default: some clusters refuse system-* classes
     assert pod["terminationGracePeriodSeconds"] == 60  # outlasts the 30 s drain of bindings
-    docs = yaml.safe_load_all(
+    overridden = yaml.safe_load_all(
         helm(
             helm_env,
             "template",
@@ -162,7 +162,7 @@ def test_crd_switches(helm_env: dict[str, str]) -> None:
             "priorityClassName=system-cluster-critical,terminationGracePeriodSeconds=90",
         ).stdout
     )
-    pod = next(d for d in docs if d and d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    pod = next(d for d in overridden if d and d["kind"] == "Deployment")["spec"]["template"]["spec"]
     assert pod["priorityClassName"] == "system-cluster-critical"
     assert pod["terminationGracePeriodSeconds"] == 90
 
