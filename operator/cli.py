@@ -178,6 +178,7 @@ def _run(args: argparse.Namespace) -> int:
         metrics_host=args.metrics_host,
         binding_concurrency=args.binding_concurrency,
         watch_timeout=args.watch_timeout,
+        bootstrap_profiles=args.bootstrap_profiles,
     )
     if args.id:
         settings.identity = args.id
@@ -235,6 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--watch-timeout", type=int, default=300, help="seconds before a watch is re-opened (default 300)"
+    )
+    run.add_argument(
+        "--bootstrap-profiles",
+        metavar="PATH",
+        help="YAML list of {name, spec}: SchedulingProfiles the leader creates at start-up if absent "
+        "(edits are kept until the file's spec changes; profiles made by hand are never touched)",
     )
     run.add_argument("-v", "--verbose", action="store_true")
     run.set_defaults(func=_run)

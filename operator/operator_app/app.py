@@ -44,6 +44,7 @@ from shoal.core.objects import POD_GROUP_LABEL, TERMINAL_PHASES, PodInfo, parse_
 from shoal.core.profile import ProfileError, validate_profile
 from shoal.core.scheduler import Scheduler
 from shoal.kube.binder import KubeBinder
+from shoal.kube.bootstrap import bootstrap_profiles
 from shoal.kube.crds import (
     PODGROUP_GROUP,
     PODGROUP_PLURAL,
@@ -82,6 +83,8 @@ class RunSettings:
     binding_concurrency: int = 64
     status_interval: float = 1.0
     watch_timeout: float = 300.0
+    #: a YAML list of {name, spec}: profiles the leader creates at start-up (kube/bootstrap.py)
+    bootstrap_profiles: str | None = None
 
 
 @dataclass
@@ -289,6 +292,21 @@ class ShoalOperator:
         )
         for name in list(self.profiles):
             await self._write_profile_status(name)
+        if self.settings.bootstrap_profiles and self.api is not None:
+            # a side task: the Lease renewal must not wait on these calls; new profiles arrive
+            # through the watch like any other
+            self._tasks.append(
+                asyncio.get_running_loop().create_task(
+                    bootstrap_profiles(
+                        RawClient(self.api),
+                        self.settings.bootstrap_profiles,
+                        load_registry(),
+                        DEFAULT_PLUGINS,
+                        leading=lambda: self.leading,
+                    ),
+                    name="bootstrap-profiles",
+                )
+            )
 
     async def _follow(self, lost: bool) -> None:
         """Step down: stop scheduling, then finish or release in-flight bindings.
