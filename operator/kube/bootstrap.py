@@ -20,6 +20,7 @@ separate from the calls, so the decisions are tested without a server.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -41,7 +42,7 @@ log = logging.getLogger("shoal.bootstrap")
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "shoal"
 HASH_ANNOTATION = "shoal.dev/bootstrap-hash"
-#: attempts per profile when the object changed between our read and our write (HTTP 409)
+#: decisions per profile when the object changed between our read and our write (HTTP 409)
 ATTEMPTS = 3
 
 
@@ -190,6 +191,10 @@ class Requester(Protocol):
     ) -> tuple[int, Any]: ...
 
 
+#: what _apply asks of its caller: nothing more, decide again now, or try again after a delay
+_DONE, _CONFLICT, _LATER = "done", "conflict", "later"
+
+
 async def bootstrap_profiles(
     raw: Requester,
     path: str | Path,
@@ -198,11 +203,15 @@ async def bootstrap_profiles(
     *,
     leading: Callable[[], bool] = lambda: True,
     timeout: float = 10.0,
+    backoff: tuple[float, float] = (1.0, 30.0),
 ) -> list[Plan]:
     """Make the API agree with the bootstrap file; returns the plan carried out for each entry.
 
     Never raises for a bad file, a refused call or a lost connection: those are logged, and the
-    operator schedules with the profiles the API has. Stops writing once ``leading()`` is False.
+    operator schedules with the profiles the API has. What may pass is retried with ``backoff``
+    (first, longest delay) for as long as this replica leads: the API unreachable, 429 (a CRD
+    just created answers "storage is (re)initializing"), 5xx, and 404 on create (the CRD is not
+    served yet). What will not pass (403, 422) is logged once. Stops once ``leading()`` is False.
     """
     try:
         profiles = load_bootstrap_profiles(path)
@@ -212,25 +221,40 @@ async def bootstrap_profiles(
     collection = f"/apis/{PROFILE_GROUP}/{PROFILE_VERSION}/{PROFILE_PLURAL}"
     done: list[Plan] = []
     for profile in profiles:
-        for _ in range(ATTEMPTS):
+        conflicts = 0
+        delay = backoff[0]
+        while True:
             if not leading():
                 log.info("no longer the leader: bootstrap profiles stopped")
                 return done
             try:
-                step, retry = await _apply(raw, collection, profile, registry, defaults, timeout)
+                step, outcome = await _apply(raw, collection, profile, registry, defaults, timeout)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                log.error("bootstrap profile %s: %s", profile.name, str(exc) or type(exc).__name__)
-                done.append(Plan(profile.name, Action.FAILED, message=str(exc)))
-                break
-            if not retry:
-                done.append(step)
-                break
-        else:
-            log.error(
-                "bootstrap profile %s: changed by someone else %d times; left as is", profile.name, ATTEMPTS
-            )
-            done.append(Plan(profile.name, Action.FAILED, message="conflicts"))
+                step, outcome = Plan(profile.name, Action.FAILED, message=str(exc) or repr(exc)), _LATER
+            if outcome == _CONFLICT:
+                conflicts += 1
+                if conflicts < ATTEMPTS:
+                    continue
+                log.error(
+                    "bootstrap profile %s: changed by someone else %d times; left as is",
+                    profile.name,
+                    conflicts,
+                )
+                step = Plan(profile.name, Action.FAILED, message="conflicts")
+            elif outcome == _LATER:
+                log.warning(
+                    "bootstrap profile %s: %s; trying again in %.0f s", profile.name, step.message, delay
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, backoff[1])
+                continue
+            done.append(step)
+            break
     return done
+
+
+def _transient(code: int) -> bool:
+    return code == 429 or code >= 500
 
 
 async def _apply(
@@ -240,26 +264,29 @@ async def _apply(
     registry: Mapping[str, PluginEntry],
     defaults: PluginSet | None,
     timeout: float,
-) -> tuple[Plan, bool]:
-    """Read, decide, write once; True when the write met a conflict and must be decided again."""
+) -> tuple[Plan, str]:
+    """Read, decide, write once."""
     code, reply = await raw.request("GET", f"{collection}/{profile.name}", timeout=timeout)
     if code == 404:
         existing = None
     elif code == 200 and isinstance(reply, dict):
         existing = reply
     else:
-        log.error("bootstrap profile %s: reading it: HTTP %s %s", profile.name, code, message_of(reply)[:200])
-        return Plan(profile.name, Action.FAILED, message=f"read: HTTP {code}"), False
+        failed = Plan(profile.name, Action.FAILED, message=f"read: HTTP {code} {message_of(reply)[:200]}")
+        if _transient(code):
+            return failed, _LATER
+        log.error("bootstrap profile %s: %s", profile.name, failed.message)
+        return failed, _DONE
     step = plan(profile, existing, registry, defaults)
     if step.action is Action.INVALID:
         log.error("bootstrap profile %s is invalid, skipped: %s", profile.name, step.message)
-        return step, False
+        return step, _DONE
     if step.action is Action.FOREIGN:
         log.warning("bootstrap profile %s not applied: %s", profile.name, step.message)
-        return step, False
+        return step, _DONE
     if step.action is Action.UNCHANGED:
         log.info("bootstrap profile %s: %s, left as is", profile.name, step.message)
-        return step, False
+        return step, _DONE
     if step.action is Action.CREATE:
         code, reply = await raw.request("POST", collection, step.body, timeout=timeout)
     else:
@@ -272,16 +299,17 @@ async def _apply(
         )
     if code == 409:  # created by another replica, or edited since we read it: look again
         log.info("bootstrap profile %s: %s met a conflict, reading it again", profile.name, step.action.value)
-        return step, True
+        return step, _CONFLICT
     if code >= 300:
-        log.error(
-            "bootstrap profile %s: %s refused: HTTP %s %s",
+        failed = Plan(
             profile.name,
-            step.action.value,
-            code,
-            message_of(reply)[:200],
+            Action.FAILED,
+            message=f"{step.action.value}: HTTP {code} {message_of(reply)[:200]}",
         )
-        return Plan(profile.name, Action.FAILED, message=f"{step.action.value}: HTTP {code}"), False
+        if _transient(code) or (code == 404 and step.action is Action.CREATE):
+            return failed, _LATER
+        log.error("bootstrap profile %s: %s", profile.name, failed.message)
+        return failed, _DONE
     verb = "created" if step.action is Action.CREATE else "updated"
     log.info("bootstrap profile %s %s (%s)", profile.name, verb, step.message)
-    return step, False
+    return step, _DONE

@@ -178,6 +178,7 @@ class FakeApi:
         self.objects = objects or {}
         self.calls: list[tuple[str, str, Any]] = []
         self.script: list[tuple[int, Any]] = []  # replies to writes, first in first out
+        self.read_script: list[tuple[int, Any] | Exception] = []  # replies to reads (or errors)
 
     async def request(
         self,
@@ -191,6 +192,11 @@ class FakeApi:
         self.calls.append((method, path, body))
         name = path.rsplit("/", 1)[-1]
         if method == "GET":
+            if self.read_script:
+                reply = self.read_script.pop(0)
+                if isinstance(reply, Exception):
+                    raise reply
+                return reply
             obj = self.objects.get(name)
             return (200, copy.deepcopy(obj)) if obj is not None else (404, {"message": "not found"})
         if self.script:
@@ -276,6 +282,49 @@ async def test_a_bad_file_or_refusals_never_raise(tmp_path: Path, caplog: pytest
     assert done[0].action is Action.FAILED
     assert "403" in done[0].message
     assert api.objects == {}
+
+
+async def test_what_may_pass_is_retried_until_it_does(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fresh install: the API is unreachable, then the CRD's storage initialises (429), then
+    the CRD is not served yet (404 on create); each is waited out, and the profile is created."""
+    api = FakeApi()
+    api.read_script = [
+        ConnectionResetError("reset by peer"),
+        (429, {"message": "storage is (re)initializing"}),
+        (503, {"message": "unavailable"}),
+    ]
+    api.script = [(404, {"message": "the server could not find the requested resource"})]
+    with caplog.at_level(logging.WARNING, logger="shoal.bootstrap"):
+        done = await bootstrap_profiles(
+            api, write(tmp_path, FILE), REGISTRY, DEFAULT_PLUGINS, backoff=(0.0, 0.0)
+        )
+    assert [(p.name, p.action) for p in done] == [
+        ("gpu-scheduler", Action.CREATE),
+        ("broken", Action.INVALID),
+    ]
+    assert [c[0] for c in api.calls] == ["GET", "GET", "GET", "GET", "POST", "GET", "POST", "GET"]
+    assert set(api.objects) == {"gpu-scheduler"}
+    retries = [r.getMessage() for r in caplog.records if "trying again" in r.getMessage()]
+    assert len(retries) == 4
+    assert "reset by peer" in retries[0] and "429" in retries[1] and "404" in retries[3]
+
+
+async def test_a_retry_stops_when_leadership_is_lost(tmp_path: Path) -> None:
+    api = FakeApi()
+    api.read_script = [(429, {"message": "busy"})] * 3
+    leading = iter([True, True, False])
+    done = await bootstrap_profiles(
+        api,
+        write(tmp_path, FILE),
+        REGISTRY,
+        DEFAULT_PLUGINS,
+        leading=lambda: next(leading),
+        backoff=(0.0, 0.0),
+    )
+    assert done == []
+    assert [c[0] for c in api.calls] == ["GET", "GET"]
 
 
 async def test_stops_writing_when_no_longer_leading(tmp_path: Path) -> None:
