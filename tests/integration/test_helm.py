@@ -1,9 +1,11 @@
 """The Helm chart, with the helm built by the project, on a fresh control plane of its own:
-lint, schema, server-side dry-run, install, least-privilege RBAC, uninstall."""
+lint, schema, server-side dry-run, install, least-privilege RBAC, profiles bootstrapped by the
+operator from the chart's ConfigMap, upgrade, uninstall."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import subprocess
@@ -17,6 +19,8 @@ import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.dynamic import DynamicClient
 
+from shoal.kube.bootstrap import HASH_ANNOTATION, MANAGED_BY_LABEL, parse_bootstrap_profiles, spec_hash
+from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import Binaries, ControlPlane
 from shoal.testing.objects import make_node, make_pod, make_pod_group
@@ -68,6 +72,29 @@ async def api(cp: ControlPlane) -> AsyncIterator[client.ApiClient]:
         yield api_client
     finally:
         await api_client.close()
+
+
+def template(env: dict[str, str], *flags: str) -> list[dict[str, Any]]:
+    out = helm(env, "template", RELEASE, str(CHART), "-n", NS, *flags).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind]
+    assert len(found) == 1, [d["metadata"]["name"] for d in found]
+    return found[0]
+
+
+def profile_rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    return [r for r in role["rules"] if r["resources"] == ["schedulingprofiles"]]
+
+
+def write_values(path: Path, **profile: Any) -> Path:
+    """A values file whose only profile is the default gpu-scheduler with ``profile`` changes."""
+    item = {"name": "gpu-scheduler", **DEFAULT_PROFILE_SPEC, **profile}
+    path.write_text(yaml.safe_dump({"profiles": [item]}))
+    return path
 
 
 def test_lint_is_clean(helm_env: dict[str, str]) -> None:
@@ -167,17 +194,75 @@ def test_crd_switches(helm_env: dict[str, str]) -> None:
     assert pod["terminationGracePeriodSeconds"] == 90
 
 
+def test_profiles_are_a_configmap_the_operator_bootstraps(helm_env: dict[str, str], tmp_path: Path) -> None:
+    docs = template(helm_env)
+    assert not [d for d in docs if d["kind"] == "SchedulingProfile"]  # Helm never needs the kind
+    cm = one(docs, "ConfigMap")
+    assert cm["metadata"]["name"] == f"{RELEASE}-profiles"
+    data = cm["data"]["profiles.yaml"]
+    (entry,) = parse_bootstrap_profiles(data)  # the operator's own parser reads what the chart wrote
+    assert entry.name == "gpu-scheduler"
+    assert entry.spec == DEFAULT_PROFILE_SPEC  # values.yaml's default is the documented profile
+    deploy = one(docs, "Deployment")
+    pod = deploy["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    assert "--bootstrap-profiles=/etc/shoal/profiles.yaml" in container["args"]
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/etc/shoal")
+    assert mount["readOnly"] is True
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == mount["name"])
+    assert volume["configMap"]["name"] == f"{RELEASE}-profiles"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    checksum = pod["metadata"]["annotations"]["checksum/profiles"]
+    assert checksum == hashlib.sha256(data.encode()).hexdigest()
+    assert profile_rules(docs) == [
+        {"apiGroups": ["shoal.dev"], "resources": ["schedulingprofiles"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["shoal.dev"], "resources": ["schedulingprofiles"], "verbs": ["create"]},
+        {
+            "apiGroups": ["shoal.dev"],
+            "resources": ["schedulingprofiles"],
+            "resourceNames": ["gpu-scheduler"],
+            "verbs": ["patch"],
+        },
+    ]
+
+    # a changed profile changes the pod template, so `helm upgrade` rolls the pods
+    changed = template(helm_env, "-f", str(write_values(tmp_path / "v.yaml", percentageOfNodesToScore=50)))
+    changed_pod = one(changed, "Deployment")["spec"]["template"]
+    assert changed_pod["metadata"]["annotations"]["checksum/profiles"] != checksum
+    # the same values render the same pod template: no rollout without a change
+    assert one(template(helm_env), "Deployment")["spec"]["template"] == pod
+
+    # an object name apart from the schedulerName, and podAnnotations next to the checksum
+    named = tmp_path / "named.yaml"
+    named.write_text(yaml.safe_dump({"profiles": [{"name": "team-a", "schedulerName": "a"}]}))
+    docs = template(helm_env, "-f", str(named), "--set", "podAnnotations.team=ml")
+    (entry,) = parse_bootstrap_profiles(one(docs, "ConfigMap")["data"]["profiles.yaml"])
+    assert (entry.name, entry.spec) == ("team-a", {"schedulerName": "a"})
+    assert profile_rules(docs)[2]["resourceNames"] == ["team-a"]
+    annotations = one(docs, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert set(annotations) == {"checksum/profiles", "team"}
+
+    # no profiles: no ConfigMap, no flag, no volume, no write verbs on profiles
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("profiles: []\n")
+    docs = template(helm_env, "-f", str(empty))
+    assert not [d for d in docs if d["kind"] == "ConfigMap"]
+    pod = one(docs, "Deployment")["spec"]["template"]
+    assert not [a for a in pod["spec"]["containers"][0]["args"] if "bootstrap" in a]
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["tmp"]
+    assert "annotations" not in pod["metadata"]
+    assert [r["verbs"] for r in profile_rules(docs)] == [["get", "list", "watch"]]
+
+
 async def test_template_passes_server_side_dry_run_then_installs(
     cp: ControlPlane, api: client.ApiClient, helm_env: dict[str, str]
 ) -> None:
     await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     rendered = helm(helm_env, "template", RELEASE, str(CHART), "-n", NS).stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d]
+    assert not [d for d in docs if d["kind"] == "SchedulingProfile"]  # nothing needs the new CRDs' kinds
     dyn = await DynamicClient(api)
-    custom = [d for d in docs if d["kind"] == "SchedulingProfile"]
     for doc in docs:
-        if doc in custom:
-            continue  # its CRD does not exist until installed
         resource = await dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
         await dyn.create(resource, body=doc, namespace=NS if resource.namespaced else None, dry_run="All")
     ext: Any = client.ApiextensionsV1Api(api)
@@ -193,9 +278,31 @@ async def test_template_passes_server_side_dry_run_then_installs(
             resource, name=doc["metadata"]["name"], namespace=NS if resource.namespaced else None
         )
         assert got.metadata.name == doc["metadata"]["name"]
-    for doc in custom:  # now the profile dry-runs too
-        resource = await dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
-        doc = {**doc, "metadata": {**doc["metadata"], "name": f"dry-{uuid.uuid4().hex[:6]}"}}
+    core: Any = client.CoreV1Api(api)
+    cm = await core.read_namespaced_config_map(f"{RELEASE}-profiles", NS)
+    assert cm.data == one(docs, "ConfigMap")["data"]
+    # Helm created no profile: the operator's leader does, at start-up (see the RBAC test)
+    custom: Any = client.CustomObjectsApi(api)
+
+    async def listed() -> tuple[list[Any]] | None:
+        try:
+            reply = await custom.list_cluster_custom_object("shoal.dev", "v1alpha1", "schedulingprofiles")
+        except client.ApiException as exc:
+            if exc.status == 429:  # a CRD just created: "storage is (re)initializing"
+                return None
+            raise
+        return (reply["items"],)
+
+    assert await wait_for(listed, 30, what="the SchedulingProfile list") == ([],)
+    # what the operator will create passes the CRD's schema and CEL rules
+    resource = await dyn.resources.get(api_version="shoal.dev/v1alpha1", kind="SchedulingProfile")
+    for entry in parse_bootstrap_profiles(cm.data["profiles.yaml"]):
+        doc = {
+            "apiVersion": "shoal.dev/v1alpha1",
+            "kind": "SchedulingProfile",
+            "metadata": {"name": f"dry-{uuid.uuid4().hex[:6]}"},
+            "spec": entry.spec,
+        }
         await dyn.create(resource, body=doc, dry_run="All")
 
 
@@ -221,12 +328,15 @@ def test_notes(cp: ControlPlane, helm_env: dict[str, str]) -> None:
         return out[out.index("NOTES:") :]
 
     text = notes()
+    assert "from ConfigMap notes-shoal-profiles" in text
+    assert "  - gpu-scheduler: pods with `schedulerName: gpu-scheduler`" in text
     assert f"kubectl -n {NS} get lease shoal-scheduler" in text
     forward = next(line for line in text.splitlines() if "port-forward" in line)
     assert forward.rstrip().endswith("port-forward deploy/notes-shoal 10259")  # it blocks: nothing after
     assert "curl localhost:10259/metrics" in text
     alone = notes("--set", "leaderElection.enabled=false,replicaCount=1")
     assert "lease" not in alone.lower()
+    assert "Profiles: none from the chart" in notes("--set-json", "profiles=[]")
 
 
 async def sa_kubeconfig(api: client.ApiClient, cp: ControlPlane, path: Path) -> Path:
@@ -244,10 +354,47 @@ async def sa_kubeconfig(api: client.ApiClient, cp: ControlPlane, path: Path) -> 
     return path
 
 
+def bootstrap_file(docs: list[dict[str, Any]], path: Path) -> Path:
+    """The chart's ConfigMap as the pod sees it, mounted at /etc/shoal/profiles.yaml."""
+    path.write_text(one(docs, "ConfigMap")["data"]["profiles.yaml"])
+    return path
+
+
+async def get_profile(api: client.ApiClient, name: str = "gpu-scheduler") -> dict[str, Any]:
+    custom: Any = client.CustomObjectsApi(api)
+    obj: dict[str, Any] = await custom.get_cluster_custom_object(
+        "shoal.dev", "v1alpha1", "schedulingprofiles", name
+    )
+    return obj
+
+
+async def wait_bootstrapped(api: client.ApiClient, spec: dict[str, Any]) -> dict[str, Any]:
+    """The gpu-scheduler profile, once it carries ``spec``'s hash and the leader reports it Ready."""
+
+    async def check() -> dict[str, Any] | None:
+        try:
+            obj = await get_profile(api)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        meta = obj["metadata"]
+        conds = (obj.get("status") or {}).get("conditions") or []
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+        ours = (meta.get("annotations") or {}).get(HASH_ANNOTATION) == spec_hash(spec)
+        return (
+            obj if ready and ours and obj["status"].get("observedGeneration") == meta["generation"] else None
+        )
+
+    result: dict[str, Any] = await wait_for(check, 30, what="the bootstrapped gpu-scheduler profile, Ready")
+    return result
+
+
 async def test_chart_rbac_is_enough_and_no_more(
-    cp: ControlPlane, api: client.ApiClient, tmp_path: Path
+    cp: ControlPlane, api: client.ApiClient, helm_env: dict[str, str], tmp_path: Path
 ) -> None:
     kubeconfig = await sa_kubeconfig(api, cp, tmp_path / "sa-kubeconfig")
+    profiles = bootstrap_file(template(helm_env), tmp_path / "profiles.yaml")
     claims = json.loads(
         base64.urlsafe_b64decode(
             json.loads(kubeconfig.read_text())["users"][0]["user"]["token"].split(".")[1] + "=="
@@ -260,10 +407,15 @@ async def test_chart_rbac_is_enough_and_no_more(
         tmp_path / "op.log",
         identity="rbac-replica",
         lease_name="shoal-scheduler",
-        extra=["--lease-namespace", NS],
+        extra=["--lease-namespace", NS, "--bootstrap-profiles", str(profiles)],
     )
     with op:
         wait_ready(op)
+        # the leader creates the chart's profile with the ServiceAccount's create grant
+        profile = await wait_bootstrapped(api, DEFAULT_PROFILE_SPEC)
+        assert profile["metadata"]["labels"][MANAGED_BY_LABEL] == "shoal"
+        assert profile["spec"] == DEFAULT_PROFILE_SPEC
+        assert profile["status"]["conditions"][0]["reason"] == "Valid"
         # a gang too: its PodGroup status is written through podgroups/status
         await create(api, make_pod_group("rbac-gang", min_member=3))
         await create_many(
@@ -307,19 +459,33 @@ async def test_chart_rbac_is_enough_and_no_more(
         events: Any = client.EventsV1Api(api)
         reasons = {e["reason"] for e in await list_all(events.list_namespaced_event, "default")}
         assert {"Scheduled", "FailedScheduling"} <= reasons
-        profile = await custom.get_cluster_custom_object(
-            "shoal.dev", "v1alpha1", "schedulingprofiles", "gpu-scheduler"
-        )
-        assert profile["status"]["conditions"][0]["status"] == "True"
         lease = await client.CoordinationV1Api(api).read_namespaced_lease("shoal-scheduler", NS)
         assert lease.spec.holder_identity == "rbac-replica"
         assert "forbidden" not in op.tail(200).lower(), op.tail(200)
 
+    # a profile of another name, made by hand: the ServiceAccount may patch only the chart's names
+    hand_made = {
+        "apiVersion": "shoal.dev/v1alpha1",
+        "kind": "SchedulingProfile",
+        "metadata": {"name": "by-hand"},
+        "spec": {"schedulerName": "by-hand"},
+    }
+    await create(api, hand_made)
     sa_api = await config.new_client_from_config(config_file=str(kubeconfig))
     try:
         sa_core: Any = client.CoreV1Api(sa_api)
         sa_lease: Any = client.CoordinationV1Api(sa_api)
+        sa_custom: Any = client.CustomObjectsApi(sa_api)
+        sp = ("shoal.dev", "v1alpha1", "schedulingprofiles")
+        merge = {"_content_type": "application/merge-patch+json"}
+        await sa_custom.patch_cluster_custom_object(
+            *sp, "gpu-scheduler", {"metadata": {"labels": {"x": "y"}}}, **merge
+        )
         for call in (
+            lambda: sa_custom.patch_cluster_custom_object(
+                *sp, "by-hand", {"spec": {"percentageOfNodesToScore": 5}}, **merge
+            ),
+            lambda: sa_custom.delete_cluster_custom_object(*sp, "gpu-scheduler"),
             lambda: sa_core.list_namespaced_secret(NS),
             lambda: sa_core.read_namespaced_secret("anything", "default"),
             lambda: sa_core.delete_namespaced_pod("fits", "default"),
@@ -337,32 +503,73 @@ async def test_chart_rbac_is_enough_and_no_more(
         await sa_api.close()
 
 
-async def profile_uid(api: client.ApiClient) -> str:
-    custom: Any = client.CustomObjectsApi(api)
-    obj = await custom.get_cluster_custom_object(
-        "shoal.dev", "v1alpha1", "schedulingprofiles", "gpu-scheduler"
-    )
-    return str(obj["metadata"]["uid"])
-
-
-async def test_upgrade_recreates_the_profile_hook(
-    cp: ControlPlane, api: client.ApiClient, helm_env: dict[str, str]
+async def test_upgrade_leaves_profiles_to_the_operator(
+    cp: ControlPlane, api: client.ApiClient, helm_env: dict[str, str], tmp_path: Path
 ) -> None:
-    before = await profile_uid(api)
+    """Helm never touches the profile; changed values roll the pods, whose leader patches it."""
+    apps: Any = client.AppsV1Api(api)
+    core: Any = client.CoreV1Api(api)
+
+    async def checksum() -> str:
+        deploy = await apps.read_namespaced_deployment(RELEASE, NS)
+        return str(deploy.spec.template.metadata.annotations["checksum/profiles"])
+
+    before = await get_profile(api)
+    first = await checksum()
     out = helm(helm_env, "upgrade", RELEASE, str(CHART), "-n", NS, "--kubeconfig", str(cp.kubeconfig))
     assert "STATUS: deployed" in out.stdout
-    assert await profile_uid(api) != before  # hooks are deleted and created again, as README says
+    assert await checksum() == first  # same values: the pods are not rolled
+    assert (await get_profile(api))["metadata"] == before["metadata"]  # not re-created, not even written
+
+    values = write_values(tmp_path / "values.yaml", percentageOfNodesToScore=50)
+    helm(
+        helm_env,
+        "upgrade",
+        RELEASE,
+        str(CHART),
+        "-n",
+        NS,
+        "-f",
+        str(values),
+        "--kubeconfig",
+        str(cp.kubeconfig),
+    )
+    data = (await core.read_namespaced_config_map(f"{RELEASE}-profiles", NS)).data["profiles.yaml"]
+    assert await checksum() == hashlib.sha256(data.encode()).hexdigest() != first  # the pods roll
+    assert (await get_profile(api))["metadata"] == before["metadata"]  # Helm still left it alone
+
+    # the new pods' leader: the installed ConfigMap, the chart's ServiceAccount (patch by name)
+    path = tmp_path / "profiles.yaml"
+    path.write_text(data)
+    kubeconfig = await sa_kubeconfig(api, cp, tmp_path / "sa-kubeconfig")
+    op = OperatorProcess(
+        kubeconfig,
+        tmp_path / "op.log",
+        identity="upgraded-replica",
+        lease_name="shoal-scheduler",
+        extra=["--lease-namespace", NS, "--bootstrap-profiles", str(path)],
+    )
+    with op:
+        wait_ready(op)
+        wanted = {**DEFAULT_PROFILE_SPEC, "percentageOfNodesToScore": 50}
+        after = await wait_bootstrapped(api, wanted)
+        assert after["spec"] == wanted
+        assert after["metadata"]["uid"] == before["metadata"]["uid"]  # patched, never re-created
+        assert after["metadata"]["creationTimestamp"] == before["metadata"]["creationTimestamp"]
+        assert "forbidden" not in op.tail(200).lower(), op.tail(200)
 
 
 async def test_uninstall_keeps_crds(
     cp: ControlPlane, api: client.ApiClient, helm_env: dict[str, str]
 ) -> None:
-    assert await profile_uid(api)  # exists before (404 raises)
+    uid = (await get_profile(api))["metadata"]["uid"]  # exists before (404 raises)
     helm(helm_env, "uninstall", RELEASE, "-n", NS, "--kubeconfig", str(cp.kubeconfig))
     apps: Any = client.AppsV1Api(api)
     assert not (await apps.list_namespaced_deployment(NS)).items
+    core: Any = client.CoreV1Api(api)
+    assert not [c for c in (await core.list_namespaced_config_map(NS)).items if "profiles" in c.metadata.name]
     ext: Any = client.ApiextensionsV1Api(api)
     names = {c.metadata.name for c in (await ext.list_custom_resource_definition()).items}
     assert {"schedulingprofiles.shoal.dev", "podgroups.scheduling.x-k8s.io"} <= names
-    # the profile came from a hook, which is no part of the release: it stays with its CRD
-    assert await profile_uid(api)
+    # the operator made the profile, not Helm: it stays with its CRD
+    assert (await get_profile(api))["metadata"]["uid"] == uid

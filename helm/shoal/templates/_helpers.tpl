@@ -55,3 +55,13 @@ app.kubernetes.io/component: scheduler
 {{- end }}
 {{ toYaml $crd }}
 {{- end }}
+
+{{/* The bootstrap profiles file (a YAML list of {name, spec}) from .Values.profiles; the leader
+creates what is missing at start-up (shoal run --bootstrap-profiles). */}}
+{{- define "shoal.profilesFile" -}}
+{{- $items := list }}
+{{- range .Values.profiles }}
+{{- $items = append $items (dict "name" (default .schedulerName .name) "spec" (omit . "name")) }}
+{{- end }}
+{{- toYaml $items }}
+{{- end }}
