@@ -350,4 +350,9 @@ async def test_graceful_stop_lets_bindings_in_flight_finish(
     assert code == 0, op.tail()
     assert all((await placements(api, namespace)).values())
     assert "released lease" in op.tail(50)
+    # the pods bound during the drain got their Scheduled events too (written before exit)
+    ev: Any = client.EventsV1Api(api)
+    events = await list_all(ev.list_namespaced_event, namespace)
+    scheduled = {e["regarding"]["name"] for e in events if e.get("reason") == "Scheduled"}
+    assert scheduled == {f"p{i}" for i in range(10)}, op.tail()
     await assert_invariants(api)

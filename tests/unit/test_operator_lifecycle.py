@@ -10,9 +10,14 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
+from shoal.core.objects import PodInfo
+from shoal.core.scheduler import Scheduler
+from shoal.core.status import Status
 from shoal.kube.leader import LeaseElector
 from shoal.operator_app.app import RunSettings, ShoalOperator
 from shoal.operator_app.metrics import HealthServer
+from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
+from shoal.testing.objects import make_node, make_pod
 
 
 async def _get(port: int, path: str) -> int:
@@ -81,3 +86,48 @@ async def test_a_failed_lease_call_counts_as_not_renewed(failure: BaseException 
     assert await elector._call(call) == (0, {})
     assert time.monotonic() - began < elector.call_timeout + 1  # a hanging call is cut short
     await elector.api.api_client.close()
+
+
+class SlowBinder:
+    """Binds after ``seconds`` (an API server that takes its time)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.bound: list[str] = []
+
+    async def bind(self, pod: PodInfo, node: str) -> Status:
+        await asyncio.sleep(self.seconds)
+        self.bound.append(pod.name)
+        return Status()
+
+
+@pytest.mark.parametrize(
+    ("lost", "bound", "requeued"),
+    [
+        pytest.param(True, 0, 3, id="lease-lost-cancels-and-requeues-at-once"),
+        pytest.param(False, 3, 0, id="graceful-stop-lets-bindings-finish"),
+    ],
+)
+async def test_stepping_down(lost: bool, bound: int, requeued: int) -> None:
+    op = ShoalOperator(RunSettings(renew_deadline=5.0))
+    binder = SlowBinder(0.5)
+    op.scheduler = Scheduler(load_registry(third_party=False), binder, defaults=DEFAULT_PLUGINS)
+    op.scheduler.set_profile(DEFAULT_PROFILE_SPEC)
+    op.scheduler.on_node(make_node("n1"))
+    for i in range(3):
+        op.scheduler.on_pod(make_pod(f"p{i}"))
+    await op._lead()
+    for _ in range(50):  # all three assumed and binding
+        if op.scheduler.in_flight == 3:
+            break
+        await asyncio.sleep(0.01)
+    assert op.scheduler.in_flight == 3
+    began = time.monotonic()
+    await op._follow(lost)
+    took = time.monotonic() - began
+    assert len(binder.bound) == bound
+    assert op.scheduler.in_flight == 0
+    assert len(op.scheduler.queue.pods_in("backoff")) == requeued  # nothing lost: retried by whoever leads
+    assert (took < 0.3) if lost else (0.3 < took < 5.0)
+    if lost:  # reservations released (bound pods stay assumed until the watch confirms them)
+        assert not any(op.scheduler.cache.is_assumed(f"default/p{i}") for i in range(3))
