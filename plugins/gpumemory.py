@@ -24,6 +24,7 @@ pod's events.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
@@ -45,6 +46,8 @@ from shoal.core.objects import GPU_RESOURCE, PodInfo
 from shoal.core.profile import ArgsModel, PluginEntry
 from shoal.core.scoring import default_normalize
 from shoal.core.status import SKIP, SUCCESS, Code, Status
+
+log = logging.getLogger("shoal.plugins.gpumemory")
 
 NAME = "GPUMemory"
 DEFAULT_LABEL = "gpu-memory-free-gb"
@@ -117,6 +120,8 @@ class GPUMemory:
         self.args = args
         self.table = table
         self.invalid_label = f"node(s) had an invalid {args.label_key} label"
+        #: (node, reason) pairs already logged, so a bad label is reported once, not every cycle
+        self._warned: set[tuple[str, str]] = set()
 
     def free(self, table: NodeTable) -> tuple[FloatArray, BoolArray]:
         total, malformed = node_gpu_memory(table, self.args)
@@ -140,10 +145,26 @@ class GPUMemory:
             too_small = ~np.isnan(size) & (size * gpus < request - 1e-9)
         if too_small.any():
             out.append(Rejection(too_small, TOO_SMALL, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+        if malformed.any():
+            self._warn_malformed(table, malformed)
         if unknown.any():
             out.append(Rejection(unknown & ~malformed, NO_INFO, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
             out.append(Rejection(malformed, self.invalid_label, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
         return out
+
+    def _warn_malformed(self, table: NodeTable, malformed: BoolArray) -> None:
+        _, why = table.numeric_label(self.args.label_key)
+        for row in np.flatnonzero(malformed):
+            name, reason = table.name(int(row)), why.get(int(row), "malformed")
+            if (name, reason) in self._warned:
+                continue
+            self._warned.add((name, reason))
+            log.warning(
+                "node %s: label %s: %s; the node has no GPU memory information until it is fixed",
+                name,
+                self.args.label_key,
+                reason,
+            )
 
     def pre_score(self, state: CycleState, pod: PodInfo, rows: IntArray, table: NodeTable) -> Status:
         return SUCCESS if uses_gpu(pod) else SKIP

@@ -180,3 +180,13 @@ def test_reserve_detects_overflow() -> None:
 def test_bad_args(args: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         gpumemory.Args.model_validate(args)
+
+
+def test_a_malformed_label_is_logged_once_per_node_and_value(caplog: pytest.LogCaptureFixture) -> None:
+    cache = cache_with([make_node("bad", gpus=1, gpu_memory_free_gb="40Gi", gfd_labels=False)])
+    gm = plugin(cache)
+    for _ in range(3):  # three cycles
+        gm.filter_nodes(state(), pod(gpus=1, gpu_memory_gb=10), cache.table, cache.table.valid_rows())
+    warnings = [r.getMessage() for r in caplog.records if r.name == "shoal.plugins.gpumemory"]
+    assert len(warnings) == 1
+    assert "node bad" in warnings[0] and "gpu-memory-free-gb" in warnings[0] and "40Gi" in warnings[0]
