@@ -101,6 +101,7 @@ async def _explain_async(args: argparse.Namespace) -> int:
             profiles = []
         profiles.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
         claimed: set[str] = set()
+        invalid: dict[str, str] = {}  # schedulerName -> the invalid profile that owns it
         for obj in profiles:
             spec = obj.get("spec") or {}
             if spec.get("schedulerName") in claimed:
@@ -109,6 +110,7 @@ async def _explain_async(args: argparse.Namespace) -> int:
             try:
                 sched.set_profile(spec)
             except ProfileError as exc:
+                invalid[str(spec.get("schedulerName"))] = obj["metadata"]["name"]
                 print(f"note: SchedulingProfile {obj['metadata']['name']} is invalid: {exc}")
         for node_obj in await list_all(core.list_node):
             sched.on_node(node_obj)
@@ -133,6 +135,13 @@ async def _explain_async(args: argparse.Namespace) -> int:
         if target.bound:
             print(f"pod {target.key} is bound to {target.node_name}")
             return 0
+        if target.scheduler_name in invalid:
+            print(
+                f"pod {target.key} has schedulerName {target.scheduler_name!r}, whose SchedulingProfile "
+                f"{invalid[target.scheduler_name]} is invalid now; shoal keeps scheduling it with the "
+                "profile's last valid generation (see its status), which explain cannot reconstruct"
+            )
+            return 1
         if target.scheduler_name not in sched.profiles:
             print(
                 f"pod {target.key} has schedulerName {target.scheduler_name!r}, "

@@ -293,22 +293,13 @@ async def test_explain_cli(
     await create(api, profile(sched))
     await wait_profile(api, sched, "True")
     await create(api, make_pod("big", namespace=namespace, gpus=4, scheduler_name=sched))
-    out = await asyncio.to_thread(
-        subprocess.run,
-        [
-            sys.executable,
-            "-m",
-            "shoal.cli",
-            "explain",
-            f"{namespace}/big",
-            "--kubeconfig",
-            str(control_plane.kubeconfig),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=python_env(),
-    )
+
+    def explain() -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "shoal.cli", "explain", f"{namespace}/big"]
+        argv += ["--kubeconfig", str(control_plane.kubeconfig)]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=python_env())
+
+    out = await asyncio.to_thread(explain)
     assert out.returncode == 0, out.stderr
     assert (
         "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, "
@@ -316,3 +307,17 @@ async def test_explain_cli(
     )
     assert "rejected by TaintToleration" in out.stdout
     assert "rejected by NodeResourcesFit" in out.stdout
+    # the profile turns invalid: explain says the running scheduler keeps its last valid generation
+    custom: Any = client.CustomObjectsApi(api)
+    await custom.patch_cluster_custom_object(
+        "shoal.dev",
+        "v1alpha1",
+        "schedulingprofiles",
+        sched,
+        {"spec": {"plugins": {"filter": [{"name": "Nope"}]}}},
+        _content_type="application/merge-patch+json",
+    )
+    await wait_profile(api, sched, "False")
+    out = await asyncio.to_thread(explain)
+    assert out.returncode == 1
+    assert f"SchedulingProfile {sched} is invalid now" in out.stdout and "last valid generation" in out.stdout
