@@ -8,6 +8,10 @@ A thin adapter over state the scheduler already keeps (the cache counts members,
 their gates), after scheduler-plugins' ``pkg/coscheduling``:
 
 * **PreEnqueue** holds members until the PodGroup exists and ``minMember`` of its pods do;
+* **PreFilter** also refuses a member early when the PodGroup's ``minResources`` exceed what the
+  schedulable nodes have free (counting what members already placed hold toward it), as
+  scheduler-plugins does: the gang fails fast with the resource named, instead of a placement
+  attempt that cannot succeed;
 * **pod_group** tells the scheduler the pod is in a gang, so every queued member is placed in one
   cycle (see ``shoal.core.scheduler``);
 * **Permit** returns Wait until ``minMember`` members are placed (assumed or bound); the member
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from pydantic import Field
 
 from shoal.core.cyclestate import CycleState
@@ -43,6 +48,14 @@ class Args(ArgsModel):
     default_schedule_timeout_seconds: int = Field(
         default=60, ge=1, le=int(MAX_PERMIT_TIMEOUT), description="Permit wait when the PodGroup sets none."
     )
+
+
+def _amount(resource: str, value: int) -> str:
+    if resource == "cpu":
+        return f"{value}m"
+    if resource == "memory":
+        return f"{value / 2**30:.1f}Gi"
+    return str(value)
 
 
 def quorum_reached(placed: int, min_member: int) -> bool:
@@ -84,7 +97,32 @@ class Coscheduling:
         return self._check(pod)
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
-        return None, self._check(pod)
+        status = self._check(pod)
+        if status.ok and pod.group_key is not None:
+            group = self.cache.pod_groups[pod.group_key]
+            short = self.short_of_min_resources(group)
+            if short:
+                status = Status.unschedulable(short, plugin=NAME)
+        return None, status
+
+    def short_of_min_resources(self, group: PodGroupInfo) -> str:
+        """Why the cluster cannot hold the group's ``minResources`` now ("" when it can)."""
+        if not group.min_resources:
+            return ""
+        table = self.cache.table
+        usable = table.valid_rows() & ~table.unschedulable[: table.size]
+        placed = [m for m in self.cache.group_members(group.key) if self.cache.placed_node(m.uid)]
+        for resource, want in sorted(group.min_resources.items()):
+            need = want - sum(m.requests.get(resource, 0) for m in placed)
+            if need <= 0:
+                continue
+            free = int(np.clip(table.free(resource)[usable], 0, None).sum())
+            if free < need:
+                return (
+                    f"pod group {group.key}: minResources needs {_amount(resource, need)} more {resource}, "
+                    f"the schedulable nodes have {_amount(resource, free)} free"
+                )
+        return ""
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         return SUCCESS

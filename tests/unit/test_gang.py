@@ -118,3 +118,17 @@ async def test_member_binding_failure_is_retried_and_gang_completes() -> None:
     s.binder.fail[victim] = Status.error("transient")
     await s.run()
     assert bound(s, "g") == 4
+
+
+async def test_min_resources_beyond_the_cluster_fails_fast_with_the_reason() -> None:
+    # 2 members x 4 GPUs would fit, but the PodGroup declares it needs 32 GPUs in all
+    objs = gang("greedy", 2, gpus=4)
+    objs[0]["spec"]["minResources"] = {"nvidia.com/gpu": "32"}
+    s = sim([*[make_node(f"n{i}", gpus=8) for i in range(2)], *objs])
+    outcomes = await s.run()
+    assert bound(s, "greedy") == 0
+    assert gpus_requested(s) == 0  # nothing held
+    messages = {o.message for o in outcomes.values()}
+    assert any(
+        "minResources needs 32 more nvidia.com/gpu, the schedulable nodes have 16 free" in m for m in messages
+    )

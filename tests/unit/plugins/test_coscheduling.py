@@ -110,3 +110,34 @@ async def test_schedule_timeout_of_the_podgroup_expires_the_gate() -> None:
     assert not result.allowed
     assert 0.9 <= result.waited < 3
     assert "timeout" in result.status.message and coscheduling.NAME in result.status.message
+
+
+@pytest.mark.parametrize(
+    ("nodes", "min_resources", "placed_first", "short"),
+    [
+        pytest.param(1, {"nvidia.com/gpu": "16"}, False, "needs 16 more nvidia.com/gpu", id="gpus-short"),
+        pytest.param(2, {"nvidia.com/gpu": "16"}, False, "", id="gpus-enough"),
+        pytest.param(1, {"nvidia.com/gpu": "16", "cpu": "100"}, False, "more cpu", id="cpu-short-named"),
+        pytest.param(1, {"nvidia.com/gpu": "8"}, True, "", id="placed-member-counts-toward-it"),
+        pytest.param(1, {}, False, "", id="no-min-resources"),
+    ],
+)
+def test_min_resources_checked_at_prefilter(
+    nodes: int, min_resources: dict[str, str], placed_first: bool, short: str
+) -> None:
+    cache = cache_with([make_node(f"n{i}", cpu="64", gpus=8) for i in range(nodes)])
+    pg = make_pod_group("g", min_member=2)
+    pg["spec"]["minResources"] = min_resources
+    cache.set_pod_group(PodGroupInfo.from_dict(pg))
+    members = [pod(f"m{i}", pod_group="g", gpus=4) for i in range(2)]
+    for m in members:
+        cache.upsert_pod(m)
+    if placed_first:  # 4 GPUs held by a placed member: 4 more are needed, and the node has 4 left
+        cache.assume(members[0], "n0")
+        cache.assume(pod("other", gpus=0, cpu="1"), "n0")
+    plugin = coscheduling.new(coscheduling.Args(), handle_for(cache))
+    _, status = plugin.pre_filter(state(), members[1])
+    if short:
+        assert status.code is Code.UNSCHEDULABLE and short in status.message, status.message
+    else:
+        assert status.ok, status.message
