@@ -24,7 +24,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +57,13 @@ PLUGIN_METRICS_EVERY = 10
 
 def _crash(plugin: Plugin, exc: Exception) -> Status:
     return Status.error(f"{type(exc).__name__}: {exc}", plugin.name)
+
+
+def _checked(plugin: Plugin, value: object) -> Status:
+    """A plugin's return value as a Status; anything else (a forgotten ``return``) is its Error."""
+    if isinstance(value, Status):
+        return value
+    return Status.error(f"returned {value!r} instead of a Status", plugin.name)
 
 
 class _FilterError(Exception):
@@ -226,7 +233,7 @@ class Framework:
         began = time.perf_counter()
         for plugin in self.pre_enqueue:
             try:
-                status: Status = plugin.pre_enqueue(pod)  # type: ignore[attr-defined]
+                status = _checked(plugin, plugin.pre_enqueue(pod))  # type: ignore[attr-defined]
             except Exception as exc:  # a crashing gate keeps the pod gated, with the reason
                 status = _crash(plugin, exc)
             if not status.ok:
@@ -247,7 +254,8 @@ class Framework:
         for plugin in self.pre_filter:
             one = time.perf_counter()
             try:
-                result, status = plugin.pre_filter(state, pod)  # type: ignore[attr-defined]
+                result, raw = plugin.pre_filter(state, pod)  # type: ignore[attr-defined]
+                status = _checked(plugin, raw)
             except Exception as exc:  # a plugin bug must not kill the loop
                 status, result = _crash(plugin, exc), None
             self._plugin_timed(state, "PreFilter", plugin.name, one, status)
@@ -317,7 +325,7 @@ class Framework:
         masks: dict[tuple[str, Code], BoolArray] = {}
         for row in np.flatnonzero(cand):
             try:
-                status: Status = plugin.filter(state, pod, table.node_info(int(row)))  # type: ignore[attr-defined]
+                status = _checked(plugin, plugin.filter(state, pod, table.node_info(int(row))))  # type: ignore[attr-defined]
             except Exception as exc:
                 status = _crash(plugin, exc)
             if status.ok or status.is_skip:
@@ -338,7 +346,7 @@ class Framework:
         status = Status.unschedulable()
         for plugin in self.post_filter:
             try:
-                status = cast(Status, plugin.post_filter(state, pod, diagnosis))  # type: ignore[attr-defined]
+                status = _checked(plugin, plugin.post_filter(state, pod, diagnosis))  # type: ignore[attr-defined]
             except Exception as exc:  # the pod stays unschedulable; the next PostFilter may try
                 status = _crash(plugin, exc)
             if status.ok:
@@ -369,7 +377,7 @@ class Framework:
         for plugin in self.pre_score:
             one = time.perf_counter()
             try:
-                status: Status = plugin.pre_score(state, pod, rows, table)  # type: ignore[attr-defined]
+                status = _checked(plugin, plugin.pre_score(state, pod, rows, table))  # type: ignore[attr-defined]
             except Exception as exc:
                 status = _crash(plugin, exc)
             self._plugin_timed(state, "PreScore", plugin.name, one, status)
@@ -436,7 +444,7 @@ class Framework:
         for plugin in self.reserve:
             one = time.perf_counter()
             try:
-                status: Status = plugin.reserve(state, pod, node)  # type: ignore[attr-defined]
+                status = _checked(plugin, plugin.reserve(state, pod, node))  # type: ignore[attr-defined]
             except Exception as exc:
                 status = _crash(plugin, exc)
             self._plugin_timed(state, "Reserve", plugin.name, one, status)
@@ -464,7 +472,8 @@ class Framework:
         for plugin in self.permit:
             one = time.perf_counter()
             try:
-                status, timeout = plugin.permit(state, pod, node)  # type: ignore[attr-defined]
+                raw, timeout = plugin.permit(state, pod, node)  # type: ignore[attr-defined]
+                status, timeout = _checked(plugin, raw), float(timeout)
             except Exception as exc:
                 status, timeout = _crash(plugin, exc), 0.0
             self._plugin_timed(state, "Permit", plugin.name, one, status)
@@ -489,7 +498,7 @@ class Framework:
         for plugin in self.pre_bind:
             one = time.perf_counter()
             try:
-                status: Status = await plugin.pre_bind(state, pod, node)  # type: ignore[attr-defined]
+                status = _checked(plugin, await plugin.pre_bind(state, pod, node))  # type: ignore[attr-defined]
             except Exception as exc:
                 status = _crash(plugin, exc)
             self._plugin_timed(state, "PreBind", plugin.name, one, status)
@@ -505,7 +514,7 @@ class Framework:
         for plugin in self.bind:
             one = time.perf_counter()
             try:
-                status: Status = await plugin.bind(state, pod, node)  # type: ignore[attr-defined]
+                status = _checked(plugin, await plugin.bind(state, pod, node))  # type: ignore[attr-defined]
             except Exception as exc:
                 status = _crash(plugin, exc)
             self._plugin_timed(state, "Bind", plugin.name, one, status)

@@ -118,6 +118,10 @@ class Scheduler:
         self._bind_slot = asyncio.Event()
         self._last_cleanup = 0.0
         self.attempts = 0
+        #: the running cycle's pods, and those of them assumed whose binding has not started: what
+        #: a cycle that raises must give back (see _schedule_guarded)
+        self._cycle_pods: list[QueuedPodInfo] = []
+        self._cycle_placed: list[_Placed] = []
         #: keep per-plugin scores of the best nodes of each placement (simulation, explain)
         self.record_scores = False
         self.last_scores: dict[str, list[tuple[str, int, dict[str, int]]]] = {}
@@ -238,18 +242,36 @@ class Scheduler:
             await asyncio.sleep(0)
 
     def _schedule_guarded(self, qpi: QueuedPodInfo) -> None:
-        """One cycle; a bug anywhere in it costs that pod a backoff, never the loop."""
+        """One cycle; a bug anywhere in it costs its pods a backoff, never the loop.
+
+        Whatever the cycle assumed and did not hand to a binding task is released, and every pod
+        it popped (a whole gang included) that is not binding goes back to the queue.
+        """
+        self._cycle_pods, self._cycle_placed = [qpi], []
         try:
             self.schedule_one(qpi)
         except Exception as exc:
             log.exception("scheduling cycle for %s failed", qpi.pod.key)
-            if not self.cache.is_assumed(qpi.uid) and qpi.uid in self.cache.pods:
-                message = f"internal error: {type(exc).__name__}: {exc}"
-                self.queue.requeue_backoff(qpi, message)
-                fw = self.profiles.get(qpi.profile)
+            message = f"internal error: {type(exc).__name__}: {exc}"
+            fw = self.profiles.get(qpi.profile)
+            for placed in reversed(self._cycle_placed):
+                try:
+                    if fw is not None:
+                        self._release(fw, placed)
+                    else:
+                        self.cache.forget(placed.qpi.uid)
+                except Exception:
+                    log.exception("releasing %s after a failed cycle", placed.qpi.pod.key)
+                    self.cache.forget(placed.qpi.uid)
+            for member in self._cycle_pods:
+                if member.uid not in self.cache.pods or self.cache.placed_node(member.uid):
+                    continue  # deleted meanwhile, or binding
+                self.queue.requeue_backoff(member, message)
                 if fw is not None:
                     self.metrics.attempt("error", fw.name, 0.0)
-                    self.reporter.unschedulable(qpi.pod, message, fw.name, error=True)
+                    self.reporter.unschedulable(member.pod, message, fw.name, error=True)
+        finally:
+            self._cycle_pods, self._cycle_placed = [], []
 
     def _maintenance(self) -> None:
         now = self.clock()
@@ -371,6 +393,7 @@ class Scheduler:
     def _assume_reserve_permit(self, fw: Framework, placed: _Placed) -> Status:
         pod = placed.qpi.pod
         self.cache.assume(pod, placed.node)
+        self._cycle_placed.append(placed)
         status = fw.run_reserve(placed.state, pod, placed.node)
         if not status.ok:
             return status  # run_reserve already ran Unreserve for every plugin
@@ -387,6 +410,8 @@ class Scheduler:
         if placed.reserved:
             fw.run_unreserve(placed.state, pod, placed.node)
         self.cache.forget(pod.uid)
+        if placed in self._cycle_placed:
+            self._cycle_placed.remove(placed)
 
     def _failed(self, fw: Framework, qpi: QueuedPodInfo, placement: Placement, began: float) -> None:
         status = placement.status
@@ -405,6 +430,8 @@ class Scheduler:
         self.reporter.unschedulable(qpi.pod, message, fw.name)
 
     def _start_binding(self, fw: Framework, placed: _Placed, began: float) -> None:
+        if placed in self._cycle_placed:
+            self._cycle_placed.remove(placed)
         self.queue.done(placed.qpi.uid)
         task = asyncio.get_running_loop().create_task(
             self._binding_cycle(fw, placed, began), name=f"bind {placed.qpi.pod.key}"
@@ -416,6 +443,7 @@ class Scheduler:
     def _schedule_gang(self, fw: Framework, first: QueuedPodInfo, group: PodGroupInfo) -> None:
         began = time.perf_counter()
         members = [first, *self.queue.pop_group(group.key, exclude=first.uid)]
+        self._cycle_pods = list(members)
         members = [m for m in members if m.uid in self.cache.pods and not self.cache.placed_node(m.uid)]
         members.sort(key=lambda m: fw.sort_key(m.pod, m.enqueued))
         _, already = self.cache.group_counts(group.key)
@@ -472,11 +500,22 @@ class Scheduler:
                 why = placement.status.message
                 plugins.add(placement.status.plugin)
         fit = len(placed)
+        duration = time.perf_counter() - began
+        error = next((pl.status for _, pl in failed if pl.status.code is Code.ERROR), None)
+        if error is not None:  # a plugin failed, not the cluster: the whole gang retries with backoff
+            message = (
+                f"running {error.plugin or 'the framework'}: {error.message} "
+                f"(pod group {group.key}; nothing was reserved)"
+            )
+            for m in [p.qpi for p in placed] + [m for m, _ in failed]:
+                self.metrics.attempt("error", fw.name, duration)
+                self.queue.requeue_backoff(m, message)
+                self.reporter.unschedulable(m.pod, message, fw.name, error=True)
+            return
         message = (
             f"{why} pod group {group.key}: only {fit} of the {need} pending member(s) it needs fit "
             f"(minMember {group.min_member}); nothing was reserved."
         ).strip()
-        duration = time.perf_counter() - began
         for m in [p.qpi for p in placed] + [m for m, _ in failed]:
             self.metrics.attempt("unschedulable", fw.name, duration)
             self.queue.requeue_unschedulable(m, plugins or {"Coscheduling"}, message)

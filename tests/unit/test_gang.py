@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from shoal.core.profile import PluginEntry
+from shoal.core.status import Status
+from shoal.plugins.registry import DEFAULT_PROFILE_SPEC, load_registry
 from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 from tests.unit.test_scheduler import approval_profile, approval_registry
@@ -132,3 +135,76 @@ async def test_min_resources_beyond_the_cluster_fails_fast_with_the_reason() -> 
     assert any(
         "minResources needs 32 more nvidia.com/gpu, the schedulable nodes have 16 free" in m for m in messages
     )
+
+
+class Forgetful:
+    """A Reserve plugin with a bug: it forgets ``return SUCCESS`` for every member but the first."""
+
+    name = "Forgetful"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def reserve(self, state: Any, pod: Any, node: str) -> Any:
+        self.calls += 1
+        return Status() if self.calls == 1 else None
+
+    def unreserve(self, state: Any, pod: Any, node: str) -> None:
+        pass
+
+
+async def test_a_plugin_bug_inside_a_gang_releases_everything_and_backs_off() -> None:
+    plugin = Forgetful()
+    registry = load_registry(
+        third_party=False, extra=[PluginEntry("Forgetful", lambda a, h: plugin, None, Forgetful)]
+    )
+    profile = {**DEFAULT_PROFILE_SPEC, "plugins": {"reserve": [{"name": "Forgetful"}]}}
+    s = sim(
+        [*[make_node(f"n{i}", gpus=8) for i in range(3)], *gang("g", 3)],
+        profiles=[profile],
+        registry=registry,
+    )
+    outcomes = await s.run()
+    assert bound(s, "g") == 0 and gpus_requested(s) == 0  # nothing assumed is left behind
+    assert not any(s.scheduler.cache.is_assumed(uid) for uid in s.cluster.pods)
+    assert len(s.scheduler.queue.pods_in("backoff")) == 3  # errors back off; none parked or lost
+    assert all("running Forgetful: returned None instead of a Status" in o.message for o in outcomes.values())
+
+
+async def test_a_cycle_that_raises_after_assuming_gives_everything_back() -> None:
+    s = sim([*[make_node(f"n{i}", gpus=8) for i in range(3)], *gang("g", 3)])
+    sched = s.scheduler
+    fw = sched.profiles["gpu-scheduler"]
+    real = fw.run_permit
+    calls: list[str] = []
+
+    def permit_breaks_on_the_second_member(state: Any, pod: Any, node: str) -> Any:
+        calls.append(pod.name)
+        if len(calls) == 2:
+            raise RuntimeError("framework bug")
+        return real(state, pod, node)
+
+    fw.run_permit = permit_breaks_on_the_second_member  # type: ignore[method-assign]
+    qpi = sched.queue.pop_nowait()
+    assert qpi is not None
+    sched._schedule_guarded(qpi)
+    assert len(calls) == 2  # the first member was assumed and waiting at its gate when it broke
+    assert gpus_requested(s) == 0
+    assert not any(sched.cache.is_assumed(uid) for uid in s.cluster.pods)
+    assert len(sched.waiting) == 0
+    assert len(sched.queue.pods_in("backoff")) == 3  # the whole gang, popped together, is back
+    fw.run_permit = real  # type: ignore[method-assign]
+    await s.run()
+    assert bound(s, "g") == 3
+
+
+async def test_a_gang_refused_for_min_resources_is_retried_when_a_node_is_added() -> None:
+    objs = gang("greedy", 2, gpus=4)
+    objs[0]["spec"]["minResources"] = {"nvidia.com/gpu": "16"}
+    s = sim([make_node("n0", gpus=8), *objs])
+    await s.run()
+    assert bound(s, "greedy") == 0
+    assert len(s.scheduler.queue.pods_in("unschedulable")) == 2
+    s.submit(make_node("n1", gpus=8))  # now 16 GPUs are free: no 5-minute wait
+    await s.run()
+    assert bound(s, "greedy") == 2
