@@ -19,6 +19,7 @@ calls hang still steps down once ``renew_deadline`` has passed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -162,14 +163,35 @@ class LeaseElector:
                 await on_stopped(True)
         finally:
             if self.leading:
-                await on_stopped(False)
+                # graceful stop: keep renewing while on_stopped drains, so the Lease never lapses
+                # under bindings still in flight; then release it for a follower
+                keep = asyncio.get_running_loop().create_task(self._renew_loop(), name="renew-while-draining")
+                try:
+                    await on_stopped(False)
+                finally:
+                    keep.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await keep
                 await asyncio.shield(self.release())
 
     async def _renew_loop(self) -> None:
+        """Renew every retry period; return once renew_deadline has passed since the last success.
+
+        Each attempt is cut off at that deadline (as client-go bounds it with a context), so slow
+        calls can never keep a leader leading past it.
+        """
         last_renew = time.monotonic()
         while True:
             await asyncio.sleep(self.retry_period)
-            if await self.try_acquire_or_renew():
+            left = last_renew + self.renew_deadline - time.monotonic()
+            renewed = False
+            if left > 0:
+                try:
+                    async with asyncio.timeout(left):
+                        renewed = await self.try_acquire_or_renew()
+                except TimeoutError:
+                    renewed = False
+            if renewed:
                 last_renew = time.monotonic()
             elif time.monotonic() - last_renew >= self.renew_deadline:
                 return

@@ -140,6 +140,8 @@ class ShoalOperator:
         self._reconcile_handle: asyncio.TimerHandle | None = None
         self._stopping = False
         self._side_tasks: set[asyncio.Task[None]] = set()
+        #: PodGroup -> members that left the watch and are being checked (finished, or deleted?)
+        self._group_checking: dict[str, set[str]] = {}
         self._loop_task: asyncio.Task[None] | None = None
         self.server: HealthServer | None = None
         #: a graceful stop is draining bindings: their events are still reported
@@ -238,9 +240,10 @@ class ShoalOperator:
         self._stopping = True
         if self._reconcile_handle is not None:
             self._reconcile_handle.cancel()
-        for task in self._tasks:
+        side = list(self._side_tasks)
+        for task in self._tasks + side:
             task.cancel()
-        for task in self._tasks:
+        for task in self._tasks + side:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
@@ -373,18 +376,40 @@ class ShoalOperator:
         if (deleted or pod.bound) and self.reporter is not None:
             self.reporter.forget(pod.uid)
 
-    async def _check_finished(self, pod: PodInfo) -> None:
+    async def _check_finished(self, pod: PodInfo, attempts: int = 6) -> None:
+        """Did this member finish (count it) or go away? Retries what may pass (429, 5xx, network);
+        meanwhile its group's status is not written, so it never shows a member missing."""
         assert self.api is not None
+        key = pod.group_key
+        assert key is not None
+        checking = self._group_checking.setdefault(key, set())
+        checking.add(pod.uid)
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
         try:
-            code, obj = await RawClient(self.api).request("GET", path)
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            log.warning("checking whether gang member %s finished: %s", pod.key, exc)
-            return
-        if code == 200 and isinstance(obj, dict) and (obj.get("metadata") or {}).get("uid") == pod.uid:
-            now = PodInfo.from_dict(obj)
-            if now.phase in TERMINAL_PHASES and now.group_key is not None:
-                self._note_group_member(now, obj)
+            for attempt in range(attempts):
+                if attempt:
+                    await asyncio.sleep(min(0.5 * 2**attempt, 8.0))
+                try:
+                    code, obj = await RawClient(self.api).request("GET", path)
+                except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                    log.info("checking whether gang member %s finished: %s (will retry)", pod.key, exc)
+                    continue
+                if code == 429 or code >= 500:
+                    continue
+                if (
+                    code == 200
+                    and isinstance(obj, dict)
+                    and (obj.get("metadata") or {}).get("uid") == pod.uid
+                ):
+                    now = PodInfo.from_dict(obj)
+                    if now.phase in TERMINAL_PHASES and now.group_key is not None:
+                        self._note_group_member(now, obj)
+                return  # finished and counted, or gone (404 / another pod of that name)
+            log.warning("could not tell whether gang member %s finished; its group's counts may lag", pod.key)
+        finally:
+            checking.discard(pod.uid)
+            if not checking:
+                self._group_checking.pop(key, None)
 
     def _note_group_member(self, pod: PodInfo, obj: Mapping[str, Any]) -> None:
         key = pod.group_key
@@ -710,16 +735,25 @@ class ShoalOperator:
             if not self.leading or self.scheduler is None or self.api is None:
                 continue
             for key in list(self.scheduler.cache.pod_groups):
-                if key in self._group_final:
-                    continue
-                status = self.pod_group_status(key)
-                if _same_status(self._written_group_status.get(key, {}), status):
-                    continue
-                namespace, name = key.split("/", 1)
-                group_api = f"/apis/{PODGROUP_GROUP}/{PODGROUP_VERSION}"
-                path = f"{group_api}/namespaces/{namespace}/{PODGROUP_PLURAL}/{name}/status"
-                if await self._write_status(path, status, f"PodGroup {key}"):
-                    self._written_group_status[key] = status
+                try:
+                    await self._write_group_status(key)
+                except Exception:  # one group's trouble must not end the loop (a vital task)
+                    log.exception("writing the status of PodGroup %s", key)
+
+    async def _write_group_status(self, key: str) -> None:
+        assert self.scheduler is not None
+        if key in self._group_final or key in self._group_checking:
+            return
+        if key not in self.scheduler.cache.pod_groups:
+            return  # deleted while another group's status was being written
+        status = self.pod_group_status(key)
+        if _same_status(self._written_group_status.get(key, {}), status):
+            return
+        namespace, name = key.split("/", 1)
+        group_api = f"/apis/{PODGROUP_GROUP}/{PODGROUP_VERSION}"
+        path = f"{group_api}/namespaces/{namespace}/{PODGROUP_PLURAL}/{name}/status"
+        if await self._write_status(path, status, f"PodGroup {key}"):
+            self._written_group_status[key] = status
 
 
 class StatelessDiffBase(kopf.DiffBaseStorage):

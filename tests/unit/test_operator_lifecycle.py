@@ -17,7 +17,7 @@ from shoal.kube.leader import LeaseElector
 from shoal.operator_app.app import RunSettings, ShoalOperator
 from shoal.operator_app.metrics import HealthServer
 from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
-from shoal.testing.objects import make_node, make_pod
+from shoal.testing.objects import make_node, make_pod, make_pod_group
 
 
 async def _get(port: int, path: str) -> int:
@@ -131,3 +131,101 @@ async def test_stepping_down(lost: bool, bound: int, requeued: int) -> None:
     assert (took < 0.3) if lost else (0.3 < took < 5.0)
     if lost:  # reservations released (bound pods stay assumed until the watch confirms them)
         assert not any(op.scheduler.cache.is_assumed(f"default/p{i}") for i in range(3))
+
+
+async def test_a_podgroup_deleted_mid_loop_does_not_break_the_status_loop() -> None:
+    op = ShoalOperator(RunSettings(status_interval=0.01))
+    op.scheduler = Scheduler(load_registry(third_party=False), SlowBinder(0), defaults=DEFAULT_PLUGINS)
+    op.api = client.ApiClient()
+    op.leading = True
+    for name in ("a", "b"):
+        await op._on_pod_group({"type": None, "object": make_pod_group(name, min_member=1)})
+    written: list[str] = []
+
+    async def write(path: str, status: dict[str, Any], what: str) -> bool:
+        written.append(what)
+        # while group a's status is written, group b is deleted
+        await op._on_pod_group({"type": "DELETED", "object": make_pod_group("b", min_member=1)})
+        return True
+
+    op._write_status = write  # type: ignore[method-assign]
+    task = op._vital(asyncio.create_task(op._status_loop(), name="podgroup-status"))
+    await asyncio.sleep(0.2)
+    try:
+        assert not task.done() and op.broken is None
+        assert written == ["PodGroup default/a"]
+    finally:
+        task.cancel()
+        await op.api.close()
+
+
+class _Resp:
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        self.status, self.body = status, body
+
+    async def json(self) -> dict[str, Any]:
+        return self.body
+
+    def release(self) -> None:
+        pass
+
+
+class SlowLeases:
+    """Lease calls of an API server that turns slow: reads just inside the call timeout, then
+    updates that never answer."""
+
+    def __init__(self) -> None:
+        self.rv, self.spec, self.slow = 1, {}, False
+
+    async def read_namespaced_lease(self, name: str, ns: str, **_: Any) -> _Resp:
+        if self.slow:
+            await asyncio.sleep(0.9)
+        meta = {"name": name, "namespace": ns, "resourceVersion": str(self.rv)}
+        return _Resp(200, {"metadata": meta, "spec": dict(self.spec)})
+
+    async def create_namespaced_lease(self, ns: str, body: dict[str, Any], **_: Any) -> _Resp:
+        self.spec = body["spec"]
+        return _Resp(201, body)
+
+    async def replace_namespaced_lease(self, name: str, ns: str, body: dict[str, Any], **_: Any) -> _Resp:
+        if self.slow:
+            await asyncio.sleep(3600)
+        self.rv += 1
+        self.spec = body["spec"]
+        return _Resp(200, body)
+
+
+async def test_a_leader_steps_down_by_the_renew_deadline_even_when_calls_are_slow() -> None:
+    api = client.ApiClient()
+    elector = LeaseElector(
+        api, namespace="ns", name="l", identity="me", lease_duration=3, renew_deadline=2, retry_period=0.5
+    )
+    leases = SlowLeases()
+    elector.api = leases  # type: ignore[assignment]
+    renewed_at: list[float] = []
+    real = elector.try_acquire_or_renew
+
+    async def tracked() -> bool:
+        ok = await real()
+        if ok:
+            renewed_at.append(time.monotonic())
+        return ok
+
+    elector.try_acquire_or_renew = tracked  # type: ignore[method-assign]
+    stepped_down = asyncio.get_running_loop().create_future()
+
+    async def started() -> None:
+        asyncio.get_running_loop().call_later(0.6, lambda: setattr(leases, "slow", True))
+
+    async def stopped(lost: bool) -> None:
+        stepped_down.set_result((lost, time.monotonic()))
+
+    task = asyncio.create_task(elector.run(started, stopped))
+    try:
+        lost, when = await asyncio.wait_for(stepped_down, 10)
+    finally:
+        task.cancel()
+        await api.close()
+    assert lost
+    # client-go's rule: never lead past renew_deadline after the last renewal (the lease is 3 s)
+    assert when - renewed_at[-1] <= elector.renew_deadline + 0.3
