@@ -156,9 +156,15 @@ class Coscheduling:
                 return obj.group_key is not None and obj.group_key == pod.group_key
             return False
 
+        def has_min_resources(pod: PodInfo, event: ClusterEvent) -> bool:
+            group = self.pod_group(pod)
+            return group is not None and bool(group.min_resources)
+
         return (
             EventRegistration(EventKind.POD_ADD | EventKind.POD_GROUP_CHANGE, same_group),
             EventRegistration(EventKind.POD_DELETE),
+            # a gang refused for minResources may fit once nodes are added or change
+            EventRegistration(EventKind.NODE_ADD | EventKind.NODE_UPDATE, has_min_resources),
         )
 
 

@@ -105,7 +105,8 @@ def fits(free_gb: FloatArray, request_gb: float) -> BoolArray:
 
 def seed_score(free_gb: FloatArray, score_per_gb: float = 5.0) -> IntArray:
     """The seed's ``min(100, free_gb * 5)``; unknown or negative free memory scores 0."""
-    raw = np.nan_to_num(free_gb, nan=0.0) * score_per_gb
+    with np.errstate(over="ignore"):  # an absurd label (1e308 GB) overflows to inf: scores 100
+        raw = np.nan_to_num(free_gb, nan=0.0) * score_per_gb
     return np.clip(raw, 0, MAX_NODE_SCORE).astype(np.int64)
 
 
