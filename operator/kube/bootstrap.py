@@ -162,7 +162,12 @@ def plan(
     current = (meta.get("annotations") or {}).get(HASH_ANNOTATION)
     if current == digest:
         return Plan(profile.name, Action.UNCHANGED, message=f"hash {digest} unchanged", hash=digest)
-    if (meta.get("labels") or {}).get(MANAGED_BY_LABEL) != MANAGED_BY:
+    labels = meta.get("labels") or {}
+    # profiles made by the chart's former post-install hook (shoal <= 0.1) are ours too: adopt them
+    from_old_hook = labels.get(MANAGED_BY_LABEL) == "Helm" and str(
+        labels.get("helm.sh/chart", "")
+    ).startswith("shoal-")
+    if labels.get(MANAGED_BY_LABEL) != MANAGED_BY and not from_old_hook:
         return Plan(
             profile.name,
             Action.FOREIGN,
@@ -170,6 +175,8 @@ def plan(
             hash=digest,
         )
     patch_meta: dict[str, Any] = {"annotations": {HASH_ANNOTATION: digest}}
+    if from_old_hook:
+        patch_meta["labels"] = {MANAGED_BY_LABEL: MANAGED_BY}
     if meta.get("resourceVersion"):
         patch_meta["resourceVersion"] = meta["resourceVersion"]  # 409 if it changed since our read
     body = {"metadata": patch_meta, "spec": merge_patch(existing.get("spec") or {}, profile.spec)}
