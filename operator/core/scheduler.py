@@ -72,7 +72,7 @@ class Placement:
     scores: ScoreOutcome | None = None
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: a gang's rollback looks them up in a list
 class _Placed:
     qpi: QueuedPodInfo
     state: CycleState
@@ -430,14 +430,15 @@ class Scheduler:
         self.reporter.unschedulable(qpi.pod, message, fw.name)
 
     def _start_binding(self, fw: Framework, placed: _Placed, began: float) -> None:
-        if placed in self._cycle_placed:
-            self._cycle_placed.remove(placed)
-        self.queue.done(placed.qpi.uid)
         task = asyncio.get_running_loop().create_task(
             self._binding_cycle(fw, placed, began), name=f"bind {placed.qpi.pod.key}"
         )
         self._binding.add(task)
         task.add_done_callback(self._binding.discard)
+        # handed over only once the task exists: until then a failure releases it (the guard)
+        if placed in self._cycle_placed:
+            self._cycle_placed.remove(placed)
+        self.queue.done(placed.qpi.uid)
 
     # -- gangs -----------------------------------------------------------------------------------
     def _schedule_gang(self, fw: Framework, first: QueuedPodInfo, group: PodGroupInfo) -> None:
