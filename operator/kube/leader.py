@@ -58,6 +58,10 @@ class LeaseElector:
         #: one Lease call may take this long; a renewal attempt is never longer than the deadline
         self.call_timeout = max(1.0, renew_deadline / 3)
         self.leading = False
+        #: monotonic time of the last successful renewal (the renew deadline counts from it)
+        self.last_renew = 0.0
+        #: set when the Lease could not be renewed in time during a graceful drain
+        self.lease_lost = asyncio.Event()
         self._observed: tuple[str, str] | None = None
         self._observed_at = 0.0
         self.transitions = 0
@@ -154,6 +158,8 @@ class LeaseElector:
                 while not await self.try_acquire_or_renew():  # noqa: ASYNC110 - polling the Lease is the protocol
                     await asyncio.sleep(self.retry_period)
                 self.leading = True
+                self.last_renew = time.monotonic()
+                self.lease_lost.clear()
                 self.transitions += 1
                 log.info("%s is now the leader (lease %s/%s)", self.identity, self.namespace, self.name)
                 await on_started()
@@ -165,7 +171,9 @@ class LeaseElector:
             if self.leading:
                 # graceful stop: keep renewing while on_stopped drains, so the Lease never lapses
                 # under bindings still in flight; then release it for a follower
+                # if renewing fails past the deadline meanwhile, lease_lost tells the drain to stop
                 keep = asyncio.get_running_loop().create_task(self._renew_loop(), name="renew-while-draining")
+                keep.add_done_callback(lambda t: None if t.cancelled() else self.lease_lost.set())
                 try:
                     await on_stopped(False)
                 finally:
@@ -180,10 +188,9 @@ class LeaseElector:
         Each attempt is cut off at that deadline (as client-go bounds it with a context), so slow
         calls can never keep a leader leading past it.
         """
-        last_renew = time.monotonic()
         while True:
             await asyncio.sleep(self.retry_period)
-            left = last_renew + self.renew_deadline - time.monotonic()
+            left = self.last_renew + self.renew_deadline - time.monotonic()
             renewed = False
             if left > 0:
                 try:
@@ -192,6 +199,6 @@ class LeaseElector:
                 except TimeoutError:
                     renewed = False
             if renewed:
-                last_renew = time.monotonic()
-            elif time.monotonic() - last_renew >= self.renew_deadline:
+                self.last_renew = time.monotonic()
+            elif time.monotonic() - self.last_renew >= self.renew_deadline:
                 return

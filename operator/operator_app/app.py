@@ -332,10 +332,33 @@ class ShoalOperator:
         if was and self.scheduler is not None:
             self._draining = not lost
             try:
-                grace = 0.0 if lost else self.settings.renew_deadline
-                await self.scheduler.drain(grace=grace, close_queue=False)
+                if lost:
+                    await self.scheduler.drain(grace=0.0, close_queue=False)
+                else:
+                    await self._drain_while_leading()
             finally:
                 self._draining = False
+
+    async def _drain_while_leading(self) -> None:
+        """Graceful drain (the elector renews the Lease meanwhile); if the Lease is lost after
+        all, cancel what is left at once, as for a lost Lease."""
+        assert self.scheduler is not None
+        drain = asyncio.ensure_future(
+            self.scheduler.drain(grace=self.settings.renew_deadline, close_queue=False)
+        )
+        if self.elector is None:
+            await drain
+            return
+        lost = asyncio.ensure_future(self.elector.lease_lost.wait())
+        try:
+            await asyncio.wait({drain, lost}, return_when=asyncio.FIRST_COMPLETED)
+            if not drain.done():
+                log.warning("the Lease was lost while draining; cancelling the bindings still in flight")
+                self._draining = False
+                await self.scheduler.drain(grace=0.0, close_queue=False)
+            await drain
+        finally:
+            lost.cancel()
 
     # -- nodes and pods ------------------------------------------------------------------------
     async def _on_node(self, event: Mapping[str, Any], **_: Any) -> None:

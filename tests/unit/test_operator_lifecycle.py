@@ -229,3 +229,44 @@ async def test_a_leader_steps_down_by_the_renew_deadline_even_when_calls_are_slo
     assert lost
     # client-go's rule: never lead past renew_deadline after the last renewal (the lease is 3 s)
     assert when - renewed_at[-1] <= elector.renew_deadline + 0.3
+
+
+async def test_a_graceful_drain_stops_when_the_lease_cannot_be_renewed() -> None:
+    api = client.ApiClient()
+    op = ShoalOperator(RunSettings(lease_duration=3, renew_deadline=2, retry_period=0.5))
+    binder = SlowBinder(30)  # bindings that would outlast the Lease
+    op.scheduler = Scheduler(load_registry(third_party=False), binder, defaults=DEFAULT_PLUGINS)
+    op.scheduler.set_profile(DEFAULT_PROFILE_SPEC)
+    op.scheduler.on_node(make_node("n1"))
+    for i in range(3):
+        op.scheduler.on_pod(make_pod(f"p{i}"))
+    elector = LeaseElector(
+        api, namespace="ns", name="l", identity="me", lease_duration=3, renew_deadline=2, retry_period=0.5
+    )
+    leases = SlowLeases()
+    elector.api = leases  # type: ignore[assignment]
+    op.elector = elector
+    drained_at: list[float] = []
+
+    async def follow(lost: bool) -> None:
+        await op._follow(lost)
+        drained_at.append(time.monotonic())
+
+    campaign = asyncio.create_task(elector.run(op._lead, follow))
+    try:
+        for _ in range(100):
+            if op.scheduler.in_flight == 3:
+                break
+            await asyncio.sleep(0.02)
+        assert op.leading and op.scheduler.in_flight == 3
+        leases.slow = True  # the API server turns slow: renewals fail from now on
+        await asyncio.sleep(1.2)
+        campaign.cancel()  # a graceful stop begins late in the renew deadline: drain, renewing meanwhile
+        await asyncio.wait_for(asyncio.gather(campaign, return_exceptions=True), 10)
+        # renewals failed, so the drain was cut at the renew deadline, not run to its 2 s grace + 30 s
+        assert drained_at and drained_at[0] - elector.last_renew <= elector.renew_deadline + 0.5
+        assert binder.bound == [] and op.scheduler.in_flight == 0
+        assert len(op.scheduler.queue.pods_in("backoff")) == 3  # requeued for whoever leads next
+    finally:
+        campaign.cancel()
+        await api.close()
