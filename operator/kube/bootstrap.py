@@ -24,6 +24,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -164,9 +165,12 @@ def plan(
         return Plan(profile.name, Action.UNCHANGED, message=f"hash {digest} unchanged", hash=digest)
     labels = meta.get("labels") or {}
     # profiles made by the chart's former post-install hook (shoal <= 0.1) are ours too: adopt them
-    from_old_hook = labels.get(MANAGED_BY_LABEL) == "Helm" and str(
-        labels.get("helm.sh/chart", "")
-    ).startswith("shoal-")
+    # (Helm's labels, shoal's chart name and version, and the hook annotation, all three)
+    from_old_hook = (
+        labels.get(MANAGED_BY_LABEL) == "Helm"
+        and re.fullmatch(r"shoal-\d+\.\d+\.\d+\S*", str(labels.get("helm.sh/chart", ""))) is not None
+        and "post-install" in str((meta.get("annotations") or {}).get("helm.sh/hook", ""))
+    )
     if labels.get(MANAGED_BY_LABEL) != MANAGED_BY and not from_old_hook:
         return Plan(
             profile.name,

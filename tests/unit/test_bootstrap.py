@@ -161,13 +161,17 @@ def test_not_ours_is_never_touched(labels: dict[str, str], annotations: dict[str
 def test_a_profile_from_the_former_helm_hook_is_adopted() -> None:
     # shoal <= 0.1 created profiles with a post-install hook: Helm's labels, no hash
     hook_labels = {MANAGED_BY_LABEL: "Helm", "helm.sh/chart": "shoal-0.1.0"}
-    step = decide(existing({**SPEC, "percentageOfNodesToScore": 5}, labels=hook_labels))
+    hook = {"helm.sh/hook": "post-install,post-upgrade"}
+    step = decide(existing({**SPEC, "percentageOfNodesToScore": 5}, labels=hook_labels, annotations=hook))
     assert step.action is Action.PATCH
     assert step.body is not None
     assert step.body["metadata"]["labels"] == {MANAGED_BY_LABEL: "shoal"}
     assert step.body["spec"] == {"percentageOfNodesToScore": 100}
-    other_chart = {MANAGED_BY_LABEL: "Helm", "helm.sh/chart": "my-platform-2.3.0"}
-    assert decide(existing(SPEC, labels=other_chart)).action is Action.FOREIGN
+    for chart in ("my-platform-2.3.0", "shoal-profiles-1.2.0"):  # other charts, even shoal-something
+        other = {MANAGED_BY_LABEL: "Helm", "helm.sh/chart": chart}
+        assert decide(existing(SPEC, labels=other, annotations=hook)).action is Action.FOREIGN
+    # a regular (non-hook) resource of a chart named like ours is not adopted either
+    assert decide(existing(SPEC, labels=hook_labels)).action is Action.FOREIGN
 
 
 def test_an_invalid_spec_is_skipped_whatever_exists() -> None:
