@@ -95,6 +95,13 @@ def workload() -> list[dict[str, Any]]:
     return objs
 
 
+def pod_of(event: dict[str, Any]) -> str:
+    """The pod an event is about ("" for events about anything else: the API server itself writes
+    some into this namespace, e.g. the ServiceCIDR controller's, with no object name)."""
+    ref = event.get("regarding") or {}
+    return str(ref.get("name") or "") if ref.get("kind") == "Pod" else ""
+
+
 async def settle(api: client.ApiClient, timeout: float) -> list[dict[str, Any]]:
     """Wait until every gpu-scheduler pod is bound or has a FailedScheduling event."""
     core: Any = client.CoreV1Api(api)
@@ -103,7 +110,7 @@ async def settle(api: client.ApiClient, timeout: float) -> list[dict[str, Any]]:
     async def done() -> list[dict[str, Any]] | None:
         pods = await list_all(core.list_namespaced_pod, NS)
         failed = {
-            e["regarding"]["name"]
+            pod_of(e)
             for e in await list_all(events.list_namespaced_event, NS)
             if e["reason"] == "FailedScheduling"
         }
@@ -119,7 +126,8 @@ async def table(api: client.ApiClient, pods: list[dict[str, Any]]) -> str:
     events: Any = client.EventsV1Api(api)
     last: dict[str, str] = {}
     for e in sorted(await list_all(events.list_namespaced_event, NS), key=lambda e: e.get("eventTime") or ""):
-        last[e["regarding"]["name"]] = f"{e['reason']}: {e['note']}"
+        if pod_of(e):
+            last[pod_of(e)] = f"{e['reason']}: {e['note']}"
     rows = [("POD", "SCHEDULER", "NODE", "WHY")]
     for p in sorted(pods, key=lambda p: p["metadata"]["name"]):
         name = p["metadata"]["name"]
