@@ -81,6 +81,10 @@ class _Placed:
     gate: PermitGate | None = None
 
 
+def _error_message(status: Status) -> str:
+    return f"running {status.plugin or 'the framework'}: {status.message}"
+
+
 class Scheduler:
     def __init__(
         self,
@@ -254,7 +258,7 @@ class Scheduler:
             log.exception("scheduling cycle for %s failed", qpi.pod.key)
             message = f"internal error: {type(exc).__name__}: {exc}"
             fw = self.profiles.get(qpi.profile)
-            for placed in reversed(self._cycle_placed):
+            for placed in reversed(list(self._cycle_placed)):  # _release removes from the list
                 try:
                     if fw is not None:
                         self._release(fw, placed)
@@ -266,10 +270,10 @@ class Scheduler:
             for member in self._cycle_pods:
                 if member.uid not in self.cache.pods or self.cache.placed_node(member.uid):
                     continue  # deleted meanwhile, or binding
-                self.queue.requeue_backoff(member, message)
                 if fw is not None:
-                    self.metrics.attempt("error", fw.name, 0.0)
-                    self.reporter.unschedulable(member.pod, message, fw.name, error=True)
+                    self._retry_after_error(fw, member, message, 0.0)
+                else:
+                    self.queue.requeue_backoff(member, message)
         finally:
             self._cycle_pods, self._cycle_placed = [], []
 
@@ -417,10 +421,7 @@ class Scheduler:
         status = placement.status
         duration = time.perf_counter() - began
         if status.code is Code.ERROR or (placement.diagnosis is None and not status.is_rejected):
-            message = f"running {status.plugin or 'the framework'}: {status.message}"
-            self.metrics.attempt("error", fw.name, duration)
-            self.queue.requeue_backoff(qpi, message)
-            self.reporter.unschedulable(qpi.pod, message, fw.name, error=True)
+            self._retry_after_error(fw, qpi, _error_message(status), duration)
             return
         diag = placement.diagnosis
         message = diag.message() if diag is not None else status.message
@@ -428,6 +429,12 @@ class Scheduler:
         self.metrics.attempt("unschedulable", fw.name, duration)
         self.queue.requeue_unschedulable(qpi, plugins, message)
         self.reporter.unschedulable(qpi.pod, message, fw.name)
+
+    def _retry_after_error(self, fw: Framework, qpi: QueuedPodInfo, message: str, duration: float) -> None:
+        """An error (not "no node fits"): count it, retry after the backoff, say so in an event."""
+        self.metrics.attempt("error", fw.name, duration)
+        self.queue.requeue_backoff(qpi, message)
+        self.reporter.unschedulable(qpi.pod, message, fw.name, error=True)
 
     def _start_binding(self, fw: Framework, placed: _Placed, began: float) -> None:
         task = asyncio.get_running_loop().create_task(
@@ -504,14 +511,9 @@ class Scheduler:
         duration = time.perf_counter() - began
         error = next((pl.status for _, pl in failed if pl.status.code is Code.ERROR), None)
         if error is not None:  # a plugin failed, not the cluster: the whole gang retries with backoff
-            message = (
-                f"running {error.plugin or 'the framework'}: {error.message} "
-                f"(pod group {group.key}; nothing was reserved)"
-            )
+            message = f"{_error_message(error)} (pod group {group.key}; nothing was reserved)"
             for m in [p.qpi for p in placed] + [m for m, _ in failed]:
-                self.metrics.attempt("error", fw.name, duration)
-                self.queue.requeue_backoff(m, message)
-                self.reporter.unschedulable(m.pod, message, fw.name, error=True)
+                self._retry_after_error(fw, m, message, duration)
             return
         message = (
             f"{why} pod group {group.key}: only {fit} of the {need} pending member(s) it needs fit "
