@@ -354,6 +354,17 @@ async def sa_kubeconfig(api: client.ApiClient, cp: ControlPlane, path: Path) -> 
     return path
 
 
+def chart_replica(kubeconfig: Path, profiles: Path, log: Path, identity: str) -> OperatorProcess:
+    """`shoal run` as the chart's pod would run it: its ServiceAccount, Lease and profiles file."""
+    return OperatorProcess(
+        kubeconfig,
+        log,
+        identity=identity,
+        lease_name="shoal-scheduler",
+        extra=["--lease-namespace", NS, "--bootstrap-profiles", str(profiles)],
+    )
+
+
 def bootstrap_file(docs: list[dict[str, Any]], path: Path) -> Path:
     """The chart's ConfigMap as the pod sees it, mounted at /etc/shoal/profiles.yaml."""
     path.write_text(one(docs, "ConfigMap")["data"]["profiles.yaml"])
@@ -402,13 +413,7 @@ async def test_chart_rbac_is_enough_and_no_more(
     )
     assert claims["sub"] == f"system:serviceaccount:{NS}:{RELEASE}"
     await create_many(api, [make_node(f"gpu-{i}", gpus=8, gpu_memory_free_gb=80) for i in range(3)])
-    op = OperatorProcess(
-        kubeconfig,
-        tmp_path / "op.log",
-        identity="rbac-replica",
-        lease_name="shoal-scheduler",
-        extra=["--lease-namespace", NS, "--bootstrap-profiles", str(profiles)],
-    )
+    op = chart_replica(kubeconfig, profiles, tmp_path / "op.log", "rbac-replica")
     with op:
         wait_ready(op)
         # the leader creates the chart's profile with the ServiceAccount's create grant
@@ -542,13 +547,7 @@ async def test_upgrade_leaves_profiles_to_the_operator(
     path = tmp_path / "profiles.yaml"
     path.write_text(data)
     kubeconfig = await sa_kubeconfig(api, cp, tmp_path / "sa-kubeconfig")
-    op = OperatorProcess(
-        kubeconfig,
-        tmp_path / "op.log",
-        identity="upgraded-replica",
-        lease_name="shoal-scheduler",
-        extra=["--lease-namespace", NS, "--bootstrap-profiles", str(path)],
-    )
+    op = chart_replica(kubeconfig, path, tmp_path / "op.log", "upgraded-replica")
     with op:
         wait_ready(op)
         wanted = {**DEFAULT_PROFILE_SPEC, "percentageOfNodesToScore": 50}
