@@ -101,6 +101,16 @@ class SlowBinder:
         return Status()
 
 
+def three_pending_pods(binder: SlowBinder) -> Scheduler:
+    """A scheduler with the default profile, one node and three pods waiting for it."""
+    sched = Scheduler(load_registry(third_party=False), binder, defaults=DEFAULT_PLUGINS)
+    sched.set_profile(DEFAULT_PROFILE_SPEC)
+    sched.on_node(make_node("n1"))
+    for i in range(3):
+        sched.on_pod(make_pod(f"p{i}"))
+    return sched
+
+
 @pytest.mark.parametrize(
     ("lost", "bound", "requeued"),
     [
@@ -111,11 +121,7 @@ class SlowBinder:
 async def test_stepping_down(lost: bool, bound: int, requeued: int) -> None:
     op = ShoalOperator(RunSettings(renew_deadline=5.0))
     binder = SlowBinder(0.5)
-    op.scheduler = Scheduler(load_registry(third_party=False), binder, defaults=DEFAULT_PLUGINS)
-    op.scheduler.set_profile(DEFAULT_PROFILE_SPEC)
-    op.scheduler.on_node(make_node("n1"))
-    for i in range(3):
-        op.scheduler.on_pod(make_pod(f"p{i}"))
+    op.scheduler = three_pending_pods(binder)
     await op._lead()
     for _ in range(50):  # all three assumed and binding
         if op.scheduler.in_flight == 3:
@@ -235,11 +241,7 @@ async def test_a_graceful_drain_stops_when_the_lease_cannot_be_renewed() -> None
     api = client.ApiClient()
     op = ShoalOperator(RunSettings(lease_duration=3, renew_deadline=2, retry_period=0.5))
     binder = SlowBinder(30)  # bindings that would outlast the Lease
-    op.scheduler = Scheduler(load_registry(third_party=False), binder, defaults=DEFAULT_PLUGINS)
-    op.scheduler.set_profile(DEFAULT_PROFILE_SPEC)
-    op.scheduler.on_node(make_node("n1"))
-    for i in range(3):
-        op.scheduler.on_pod(make_pod(f"p{i}"))
+    op.scheduler = three_pending_pods(binder)
     elector = LeaseElector(
         api, namespace="ns", name="l", identity="me", lease_duration=3, renew_deadline=2, retry_period=0.5
     )
