@@ -72,6 +72,13 @@ class Args(ArgsModel):
     score_per_gb: float = Field(default=5.0, gt=0, le=100, description="Score per free GB, capped at 100.")
 
 
+def gpu_size_gb(table: NodeTable) -> FloatArray:
+    """Memory of one GPU (GB) per row from GFD's ``nvidia.com/gpu.memory``; NaN where unknown."""
+    per_gpu_mib, _ = table.numeric_label(GFD_MEMORY)
+    out: FloatArray = per_gpu_mib / 1024.0
+    return out
+
+
 def node_gpu_memory(table: NodeTable, args: Args) -> tuple[FloatArray, BoolArray]:
     """GPU memory (GB) per row, NaN where unknown; and which rows have a malformed label."""
     label, bad = table.numeric_label(args.label_key)
@@ -80,20 +87,12 @@ def node_gpu_memory(table: NodeTable, args: Args) -> tuple[FloatArray, BoolArray
         malformed[list(bad)] = True
     if not args.gfd_fallback:
         return label, malformed
-    per_gpu_mib, _ = table.numeric_label(GFD_MEMORY)
     count, _ = table.numeric_label(GFD_COUNT)
     with np.errstate(over="ignore", invalid="ignore"):
-        gfd = per_gpu_mib * count / 1024.0
+        gfd = gpu_size_gb(table) * count
     gfd = np.where(np.isfinite(gfd), gfd, np.nan)  # absurd GFD values: no information
     total: FloatArray = np.where(np.isnan(label) & ~malformed, gfd, label)
     return total, malformed
-
-
-def gpu_size_gb(table: NodeTable) -> FloatArray:
-    """Memory of one GPU (GB) per row from GFD's ``nvidia.com/gpu.memory``; NaN where unknown."""
-    per_gpu_mib, _ = table.numeric_label(GFD_MEMORY)
-    out: FloatArray = per_gpu_mib / 1024.0
-    return out
 
 
 def fits(free_gb: FloatArray, request_gb: float) -> BoolArray:
