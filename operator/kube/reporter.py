@@ -13,6 +13,12 @@ bounded queue drained by a few worker tasks, so a slow API server never stalls s
 flooding: at most one event per attempt, and the same message for the same pod is not repeated
 within ``dedup_seconds`` (kube-scheduler's event correlator does the same); the condition is only
 patched when its message changes.
+
+An event carries the time of what it reports, not of its write: with several workers a
+``FailedScheduling`` queued before a pod's ``Scheduled`` may be written after it, and readers
+(``kubectl describe``, the demo) order events by ``eventTime``. A queued ``PodScheduled=False``
+whose pod has been bound since is dropped: written late, it would overwrite the ``True`` the API
+server set on binding.
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ class KubeReporter:
         self._tasks: list[asyncio.Task[None]] = []
         self._recent: OrderedDict[tuple[str, str, str], float] = OrderedDict()
         self._conditions: OrderedDict[str, str] = OrderedDict()
+        self._settled: OrderedDict[str, None] = OrderedDict()  # uids bound or gone
         self.dropped = 0
         self.written = 0
 
@@ -128,36 +135,43 @@ class KubeReporter:
         if not self.enabled():
             return
         self._conditions.pop(pod.uid, None)
+        _remember(self._settled, pod.uid)
         note = f"Successfully assigned {pod.key} to {node}{problems_note(pod)}"
-        self._submit(lambda: self._event(pod, profile, "Normal", "Scheduled", "Binding", note))
+        when = time.time()
+        self._submit(lambda: self._event(pod, profile, "Normal", "Scheduled", "Binding", note, when))
 
     def unschedulable(self, pod: PodInfo, message: str, profile: str, *, error: bool = False) -> None:
         if not self.enabled():
             return
         note = message + problems_note(pod)
+        when = time.time()
         if self._fresh(pod, "FailedScheduling", note):
-            self._submit(lambda: self._event(pod, profile, "Warning", "FailedScheduling", "Scheduling", note))
+            self._submit(
+                lambda: self._event(pod, profile, "Warning", "FailedScheduling", "Scheduling", note, when)
+            )
         reason = "SchedulerError" if error else "Unschedulable"
         if self._conditions.get(pod.uid) != f"{reason}:{note}":
             self._conditions[pod.uid] = f"{reason}:{note}"
             self._conditions.move_to_end(pod.uid)
             while len(self._conditions) > 50_000:
                 self._conditions.popitem(last=False)
-            self._submit(lambda: self._condition(pod, reason, note))
+            self._submit(lambda: self._condition(pod, reason, note, when))
 
     def forget(self, uid: str) -> None:
+        """The pod is bound (by anyone) or gone: a condition still queued for it is stale."""
         self._conditions.pop(uid, None)
+        _remember(self._settled, uid)
 
     # -- writes --------------------------------------------------------------------------------
     async def _event(
-        self, pod: PodInfo, profile: str, kind: str, reason: str, action: str, note: str
+        self, pod: PodInfo, profile: str, kind: str, reason: str, action: str, note: str, when: float
     ) -> None:
         body: dict[str, Any] = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
             # named like kube-scheduler's events: <pod>.<unix nanoseconds in hex>
             "metadata": {"name": f"{pod.name}.{time.time_ns():x}"[:253], "namespace": pod.namespace},
-            "eventTime": micro_time(),
+            "eventTime": micro_time(when),
             "reportingController": profile,
             "reportingInstance": f"{profile}-{self.instance}"[:128],
             "action": action,
@@ -177,7 +191,9 @@ class KubeReporter:
         )
         _check(code, reply, f"event {reason} for {pod.key}")
 
-    async def _condition(self, pod: PodInfo, reason: str, message: str) -> None:
+    async def _condition(self, pod: PodInfo, reason: str, message: str, when: float) -> None:
+        if pod.uid in self._settled:
+            return  # bound since this was queued: the API server's PodScheduled=True stands
         patch = {
             "metadata": {"uid": pod.uid},  # a precondition: never touch a recreated pod of that name
             "status": {
@@ -187,7 +203,7 @@ class KubeReporter:
                         "status": "False",
                         "reason": reason,
                         "message": message,
-                        "lastTransitionTime": rfc3339(),
+                        "lastTransitionTime": rfc3339(when),
                         "lastProbeTime": None,
                     }
                 ]
@@ -200,6 +216,13 @@ class KubeReporter:
             content_type="application/strategic-merge-patch+json",
         )
         _check(code, reply, f"condition PodScheduled for {pod.key}")
+
+
+def _remember(recent: OrderedDict[str, None], key: str, limit: int = 50_000) -> None:
+    recent[key] = None
+    recent.move_to_end(key)
+    while len(recent) > limit:
+        recent.popitem(last=False)
 
 
 def _check(code: int, reply: Any, what: str) -> None:
