@@ -27,7 +27,14 @@ from kubernetes_asyncio import client, config
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, apply_crds, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import Binaries, ControlPlane, ControlPlaneError
-from shoal.testing.objects import make_node, make_pod, make_pod_group, make_priority_class, make_profile
+from shoal.testing.objects import (
+    POD_GROUP_LABEL,
+    make_node,
+    make_pod,
+    make_pod_group,
+    make_priority_class,
+    make_profile,
+)
 
 NS = "default"
 INFERENCE_TAINT = {"key": "dedicated", "value": "inference", "effect": "NoSchedule"}
@@ -102,32 +109,50 @@ def pod_of(event: dict[str, Any]) -> str:
     return str(ref.get("name") or "") if ref.get("kind") == "Pod" else ""
 
 
-async def settle(api: client.ApiClient, timeout: float) -> list[dict[str, Any]]:
-    """Wait until every gpu-scheduler pod is bound or has a FailedScheduling event."""
+def outcomes(events: list[dict[str, Any]]) -> dict[str, str]:
+    """Each pod's latest scheduling outcome, ``"<reason>: <note>"``, by the events' ``eventTime``
+    (the time of what they report, whatever order they were written in)."""
+    last: dict[str, str] = {}
+    for e in sorted(events, key=lambda e: e.get("eventTime") or ""):
+        if pod_of(e):
+            last[pod_of(e)] = f"{e['reason']}: {e['note']}"
+    return last
+
+
+def settled(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -> bool:
+    """Every gpu-scheduler pod is bound and its ``Scheduled`` event written, or is pending with a
+    ``FailedScheduling`` as its latest event. A gang member is settled only when bound: the demo's
+    gang fits, and its members report FailedScheduling while they wait for the rest of the gang."""
+    why = outcomes(events)
+    for p in pods:
+        if p["spec"].get("schedulerName") != "gpu-scheduler":
+            continue
+        if p["spec"].get("nodeName"):
+            wanted = "Scheduled: "
+        elif POD_GROUP_LABEL in (p["metadata"].get("labels") or {}):
+            return False
+        else:
+            wanted = "FailedScheduling: "
+        if not why.get(p["metadata"]["name"], "").startswith(wanted):
+            return False
+    return True
+
+
+async def settle(api: client.ApiClient, timeout: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Wait until the workload has :func:`settled`; its pods and events then."""
     core: Any = client.CoreV1Api(api)
     events: Any = client.EventsV1Api(api)
 
-    async def done() -> list[dict[str, Any]] | None:
+    async def done() -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         pods = await list_all(core.list_namespaced_pod, NS)
-        failed = {
-            pod_of(e)
-            for e in await list_all(events.list_namespaced_event, NS)
-            if e["reason"] == "FailedScheduling"
-        }
-        ours = [p for p in pods if p["spec"].get("schedulerName") == "gpu-scheduler"]
-        if all(p["spec"].get("nodeName") or p["metadata"]["name"] in failed for p in ours):
-            return pods
-        return None
+        evs = await list_all(events.list_namespaced_event, NS)
+        return (pods, evs) if settled(pods, evs) else None
 
     return await wait_for(done, timeout, interval=0.5, what="the workload to settle")
 
 
-async def table(api: client.ApiClient, pods: list[dict[str, Any]]) -> str:
-    events: Any = client.EventsV1Api(api)
-    last: dict[str, str] = {}
-    for e in sorted(await list_all(events.list_namespaced_event, NS), key=lambda e: e.get("eventTime") or ""):
-        if pod_of(e):
-            last[pod_of(e)] = f"{e['reason']}: {e['note']}"
+def table(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -> str:
+    last = outcomes(events)
     rows = [("POD", "SCHEDULER", "NODE", "WHY")]
     for p in sorted(pods, key=lambda p: p["metadata"]["name"]):
         name = p["metadata"]["name"]
@@ -155,9 +180,9 @@ async def run_demo(cp: ControlPlane, workdir: Path, keep: bool) -> int:
             objs = workload()
             await create(api, objs[0])  # the PriorityClass first: admission resolves it for the gang
             await create_many(api, objs[1:])
-            pods = await settle(api, 60)
+            pods, events = await settle(api, 60)
             print(f"shoal demo: settled in {time.monotonic() - began:.1f} s\n")
-            print(await table(api, pods))
+            print(table(pods, events))
             if keep:
                 print(f"\nshoal demo: still running; in another shell:\n  export KUBECONFIG={cp.kubeconfig}")
                 print("  (Ctrl-C here stops the operator and the control plane)")

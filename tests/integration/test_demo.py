@@ -61,14 +61,16 @@ def test_demo_places_the_workload_and_cleans_up(tmp_path: Path) -> None:
     # the 8-pod gang: every member bound, each to a whole 8-GPU node of its own
     gang = {name: row for name, row in rows.items() if name.startswith("llm-train-")}
     assert sorted(gang) == [f"llm-train-{i}" for i in range(8)]
-    assert all(sched == "gpu-scheduler" and why == "Scheduled" for sched, _, why in gang.values())
+    assert all(sched == "gpu-scheduler" and why == "Scheduled" for sched, _, why in gang.values()), (
+        proc.stdout
+    )
     nodes = {node for _, node, _ in gang.values()}
     assert len(nodes) == 8
     assert all(node.startswith("a100-") for node in nodes)
 
     notebooks = {name: row for name, row in rows.items() if name.startswith("notebook-")}
     assert len(notebooks) == 12
-    assert all(node != "<pending>" and why == "Scheduled" for _, node, why in notebooks.values())
+    assert all(node != "<pending>" and why == "Scheduled" for _, node, why in notebooks.values()), proc.stdout
 
     # the impossible pod: pending, with kube-scheduler's wording of why
     sched, node, why = rows["too-big"]
