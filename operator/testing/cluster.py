@@ -137,7 +137,12 @@ async def delete_all_nodes(api: client.ApiClient) -> None:
 
 
 class OperatorProcess:
-    """``shoal run`` as a subprocess. Stopped (SIGTERM by PID) on exit; its log kept for failures."""
+    """``shoal run`` as a subprocess. Stopped (SIGTERM by PID) on exit; its log kept for failures.
+
+    The Lease lasts 15 s as in production (renew deadline 10 s): a shorter one makes a leader step
+    down whenever a loaded machine stalls it for a few seconds, cancelling bindings mid-test.
+    Handovers in tests come from a graceful stop, which releases the Lease at once.
+    """
 
     def __init__(
         self,
@@ -146,7 +151,7 @@ class OperatorProcess:
         *,
         identity: str = "shoal-test",
         lease_name: str = "shoal-test",
-        lease_duration: float = 4.0,
+        lease_duration: float = 15.0,
         leader_elect: bool = True,
         extra: Sequence[str] = (),
         env: Mapping[str, str] | None = None,

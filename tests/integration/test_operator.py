@@ -89,7 +89,13 @@ async def test_binds_own_pods_counts_and_leaves_others(
     placements = await bound(api, namespace)
     assert {placements[f"mine-{i}"] for i in range(4)} == {"free"}  # "full" is full: not over-committed
     assert placements["not-mine"] is None
-    events = await events_for(api, namespace)
+
+    async def four_scheduled() -> list[dict[str, Any]]:
+        # events are written behind the binds: wait for them rather than read them once
+        evs = await events_for(api, namespace)
+        return evs if sum(e["reason"] == "Scheduled" for e in evs) >= 4 else []
+
+    events = await wait_for(four_scheduled, 30, what="4 Scheduled events")
     scheduled = [e for e in events if e["reason"] == "Scheduled"]
     assert len(scheduled) == 4
     assert scheduled[0]["note"].startswith(f"Successfully assigned {namespace}/mine-")
@@ -134,9 +140,14 @@ async def test_gangs_and_failed_scheduling(
     assert all(n is None for k, n in (await bound(api, namespace)).items() if k.startswith("toobig-"))
     assert "0/8 nodes are available: 8 Insufficient nvidia.com/gpu." in evs[0]["note"]
     assert "pod group" in evs[0]["note"]
-    pod = (await pods_by_name(api, namespace))["toobig-0"]
-    cond = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
-    assert cond["status"] == "False"
+
+    async def unschedulable_condition() -> dict[str, Any] | None:
+        # patched by its own write, which may land after the events
+        pod = (await pods_by_name(api, namespace))["toobig-0"]
+        conds = pod["status"].get("conditions") or []
+        return next((c for c in conds if c["type"] == "PodScheduled" and c["status"] == "False"), None)
+
+    cond = await wait_for(unschedulable_condition, 30, what="PodScheduled=False on toobig-0")
     assert cond["reason"] == "Unschedulable"
 
     async def group_status() -> dict[str, Any] | None:
