@@ -45,6 +45,7 @@ def processes_mentioning(text: str) -> list[int]:
     return found
 
 
+@pytest.mark.timeout(420)  # above the demo's own 300 s, so a hung demo still shows its output
 def test_demo_places_the_workload_and_cleans_up(tmp_path: Path) -> None:
     # TMPDIR puts the demo's /tmp/shoal-demo-* work directory where this test can see it
     proc = subprocess.run(
