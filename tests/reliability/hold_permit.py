@@ -1,6 +1,13 @@
-"""HoldPermit: parks every pod at its Permit gate (never allows it), for fault tests."""
+"""HoldPermit: parks every pod at its Permit gate (never allows it), for fault tests.
+
+It logs (INFO, to the operator's log) ``HoldPermit: <ns>/<pod> held on node <node>`` as it parks a
+pod, which is after the pod was assumed and reserved there, so a test can act once the node is
+known to be taken instead of after a guessed sleep.
+"""
 
 from __future__ import annotations
+
+import logging
 
 from shoal.core.cyclestate import CycleState
 from shoal.core.interfaces import Handle
@@ -9,11 +16,14 @@ from shoal.core.status import Status
 
 NAME = "HoldPermit"
 
+log = logging.getLogger(__name__)
+
 
 class HoldPermit:
     name = NAME
 
     def permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, float]:
+        log.info("HoldPermit: %s held on node %s", pod.key, node)
         return Status.wait("held for a test"), 600.0
 
 

@@ -18,15 +18,8 @@ from shoal.kube.rest import RawClient
 from shoal.testing.cluster import OperatorProcess, apply_crds, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import ControlPlane
 from shoal.testing.objects import make_node, make_pod, make_pod_group
-from tests.reliability.conftest import (
-    assert_invariants,
-    operator,
-    placements,
-    profile,
-    record,
-    slow_bind,
-    wait_ready,
-)
+from tests.integration.conftest import wait_ready
+from tests.reliability.conftest import assert_invariants, operator, placements, profile, record, slow_bind
 
 
 async def test_operator_killed_mid_gang_then_restarted(
@@ -152,8 +145,9 @@ async def test_expired_watch_relists_without_losing_pods(tmp_path: Path) -> None
                     return all(p.get(f"new-{i}") for i in range(4))
 
                 await wait_for(all_new_bound, 60, what="pods created during the gap bound (hog forgotten)")
-                log = op.tail(400)
-                assert "Restarting the watch-stream for pods" in log, log
+                # the whole log: a slow relist can be followed by more lines than any tail holds
+                log = op.log.read_text(errors="replace")
+                assert "Restarting the watch-stream for pods" in log, op.tail()
                 record(
                     "watch expired (410) during a 6 s pause",
                     relisted=True,
@@ -177,51 +171,68 @@ async def test_rival_binder_gets_there_first(
     api = clean
     sched = f"s-{uuid.uuid4().hex[:6]}"
     await create_many(api, [make_node(f"n{i}", cpu="16", pods=110) for i in range(4)])
-    await create(api, slow_bind(sched, seconds=0.5))
+    # every binding waits 3 s in PreBind, and the rival starts only once all of them are there, so
+    # its bindings land first on every pod it tries instead of racing shoal's
+    await create(api, slow_bind(sched, seconds=3.0))
     op = operator(crds, tmp_path / "op.log")
     with op:
         wait_ready(op)
-        pods = [
-            make_pod(f"p{i:03d}", namespace=namespace, cpu="100m", scheduler_name=sched) for i in range(60)
-        ]
-        await create_many(api, pods)
+        names = [f"p{i:03d}" for i in range(60)]
+        await create_many(
+            api, [make_pod(n, namespace=namespace, cpu="100m", scheduler_name=sched) for n in names]
+        )
+        await wait_for(
+            lambda: _logged(op, *(f"SlowBind: {namespace}/{n} waiting on node " for n in names)),
+            30,
+            interval=0.05,
+            what="every binding waiting in PreBind",
+        )
         raw = RawClient(api)
         core: Any = client.CoreV1Api(api)
-        rival = 0
-        for obj in (await list_all(core.list_namespaced_pod, namespace))[
-            ::2
-        ]:  # the rival binds every other pod
-            code, _ = await post_binding(
-                raw, namespace, obj["metadata"]["name"], obj["metadata"]["uid"], "n3"
+        targets = (await list_all(core.list_namespaced_pod, namespace))[::2]  # every other pod
+        codes = await asyncio.gather(
+            *(
+                post_binding(raw, namespace, obj["metadata"]["name"], obj["metadata"]["uid"], "n3")
+                for obj in targets
             )
-            rival += code == 201
+        )
+        rival = sum(code == 201 for code, _ in codes)
 
         async def all_bound() -> bool:
             return all((await placements(api, namespace)).values())
 
         await wait_for(all_bound, 60, what="every pod bound by one of the two")
-        await asyncio.sleep(1)
-        conflicts = op.tail(2000).count("was bound by someone else")
+
+        def conflicts() -> int:  # the whole log: a tail may not reach back to the first of them
+            return op.log.read_text(errors="replace").count("was bound by someone else")
+
+        # shoal logs its 409 after its own POST, which may come after the rival's pods show bound
+        await wait_for(lambda: conflicts() >= rival, 30, what="shoal's 409 for every pod the rival took")
         record(
-            "another actor binds pods first (409)", rival_bindings=rival, conflicts_seen_by_shoal=conflicts
+            "another actor binds pods first (409)", rival_bindings=rival, conflicts_seen_by_shoal=conflicts()
         )
-        assert rival > 0
-        assert conflicts > 0  # shoal met 409s and forgot those pods instead of retrying
+        assert rival == len(targets), codes  # all in PreBind: the rival won every race
+        assert conflicts() == rival  # shoal met a 409 for each and forgot the pod instead of retrying
     await assert_invariants(api)
 
 
-def _logged(op: OperatorProcess, line: str) -> bool:
-    """Whether the operator's log holds ``line`` (SlowBind writes one as a binding enters PreBind)."""
-    return op.log.exists() and line in op.log.read_text(errors="replace")
+def _logged(op: OperatorProcess, *lines: str) -> bool:
+    """Whether the operator's log holds every one of ``lines`` (SlowBind writes one as a binding
+    enters PreBind, HoldPermit one as it parks a pod). One read of the log for all of them."""
+    if not op.log.exists():
+        return False
+    log = op.log.read_text(errors="replace")
+    return all(line in log for line in lines)
 
 
-async def _refused(api: client.ApiClient, namespace: str, pod: str, node: str) -> bool:
-    """A FailedScheduling event for ``pod`` that names ``node`` (its binding there was abandoned)."""
+async def _refused(api: client.ApiClient, namespace: str, pod: str, text: str) -> bool:
+    """A FailedScheduling event for ``pod`` whose note holds ``text`` (e.g. the node its binding
+    was abandoned on)."""
     events: Any = client.EventsV1Api(api)
     return any(
         e.get("reason") == "FailedScheduling"
         and (e.get("regarding") or {}).get("name") == pod
-        and node in (e.get("note") or "")
+        and text in (e.get("note") or "")
         for e in await list_all(events.list_namespaced_event, namespace)
     )
 
@@ -232,7 +243,9 @@ async def test_node_deleted_while_its_pod_is_binding(
     api = clean
     sched = f"s-{uuid.uuid4().hex[:6]}"
     await create(api, make_node("doomed", gpus=8))
-    await create(api, slow_bind(sched, seconds=3.0))
+    # 10 s in PreBind: ample time, even on a loaded machine, for the operator to see the node's
+    # deletion before the binding leaves PreBind and is checked against the nodes it knows
+    await create(api, slow_bind(sched, seconds=10.0))
     op = operator(crds, tmp_path / "op.log")
     with op:
         wait_ready(op)
@@ -246,7 +259,7 @@ async def test_node_deleted_while_its_pod_is_binding(
         )
         assert (await placements(api, namespace))["p"] is None  # still in flight
         await client.CoreV1Api(api).delete_node("doomed")
-        await wait_for(lambda: _logged(op, f"SlowBind: {pod} done on node doomed"), 20, what="PreBind over")
+        await wait_for(lambda: _logged(op, f"SlowBind: {pod} done on node doomed"), 30, what="PreBind over")
         await wait_for(lambda: _refused(api, namespace, "p", "doomed"), 20, what="the binding refused")
         assert (await placements(api, namespace))["p"] is None
         await create(api, make_node("spare", gpus=8))
@@ -267,9 +280,20 @@ async def test_pod_deleted_while_waiting_at_permit_releases_its_node(
     with op:
         wait_ready(op)
         await create(api, make_pod("waiting", namespace=namespace, gpus=4, scheduler_name=held))
-        await asyncio.sleep(1.5)  # assumed on "only", parked at the gate
+        # HoldPermit logs once "waiting" is assumed on "only" and parked at the gate; readiness is
+        # not leadership (the Lease is taken in the background), so no sleep can promise that
+        await wait_for(
+            lambda: _logged(op, f"HoldPermit: {namespace}/waiting held on node only"),
+            30,
+            interval=0.05,
+            what="waiting parked at Permit on only",
+        )
         await create(api, make_pod("next", namespace=namespace, gpus=4, scheduler_name=normal))
-        await asyncio.sleep(1.5)
+        await wait_for(
+            lambda: _refused(api, namespace, "next", "0/1 nodes are available"),
+            30,
+            what="next tried and refused",
+        )
         assert (await placements(api, namespace))["next"] is None  # the node is reserved
         await client.CoreV1Api(api).delete_namespaced_pod("waiting", namespace, grace_period_seconds=0)
         await wait_for(lambda: _bound(api, namespace, "next"), 30, what="the freed node taken")
@@ -333,13 +357,22 @@ async def test_graceful_stop_lets_bindings_in_flight_finish(
     api = clean
     sched = f"s-{uuid.uuid4().hex[:6]}"
     await create(api, make_node("n", cpu="16"))
-    await create(api, slow_bind(sched, seconds=2.0))
+    # 5 s in PreBind: well past the spread of the 10 pods' arrival there, so none is bound when the
+    # stop below begins; the stop's 40 s grace still covers the drain many times over
+    await create(api, slow_bind(sched, seconds=5.0))
     op = operator(crds, tmp_path / "op.log")
     op.start()
     wait_ready(op)
     await create_many(api, [make_pod(f"p{i}", namespace=namespace, scheduler_name=sched) for i in range(10)])
-    await asyncio.sleep(0.8)  # every pod assumed and in PreBind
-    assert not any((await placements(api, namespace)).values())
+    # readiness is not leadership (the Lease is taken in the background): wait until SlowBind has
+    # logged every pod entering PreBind rather than guess how long that takes
+    await wait_for(
+        lambda: _logged(op, *(f"SlowBind: {namespace}/p{i} waiting on node n" for i in range(10))),
+        30,
+        interval=0.05,
+        what="all 10 bindings waiting in PreBind",
+    )
+    assert not any((await placements(api, namespace)).values())  # all 10 in flight
     stopped = time.monotonic()
     code = await asyncio.to_thread(op.stop, 40)  # SIGTERM: kopf's cleanup drains the bindings
     record(
