@@ -30,7 +30,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -39,6 +39,9 @@ from shoal.core.objects import PodInfo
 from shoal.kube.rest import RawClient, message_of
 
 log = logging.getLogger("shoal.reporter")
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def micro_time(when: float | None = None) -> str:
@@ -124,18 +127,14 @@ class KubeReporter:
         last = self._recent.get(key)
         if last is not None and now - last < self.dedup_seconds:
             return False
-        self._recent[key] = now
-        self._recent.move_to_end(key)
-        while len(self._recent) > 50_000:
-            self._recent.popitem(last=False)
+        _remember(self._recent, key, now)
         return True
 
     # -- the Reporter protocol ------------------------------------------------------------------
     def scheduled(self, pod: PodInfo, node: str, profile: str) -> None:
         if not self.enabled():
             return
-        self._conditions.pop(pod.uid, None)
-        _remember(self._settled, pod.uid)
+        self.forget(pod.uid)
         note = f"Successfully assigned {pod.key} to {node}{problems_note(pod)}"
         when = time.time()
         self._submit(lambda: self._event(pod, profile, "Normal", "Scheduled", "Binding", note, when))
@@ -151,16 +150,13 @@ class KubeReporter:
             )
         reason = "SchedulerError" if error else "Unschedulable"
         if self._conditions.get(pod.uid) != f"{reason}:{note}":
-            self._conditions[pod.uid] = f"{reason}:{note}"
-            self._conditions.move_to_end(pod.uid)
-            while len(self._conditions) > 50_000:
-                self._conditions.popitem(last=False)
+            _remember(self._conditions, pod.uid, f"{reason}:{note}")
             self._submit(lambda: self._condition(pod, reason, note, when))
 
     def forget(self, uid: str) -> None:
         """The pod is bound (by anyone) or gone: a condition still queued for it is stale."""
         self._conditions.pop(uid, None)
-        _remember(self._settled, uid)
+        _remember(self._settled, uid, None)
 
     # -- writes --------------------------------------------------------------------------------
     async def _event(
@@ -218,8 +214,9 @@ class KubeReporter:
         _check(code, reply, f"condition PodScheduled for {pod.key}")
 
 
-def _remember(recent: OrderedDict[str, None], key: str, limit: int = 50_000) -> None:
-    recent[key] = None
+def _remember(recent: OrderedDict[K, V], key: K, value: V, limit: int = 50_000) -> None:
+    """Store ``key`` as the most recent entry, dropping the oldest beyond ``limit``."""
+    recent[key] = value
     recent.move_to_end(key)
     while len(recent) > limit:
         recent.popitem(last=False)
