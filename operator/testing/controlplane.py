@@ -478,6 +478,23 @@ def _up(directory: Path, timeout: float) -> int:
     return 1
 
 
+def processes_mentioning(text: str) -> list[tuple[int, str]]:
+    """Live processes (zombies included: not reaped) whose command line contains ``text``, as
+    (PID, command line), read from /proc; nothing is signalled. For tests that prove a stop left
+    nothing behind."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # exited meanwhile, or not ours to read
+        if text in cmdline:
+            found.append((int(entry.name), cmdline))
+    return found
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -3,14 +3,13 @@ fleet with a real `shoal run`, prints the placement table, stops everything and 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from shoal.testing.controlplane import python_env
+from shoal.testing.controlplane import processes_mentioning, python_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -28,21 +27,6 @@ def placement_table(stdout: str) -> dict[str, tuple[str, str, str]]:
         name, scheduler, node, why = line.split(maxsplit=3)
         rows[name] = (scheduler, node, why)
     return rows
-
-
-def processes_mentioning(text: str) -> list[int]:
-    """PIDs whose command line contains ``text`` (read from /proc; nothing is signalled)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue  # exited meanwhile, or not ours to read
-        if text in cmdline:
-            found.append(int(entry.name))
-    return found
 
 
 @pytest.mark.timeout(420)  # above the demo's own 300 s, so a hung demo still shows its output

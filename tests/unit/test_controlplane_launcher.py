@@ -6,7 +6,6 @@ named in the error can still be read; a normal stop removes a temporary work dir
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shoal.testing.controlplane import Binaries, ControlPlane, ControlPlaneError
+from shoal.testing.controlplane import Binaries, ControlPlane, ControlPlaneError, processes_mentioning
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="the launcher needs openssl")
 
@@ -44,21 +43,6 @@ def fake_binaries(bin_dir: Path) -> Binaries:
     )
 
 
-def processes_running_from(directory: Path) -> list[tuple[int, str]]:
-    """Live processes whose command line mentions ``directory`` (zombies included: not reaped)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(directory) in cmdline:
-            found.append((int(entry.name), cmdline))
-    return found
-
-
 def test_failed_start_keeps_the_logs_it_names_and_leaves_no_child(tmp_path: Path) -> None:
     binaries = fake_binaries(tmp_path / "bin")
     cp = ControlPlane(binaries=binaries)
@@ -75,7 +59,7 @@ def test_failed_start_keeps_the_logs_it_names_and_leaves_no_child(tmp_path: Path
         assert f"logs kept in {workdir}" in message
         assert (workdir / "kube-apiserver.log").is_file()
         assert cp.pids == []
-        assert processes_running_from(tmp_path / "bin") == []
+        assert processes_mentioning(str(tmp_path / "bin")) == []
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
