@@ -120,6 +120,16 @@ class NodeTable:
             self.requested = np.vstack([self.requested, pad])
         return idx
 
+    def _resource_rows(self, amounts: dict[str, int]) -> list[tuple[int, int]]:
+        """``(row, amount)`` for each resource, every new row added *before* any write.
+
+        ``resource_row`` replaces ``allocatable``/``requested`` when it adds a resource, and Python
+        evaluates ``a[f(x), i] = v`` by taking ``a`` before calling ``f``: a write in that form
+        would land in the discarded array (or raise IndexError). Real kubelets report
+        ``hugepages-1Gi``, ``hugepages-2Mi`` and device-plugin resources beyond the base five.
+        """
+        return [(self.resource_row(resource), amount) for resource, amount in amounts.items()]
+
     # -- nodes ---------------------------------------------------------------------------------
     def _grow(self) -> None:
         old = self.capacity
@@ -170,8 +180,8 @@ class NodeTable:
             old = self.specs[row]
         self.specs[row] = spec
         self.allocatable[:, row] = 0
-        for resource, amount in spec.allocatable.items():
-            self.allocatable[self.resource_row(resource), row] = amount
+        for resource_idx, amount in self._resource_rows(spec.allocatable):
+            self.allocatable[resource_idx, row] = amount
         self.unschedulable[row] = spec.unschedulable
         taints = spec.taints
         tid = self._taint_ids.get(taints)
@@ -208,8 +218,8 @@ class NodeTable:
     # -- pod usage -----------------------------------------------------------------------------
     def account(self, row: int, pod: PodInfo, sign: int = 1) -> None:
         """Add (sign=+1) or remove (sign=-1) a pod's requests on a node."""
-        for resource, amount in pod.requests.items():
-            self.requested[self.resource_row(resource), row] += sign * amount
+        for resource_idx, amount in self._resource_rows(pod.requests):
+            self.requested[resource_idx, row] += sign * amount
         self.requested[PODS, row] += sign
         self.nonzero_requested[0, row] += sign * pod.nonzero_cpu
         self.nonzero_requested[1, row] += sign * pod.nonzero_memory
