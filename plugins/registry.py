@@ -32,6 +32,7 @@ from shoal.plugins import (
     noderesources,
     nodeunschedulable,
     prioritysort,
+    schedulinggates,
     tainttoleration,
 )
 
@@ -48,6 +49,7 @@ BUILTIN: tuple[PluginEntry, ...] = (
     gpumemory.ENTRY,
     coscheduling.ENTRY,
     defaultbinder.ENTRY,
+    schedulinggates.ENTRY,
 )
 DEFAULT_SCHEDULER_NAME = "gpu-scheduler"
 
@@ -115,7 +117,7 @@ def _refs(*names: str | tuple[str, int]) -> list[dict[str, Any]]:
 
 #: The default plugin at each extension point (a profile that omits a point gets this list).
 DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
-    "preEnqueue": _refs("Coscheduling"),
+    "preEnqueue": _refs("SchedulingGates", "Coscheduling"),
     "queueSort": _refs("PrioritySort"),
     "preFilter": _refs("NodeResourcesFit", "NodePorts", "NodeAffinity", "GPUMemory", "Coscheduling"),
     "filter": _refs(

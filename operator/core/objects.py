@@ -9,11 +9,13 @@ cares, so one bad object cannot crash a cycle.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from shoal.core.fidelity import fields_used
 from shoal.core.quantity import QuantityError, to_int
 
 JSON = Mapping[str, Any]
@@ -38,17 +40,23 @@ def parse_time(value: str | None) -> float:
         return 0.0
 
 
+#: a GB figure is a plain decimal number: ``1e9``, ``1_000``, ``inf`` or ``0x10`` parse as floats
+#: in Python but are no one's GPU budget (a ``1e9`` node would pull every GPU-memory pod to itself)
+_DECIMAL = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)")
+
+
 def parse_gpu_memory(value: str | None) -> tuple[float | None, str | None]:
     """A GB figure from a label or annotation: (value, None), (None, None) if absent, (None, why)."""
     if value is None:
         return None, None
     text = value.strip()
-    try:
-        number = float(text)
-    except ValueError:
-        return None, f"{value!r} is not a number of GB"
-    if not math.isfinite(number) or number < 0:
-        return None, f"{value!r} is not a non-negative number of GB"
+    if not _DECIMAL.fullmatch(text):
+        if text.startswith("-") and _DECIMAL.fullmatch(text[1:]):
+            return None, f"{value!r} is not a non-negative number of GB"
+        return None, f"{value!r} is not a plain decimal number of GB"
+    number = float(text)
+    if not math.isfinite(number):
+        return None, f"{value!r} is not a plain decimal number of GB"
     return number, None
 
 
@@ -177,6 +185,9 @@ class PodInfo:
     terminating: bool = False
     resource_version: str = ""
     problems: dict[str, str] = field(default_factory=dict)
+    scheduling_gates: tuple[str, ...] = ()
+    #: scheduling-relevant fields this pod sets that only some plugin evaluates (core/fidelity.py)
+    fields_used: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -225,6 +236,11 @@ class PodInfo:
         if why:
             problems[GPU_MEMORY_ANNOTATION] = f"annotation {GPU_MEMORY_ANNOTATION}: {why}"
         priority = spec.get("priority")
+        used = fields_used(spec)
+        if gpu_mem is not None or why:
+            used += (f"metadata.annotations[{GPU_MEMORY_ANNOTATION}]",)
+        if labels.get(POD_GROUP_LABEL):
+            used += (f"metadata.labels[{POD_GROUP_LABEL}]",)
         return cls(
             uid=str(meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"),
             namespace=str(meta.get("namespace") or "default"),
@@ -249,6 +265,10 @@ class PodInfo:
             terminating=bool(meta.get("deletionTimestamp")),
             resource_version=str(meta.get("resourceVersion") or ""),
             problems=problems,
+            scheduling_gates=tuple(
+                str(g.get("name") or "") for g in spec.get("schedulingGates") or () if isinstance(g, Mapping)
+            ),
+            fields_used=used,
         )
 
 

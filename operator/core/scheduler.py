@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from shoal.core import fidelity
 from shoal.core.cache import ClusterCache
 from shoal.core.cyclestate import CycleState
 from shoal.core.gates import PermitGate, WaitingPods
@@ -329,6 +330,9 @@ class Scheduler:
     # -- the scheduling cycle --------------------------------------------------------------------
     def place(self, fw: Framework, state: CycleState, pod: PodInfo, *, record: bool = False) -> Placement:
         """PreFilter → Filter (every node) → PostFilter → PreScore/Score → pick. Assumes nothing."""
+        unevaluated = self._unevaluated(fw, pod)
+        if unevaluated is not None:
+            return Placement(status=unevaluated.pre_filter_status or Status(), diagnosis=unevaluated)
         pre, status = fw.run_pre_filter(state, pod)
         if not status.ok:
             if status.code is Code.ERROR:
@@ -353,6 +357,17 @@ class Scheduler:
         if self.record_scores:
             self.last_scores[pod.uid] = self._top_scores(scores, row)
         return Placement(node=self.cache.table.name(row), scores=scores)
+
+    def _unevaluated(self, fw: Framework, pod: PodInfo) -> Diagnosis | None:
+        """A diagnosis when the pod uses a field this profile does not evaluate (core/fidelity.py)."""
+        if not pod.fields_used:
+            return None
+        status = fidelity.check(pod.fields_used, fw.plugins)
+        if status is None:
+            return None
+        diag = Diagnosis(total_nodes=len(self.cache.table), pre_filter_status=status, unresolvable=True)
+        diag.unschedulable_plugins.add(fidelity.GUARD)
+        return diag
 
     def _top_scores(
         self, scores: ScoreOutcome, chosen: int, top: int = 3
@@ -594,6 +609,13 @@ class Scheduler:
         fw = self.profiles.get(profile or pod.scheduler_name)
         if fw is None:
             raise KeyError(f"no profile for schedulerName {pod.scheduler_name!r}")
+        unevaluated = self._unevaluated(fw, pod)
+        if unevaluated is not None:
+            return Explanation(pod, fw.name, None, unevaluated, {}, {})
+        gate = fw.run_pre_enqueue(pod)
+        if not gate.ok:  # held before the queue (scheduling gates, a gang below its quorum)
+            diag = Diagnosis(total_nodes=len(self.cache.table), pre_filter_status=gate)
+            return Explanation(pod, fw.name, None, diag, {}, {})
         state = CycleState()
         pre, status = fw.run_pre_filter(state, pod)
         if not status.ok:

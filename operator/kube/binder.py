@@ -2,7 +2,9 @@
 
 Why the UID: a pod deleted and recreated under the same name between the cycle and the binding
 must not be bound by mistake; the API server refuses a Binding whose UID does not match (409).
-A 409 also means someone else bound the pod first: the scheduler forgets it and does not retry.
+A 409 also means someone else bound the pod first: the scheduler forgets it and does not retry —
+unless the API server says the pod still has ``spec.schedulingGates`` (also a 409): that pod is
+retried with backoff.
 
 kubernetes-asyncio cannot deserialize the reply of ``pods/binding`` (it is a Status, not a
 Binding: "Invalid value for `target`"); the call goes through :mod:`shoal.kube.rest`, which
@@ -19,6 +21,9 @@ from kubernetes_asyncio import client
 from shoal.core.objects import PodInfo
 from shoal.core.status import Status
 from shoal.kube.rest import RawClient, message_of
+
+#: what the API server says when it refuses to bind a gated pod (409, like a lost race)
+GATED_CONFLICT = "non-empty .spec.schedulingGates"
 
 
 async def post_binding(raw: RawClient, namespace: str, name: str, uid: str, node: str) -> tuple[int, str]:
@@ -51,6 +56,10 @@ class KubeBinder:
             return Status.error(f"binding {pod.key} to {node}: {type(exc).__name__}: {exc}")
         if code < 300:
             return Status()
+        if code == 409 and GATED_CONFLICT in message:
+            # Not "someone else bound it": the pod still has scheduling gates (a profile without
+            # SchedulingGates cannot get here, shoal refuses such pods first). Retry with backoff.
+            return Status.error(f"binding {pod.key} to {node}: {message}")
         if code == 409:
             return Status.error(f"binding {pod.key} to {node}: {message}", requeue=False)
         if code == 404:

@@ -64,7 +64,7 @@ def _find_versions_file() -> Path | None:
 
 
 def _read_versions() -> dict[str, str]:
-    versions = {"KUBE_VERSION": "v1.36.3", "ETCD_VERSION": "v3.6.16", "HELM_VERSION": "v3.22.0"}
+    versions = {"KUBE_VERSION": "v1.37.2", "ETCD_VERSION": "v3.6.16", "HELM_VERSION": "v3.22.0"}
     path = _find_versions_file()
     if path is not None:
         for line in path.read_text().splitlines():

@@ -90,7 +90,7 @@ def make_node(
                     "message": "simulated node",
                 }
             ],
-            "nodeInfo": {"kubeletVersion": "v1.36.3", "operatingSystem": "linux", "architecture": "amd64"},
+            "nodeInfo": {"kubeletVersion": "v1.37.2", "operatingSystem": "linux", "architecture": "amd64"},
         },
     }
 

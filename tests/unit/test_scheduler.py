@@ -197,7 +197,7 @@ async def test_malformed_inputs_never_crash_a_cycle() -> None:
     assert outcomes["default/wants"].node is None
     assert "2 node(s) had an invalid gpu-memory-free-gb label" in outcomes["default/wants"].message
     assert outcomes["default/weird"].node is not None
-    assert "is not a number of GB" in outcomes["default/weird"].message
+    assert "is not a plain decimal number of GB" in outcomes["default/weird"].message
     assert outcomes["default/cpu"].node is not None  # bad quantity ignored, reported
     assert "invalid quantity" in outcomes["default/cpu"].message
 

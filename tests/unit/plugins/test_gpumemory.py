@@ -32,6 +32,17 @@ def plugin(cache: Any, **args: Any) -> gpumemory.GPUMemory:
         pytest.param("-5", None, id="negative-malformed"),
         pytest.param("abc", None, id="text-malformed"),
         pytest.param("nan", None, id="nan-malformed"),
+        # parse as Python floats but are no plain decimal number of GB (the fidelity issue)
+        pytest.param("1e9", None, id="exponent-malformed"),
+        pytest.param("1E9", None, id="upper-exponent-malformed"),
+        pytest.param("1_000", None, id="underscore-malformed"),
+        pytest.param("1e308", None, id="huge-exponent-malformed"),
+        pytest.param("inf", None, id="infinity-malformed"),
+        pytest.param("0x10", None, id="hex-malformed"),
+        pytest.param("+40", None, id="signed-malformed"),
+        pytest.param("0", 0.0, id="zero"),
+        pytest.param(".5", 0.5, id="leading-dot"),
+        pytest.param("80.", 80.0, id="trailing-dot"),
     ],
 )
 def test_label_parsing_never_crashes(label: str, expected_free: float | None) -> None:

@@ -1,0 +1,125 @@
+"""Fidelity on the real API server: real objects, gated pods, and fields shoal does not evaluate."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from shoal.core.objects import PodInfo
+from shoal.kube.binder import KubeBinder
+from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
+from shoal.sim import load_objects
+from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
+from shoal.testing.objects import make_node, make_pod, make_profile
+
+pytestmark = pytest.mark.slow
+
+REAL = Path(__file__).resolve().parents[1] / "data" / "real"
+MERGE = {"_content_type": "application/merge-patch+json"}
+
+
+def as_new(obj: dict[str, Any], namespace: str | None = None, scheduler: str | None = None) -> dict[str, Any]:
+    """A dumped object made creatable: server-set metadata, finalizers and owners dropped."""
+    out = copy.deepcopy(obj)
+    meta = out["metadata"]
+    for key in (
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "finalizers",
+        "ownerReferences",
+        "generateName",
+    ):
+        meta.pop(key, None)
+    if namespace is not None:
+        meta["namespace"] = namespace
+    if scheduler is not None:
+        out["spec"]["schedulerName"] = scheduler
+    return out
+
+
+async def pod(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    core: Any = client.CoreV1Api(api)
+    resp = await core.read_namespaced_pod(name, namespace, _preload_content=False)
+    try:
+        body: dict[str, Any] = await resp.json()
+        return body
+    finally:
+        resp.release()
+
+
+async def test_binding_a_gated_pod_is_retried_not_forgotten(clean: client.ApiClient, namespace: str) -> None:
+    """The API server answers 409 for a gated pod: not 'someone else bound it'."""
+    await create(clean, make_node("n1"))
+    obj = make_pod("gated", namespace=namespace)
+    obj["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+    created = await create(clean, obj)
+    status = await KubeBinder(clean).bind(PodInfo.from_dict(created), "n1")
+    assert not status.ok
+    assert status.requeue, status
+    assert "non-empty .spec.schedulingGates" in status.message
+    # a UID mismatch is a 409 too, and that one is forgotten
+    stale = PodInfo.from_dict(created)
+    stale.uid = str(uuid.uuid4())
+    status = await KubeBinder(clean).bind(stale, "n1")
+    assert not status.ok and not status.requeue
+
+
+async def test_real_objects_on_the_real_api_server(
+    clean: client.ApiClient, namespace: str, operator: OperatorProcess
+) -> None:
+    """Kubelet-shaped nodes and controller-shaped pods: placed, gated or refused as they ask."""
+    api = clean
+    sched = f"s-{uuid.uuid4().hex[:6]}"
+    await create_many(api, [as_new(n) for n in load_objects(REAL / "nodes.yaml")])
+    await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+    pods = [as_new(p, namespace, sched) for p in load_objects(REAL / "pods.yaml")]
+    expect = {p["metadata"]["name"]: p["metadata"]["annotations"]["shoal.dev/expect"] for p in pods}
+    await create_many(api, pods)
+    core: Any = client.CoreV1Api(api)
+    ev: Any = client.EventsV1Api(api)
+
+    async def settled() -> dict[str, str] | None:
+        """name -> node, or the latest FailedScheduling note; None until every pod has one."""
+        notes: dict[str, str] = {}
+        for e in sorted(await list_all(ev.list_namespaced_event, namespace), key=lambda e: e["eventTime"]):
+            if e["reason"] == "FailedScheduling":
+                notes[e["regarding"]["name"]] = e["note"]
+        out: dict[str, str] = {}
+        for p in await list_all(core.list_namespaced_pod, namespace):
+            name = p["metadata"]["name"]
+            node = p["spec"].get("nodeName")
+            if node:
+                out[name] = f"node:{node}"
+            elif name in notes:
+                out[name] = notes[name]
+        waiting = [n for n, want in expect.items() if want != "gated" and n not in out]
+        return None if waiting else out
+
+    got = await wait_for(settled, 60, what="every real pod placed or refused")
+    for name, want in expect.items():
+        if want == "placed":
+            assert got[name].startswith("node:"), (name, got[name])
+        elif want == "gated":
+            assert name not in got, (name, got.get(name))
+        else:
+            field = want.removeprefix("unschedulable: ")
+            assert field in got[name], (name, got[name])
+    assert got["finetune-0-h2j4k"] == "node:ip-10-0-12-34.ec2.internal"  # tolerates the GPU taint
+    refused = await pod(api, namespace, "cache-5f7b8c9d4-q8m3n")
+    cond = next(c for c in refused["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
+
+    # Kueue admits the gated pod: it removes the gate, and shoal places the pod.
+    await core.patch_namespaced_pod("sweep-3", namespace, {"spec": {"schedulingGates": None}}, **MERGE)
+
+    async def ungated_bound() -> str | None:
+        node: str | None = (await pod(api, namespace, "sweep-3"))["spec"].get("nodeName")
+        return node
+
+    assert await wait_for(ungated_bound, 30, what="the ungated pod bound")
