@@ -26,6 +26,7 @@ from shoal.plugins import (
     coscheduling,
     defaultbinder,
     gpumemory,
+    interpodaffinity,
     nodeaffinity,
     nodename,
     nodeports,
@@ -50,6 +51,7 @@ BUILTIN: tuple[PluginEntry, ...] = (
     coscheduling.ENTRY,
     defaultbinder.ENTRY,
     schedulinggates.ENTRY,
+    interpodaffinity.ENTRY,
 )
 DEFAULT_SCHEDULER_NAME = "gpu-scheduler"
 
@@ -119,7 +121,9 @@ def _refs(*names: str | tuple[str, int]) -> list[dict[str, Any]]:
 DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
     "preEnqueue": _refs("SchedulingGates", "Coscheduling"),
     "queueSort": _refs("PrioritySort"),
-    "preFilter": _refs("NodeResourcesFit", "NodePorts", "NodeAffinity", "GPUMemory", "Coscheduling"),
+    "preFilter": _refs(
+        "NodeResourcesFit", "NodePorts", "NodeAffinity", "GPUMemory", "InterPodAffinity", "Coscheduling"
+    ),
     "filter": _refs(
         "NodeUnschedulable",
         "NodeName",
@@ -128,10 +132,17 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "NodePorts",
         "NodeResourcesFit",
         "GPUMemory",
+        "InterPodAffinity",
     ),
     "postFilter": [],
-    "preScore": _refs("NodeAffinity", "GPUMemory"),
-    "score": _refs(("NodeResourcesFit", 3), ("TaintToleration", 1), ("NodeAffinity", 2), ("GPUMemory", 1)),
+    "preScore": _refs("NodeAffinity", "GPUMemory", "InterPodAffinity"),
+    "score": _refs(
+        ("NodeResourcesFit", 3),
+        ("TaintToleration", 1),
+        ("NodeAffinity", 2),
+        ("GPUMemory", 1),
+        ("InterPodAffinity", 2),
+    ),
     "reserve": _refs("GPUMemory", "Coscheduling"),
     "permit": _refs("Coscheduling"),
     "preBind": [],

@@ -24,8 +24,8 @@ GUARD = "UnevaluatedFields"
 #: pod field -> the plugin that evaluates it; ``None``: shoal has no such plugin yet
 EVALUATED_BY: dict[str, str | None] = {
     "spec.schedulingGates": "SchedulingGates",
-    "spec.affinity.podAffinity": None,  # kube-scheduler: InterPodAffinity
-    "spec.affinity.podAntiAffinity": None,  # kube-scheduler: InterPodAffinity
+    "spec.affinity.podAffinity": "InterPodAffinity",
+    "spec.affinity.podAntiAffinity": "InterPodAffinity",
     "spec.topologySpreadConstraints": None,  # kube-scheduler: PodTopologySpread
     "spec.resourceClaims": None,  # kube-scheduler: DynamicResources
     "spec.resources": None,  # pod-level resources (kube-scheduler: NodeResourcesFit)

@@ -17,6 +17,7 @@ from typing import Any
 
 from shoal.core.fidelity import fields_used
 from shoal.core.quantity import QuantityError, to_int
+from shoal.core.selectors import NO_AFFINITY, PodAffinity, SelectorError, parse_pod_affinity
 
 JSON = Mapping[str, Any]
 
@@ -186,6 +187,9 @@ class PodInfo:
     resource_version: str = ""
     problems: dict[str, str] = field(default_factory=dict)
     scheduling_gates: tuple[str, ...] = ()
+    #: pod affinity / anti-affinity terms (InterPodAffinity); an invalid term: ``pod_affinity_error``
+    pod_affinity: PodAffinity = NO_AFFINITY
+    pod_affinity_error: str = ""
     #: scheduling-relevant fields this pod sets that only some plugin evaluates (core/fidelity.py)
     fields_used: tuple[str, ...] = ()
 
@@ -236,6 +240,8 @@ class PodInfo:
         if why:
             problems[GPU_MEMORY_ANNOTATION] = f"annotation {GPU_MEMORY_ANNOTATION}: {why}"
         priority = spec.get("priority")
+        namespace = str(meta.get("namespace") or "default")
+        pod_affinity, affinity_error = _pod_affinity(spec, namespace)
         used = fields_used(spec)
         if gpu_mem is not None or why:
             used += (f"metadata.annotations[{GPU_MEMORY_ANNOTATION}]",)
@@ -269,7 +275,16 @@ class PodInfo:
                 str(g.get("name") or "") for g in spec.get("schedulingGates") or () if isinstance(g, Mapping)
             ),
             fields_used=used,
+            pod_affinity=pod_affinity,
+            pod_affinity_error=affinity_error,
         )
+
+
+def _pod_affinity(spec: JSON, namespace: str) -> tuple[PodAffinity, str]:
+    try:
+        return parse_pod_affinity(spec.get("affinity"), namespace), ""
+    except (SelectorError, TypeError, ValueError) as exc:
+        return NO_AFFINITY, f"spec.affinity: {exc}"
 
 
 def _container_requests(container: JSON, problems: dict[str, str]) -> dict[str, int]:

@@ -94,7 +94,7 @@ def test_a_field_whose_plugin_the_profile_leaves_out_names_the_plugin() -> None:
 
 def test_five_anti_affine_replicas_are_not_stacked_on_one_node() -> None:
     """The bug report: required anti-affinity on the hostname, and all five landed on one node."""
-    cluster = InMemoryCluster([make_node("n1", cpu="64")])
+    cluster = InMemoryCluster([make_node(f"n{i}", cpu="64") for i in range(3)])
     sim = Simulation(cluster)
     for i in range(5):
         obj = make_pod(f"web-{i}", cpu="1", scheduler_name="gpu-scheduler", labels={"app": "web"})
@@ -109,10 +109,39 @@ def test_five_anti_affine_replicas_are_not_stacked_on_one_node() -> None:
             }
         }
         sim.submit(obj)
-    outcomes = asyncio.run(sim.run())
-    assert [o.node for o in outcomes.values()] == [None] * 5
-    assert all("spec.affinity.podAntiAffinity" in o.message for o in outcomes.values())
-    assert all(o.message.startswith("0/1 nodes are available: pod uses") for o in outcomes.values())
+    outcomes = list(asyncio.run(sim.run()).values())
+    placed = [o.node for o in outcomes if o.node is not None]
+    assert sorted(placed) == ["n0", "n1", "n2"]
+    pending = [o.message for o in outcomes if o.node is None]
+    assert pending == ["0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."] * 2
+
+
+def test_a_profile_without_interpodaffinity_refuses_anti_affine_pods() -> None:
+    plugins = {
+        "preFilter": [{"name": "NodeResourcesFit"}],
+        "filter": [{"name": "NodeResourcesFit"}],
+        "preScore": [],
+        "score": [{"name": "NodeResourcesFit"}],
+    }
+    cluster = InMemoryCluster([make_node("n1", cpu="8")])
+    sim = Simulation(cluster, [{**DEFAULT_PROFILE_SPEC, "plugins": plugins}])
+    obj = make_pod("anti", scheduler_name="gpu-scheduler", labels={"app": "a"})
+    obj["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    sim.submit(obj)
+    sim.submit(make_pod("plain", scheduler_name="gpu-scheduler"))
+    outcomes = {o.pod: o for o in asyncio.run(sim.run()).values()}
+    assert outcomes["default/plain"].node == "n1"
+    assert outcomes["default/anti"].node is None
+    assert (
+        "spec.affinity.podAntiAffinity, which this profile does not evaluate (it leaves out InterPodAffinity)"
+        in (outcomes["default/anti"].message)
+    )
 
 
 def test_a_profile_without_gpumemory_refuses_gpu_memory_pods() -> None:
@@ -165,7 +194,7 @@ def test_simulate_prints_real_dumps_without_a_traceback(capsys: pytest.CaptureFi
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "Traceback" not in out.out + out.err
-    assert "spec.affinity.podAntiAffinity" in out.out
+    assert "spec.topologySpreadConstraints" in out.out
     assert len(load_objects(REAL / "pods.yaml")) == 8
 
 

@@ -1,0 +1,163 @@
+"""Label selectors and pod (anti-)affinity terms, parsed once from a pod's spec.
+
+Semantics are the API's (``metav1.LabelSelector``): every ``matchLabels`` pair and every
+``matchExpressions`` requirement must hold; an empty selector (``{}``) matches everything, an absent
+one (``None`` here) matches nothing. Operators: In, NotIn, Exists, DoesNotExist; anything else
+makes the selector invalid (the API server refuses such pods, so one only comes from a snapshot
+file). A pod affinity term matches a pod when the pod's namespace is one of the term's namespaces
+or the term's ``namespaceSelector`` matches the labels of the pod's namespace, and its
+``labelSelector`` matches the pod's labels (kube-scheduler's ``AffinityTerm.Matches``).
+
+``matchLabelKeys`` / ``mismatchLabelKeys`` need no work here: since Kubernetes 1.33 the API server
+merges them into ``labelSelector`` when the pod is created, and kube-scheduler reads the merged
+selector too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+
+
+class SelectorError(ValueError):
+    """A selector the API would refuse (unknown operator, values where none belong, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LabelRequirement:
+    key: str
+    operator: str
+    values: frozenset[str] = frozenset()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        op = self.operator
+        if op == "In":
+            return self.key in labels and labels[self.key] in self.values
+        if op == "NotIn":
+            return self.key not in labels or labels[self.key] not in self.values
+        if op == "Exists":
+            return self.key in labels
+        return self.key not in labels  # DoesNotExist
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A parsed ``metav1.LabelSelector``; no requirements: matches everything."""
+
+    requirements: tuple[LabelRequirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(r.matches(labels) for r in self.requirements)
+
+    @property
+    def everything(self) -> bool:
+        return not self.requirements
+
+    def equalities(self) -> list[tuple[str, frozenset[str]]]:
+        """``(key, values)`` of the In requirements: a pod must carry one of these values."""
+        return [(r.key, r.values) for r in self.requirements if r.operator == "In"]
+
+
+def parse_selector(obj: Any) -> LabelSelector | None:
+    """``None`` for an absent selector (matches nothing); raises SelectorError when invalid."""
+    if obj is None:
+        return None
+    if not isinstance(obj, Mapping):
+        raise SelectorError(f"not a label selector: {obj!r}")
+    reqs = [
+        LabelRequirement(str(k), "In", frozenset({str(v)})) for k, v in (obj.get("matchLabels") or {}).items()
+    ]
+    for expr in obj.get("matchExpressions") or ():
+        if not isinstance(expr, Mapping):
+            raise SelectorError(f"not a selector requirement: {expr!r}")
+        op = str(expr.get("operator") or "")
+        values = frozenset(str(v) for v in expr.get("values") or ())
+        if op not in _OPERATORS:
+            raise SelectorError(f"{op!r} is not a valid label selector operator")
+        if op in ("In", "NotIn") and not values:
+            raise SelectorError(f"operator {op} needs values (key {expr.get('key')!r})")
+        if op in ("Exists", "DoesNotExist") and values:
+            raise SelectorError(f"operator {op} takes no values (key {expr.get('key')!r})")
+        reqs.append(LabelRequirement(str(expr.get("key") or ""), op, values))
+    return LabelSelector(tuple(reqs))
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A required or (with ``weight``) preferred pod affinity / anti-affinity term."""
+
+    topology_key: str
+    selector: LabelSelector | None
+    namespaces: frozenset[str]
+    namespace_selector: LabelSelector | None = None
+    weight: int = 0
+
+    def matches(self, namespace: str, labels: Mapping[str, str], ns_labels: Mapping[str, str] | None) -> bool:
+        """Does a pod in ``namespace`` with ``labels`` match? ``ns_labels``: its namespace's labels
+        (``None`` when unknown: then only an empty namespaceSelector matches)."""
+        if namespace not in self.namespaces:
+            sel = self.namespace_selector
+            if sel is None or not (sel.everything or (ns_labels is not None and sel.matches(ns_labels))):
+                return False
+        return self.selector is not None and self.selector.matches(labels)
+
+
+def parse_affinity_term(term: Any, own_namespace: str, weight: int = 0) -> PodAffinityTerm:
+    if not isinstance(term, Mapping):
+        raise SelectorError(f"not a pod affinity term: {term!r}")
+    names = frozenset(str(n) for n in term.get("namespaces") or ())
+    ns_selector = parse_selector(term.get("namespaceSelector"))
+    if not names and ns_selector is None:
+        names = frozenset({own_namespace})
+    return PodAffinityTerm(
+        topology_key=str(term.get("topologyKey") or ""),
+        selector=parse_selector(term.get("labelSelector")),
+        namespaces=names,
+        namespace_selector=ns_selector,
+        weight=weight,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinity:
+    """All four lists of a pod's ``spec.affinity`` podAffinity / podAntiAffinity."""
+
+    required: tuple[PodAffinityTerm, ...] = ()
+    required_anti: tuple[PodAffinityTerm, ...] = ()
+    preferred: tuple[PodAffinityTerm, ...] = ()
+    preferred_anti: tuple[PodAffinityTerm, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.required or self.required_anti or self.preferred or self.preferred_anti)
+
+
+NO_AFFINITY = PodAffinity()
+
+
+def parse_pod_affinity(affinity: Any, namespace: str) -> PodAffinity:
+    """The pod's affinity terms; raises SelectorError for a term the API would refuse."""
+    if not isinstance(affinity, Mapping):
+        return NO_AFFINITY
+
+    def lists(kind: str) -> tuple[tuple[PodAffinityTerm, ...], tuple[PodAffinityTerm, ...]]:
+        spec = affinity.get(kind) or {}
+        required = tuple(
+            parse_affinity_term(t, namespace)
+            for t in spec.get("requiredDuringSchedulingIgnoredDuringExecution") or ()
+        )
+        preferred = tuple(
+            parse_affinity_term(
+                (w or {}).get("podAffinityTerm"), namespace, int((w or {}).get("weight") or 0)
+            )
+            for w in spec.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+        )
+        return required, preferred
+
+    required, preferred = lists("podAffinity")
+    required_anti, preferred_anti = lists("podAntiAffinity")
+    result = PodAffinity(required, required_anti, preferred, preferred_anti)
+    return NO_AFFINITY if result.empty else result

@@ -1,0 +1,259 @@
+"""InterPodAffinity (PreFilter, Filter, PreScore, Score): pods placed by where other pods are.
+
+kube-scheduler's semantics (pkg/scheduler/framework/plugins/interpodaffinity, release 1.37):
+
+Filter, per node, first failing check wins:
+
+1. the incoming pod's **required affinity**: the node has every term's topology key, and in the
+   node's domain of each key there is a placed pod matching *all* the terms — or no placed pod in
+   the cluster matches them all and the pod matches its own terms (the first pod of a group):
+   ``node(s) didn't match pod affinity rules`` (UnschedulableAndUnresolvable);
+2. the incoming pod's **required anti-affinity**: no placed pod matching a term in the node's
+   domain of that term's key: ``node(s) didn't match pod anti-affinity rules`` (Unschedulable);
+3. **existing pods' required anti-affinity**: no placed pod whose term matches the incoming pod in
+   a domain the node belongs to: ``node(s) didn't satisfy existing pods anti-affinity rules``
+   (Unschedulable).
+
+Score: per topology domain, + weight for each placed pod matching a preferred affinity term of the
+incoming pod, − weight for a preferred anti-affinity term, + ``hardPodAffinityWeight`` for each
+placed pod whose *required* affinity matches the incoming pod, ± weight for placed pods' preferred
+terms that match it; a node scores the sum over the domains it is in, normalised min–max to 0–100.
+
+"Placed" pods are every pod counted on a node (bound or assumed, whoever scheduled it), so the
+members of a gang placed earlier in the same cycle count. Terms are matched against pods, not
+nodes; the per-node part is numpy over the node table's label columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from pydantic import Field
+
+from shoal.core.cache import ClusterCache
+from shoal.core.cyclestate import CycleState
+from shoal.core.interfaces import (
+    MAX_NODE_SCORE,
+    BoolArray,
+    EventKind,
+    EventRegistration,
+    Handle,
+    IntArray,
+    PreFilterResult,
+    Rejection,
+)
+from shoal.core.nodetable import NodeTable
+from shoal.core.objects import PodInfo
+from shoal.core.profile import ArgsModel, PluginEntry
+from shoal.core.selectors import PodAffinityTerm
+from shoal.core.status import SUCCESS, Code, Status
+
+NAME = "InterPodAffinity"
+FILTER_KEY = f"PreFilter{NAME}"
+SCORE_KEY = f"PreScore{NAME}"
+AFFINITY_REASON = "node(s) didn't match pod affinity rules"
+ANTI_AFFINITY_REASON = "node(s) didn't match pod anti-affinity rules"
+EXISTING_ANTI_AFFINITY_REASON = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+
+class Args(ArgsModel):
+    #: score added per placed pod whose required affinity term matches the incoming pod
+    hard_pod_affinity_weight: int = Field(default=1, ge=0, le=100)
+    #: score only with the incoming pod's preferred terms (skips scanning every placed pod)
+    ignore_preferred_terms_of_existing_pods: bool = False
+
+
+#: topology key -> label value code -> count (or score)
+Counts = dict[str, dict[int, int]]
+
+
+def _add(counts: Counts, table: NodeTable, key: str, row: int, value: int) -> bool:
+    """Count ``value`` for the domain of ``key`` that node ``row`` is in (if it has the label)."""
+    code = int(table.label_column(key)[row])
+    if code < 0:
+        return False
+    per_key = counts.setdefault(key, {})
+    per_key[code] = per_key.get(code, 0) + value
+    return True
+
+
+def _domain_values(table: NodeTable, key: str, per_code: dict[int, int]) -> IntArray:
+    """Per row, the count (or score) of the domain of ``key`` the node is in (0 without the label)."""
+    codes = table.label_column(key)
+    lookup = np.zeros(len(table.label_values(key)) + 1, dtype=np.int64)
+    for code, count in per_code.items():
+        lookup[code] = count
+    values: IntArray = np.where(codes >= 0, lookup[np.maximum(codes, 0)], 0)
+    return values
+
+
+def _column_hits(table: NodeTable, key: str, per_code: dict[int, int]) -> BoolArray:
+    """Rows whose domain of ``key`` has a count > 0 (rows without the label: False)."""
+    hits: BoolArray = _domain_values(table, key, per_code) > 0
+    return hits
+
+
+@dataclass
+class _FilterState:
+    pod: PodInfo
+    affinity: Counts = field(default_factory=dict)
+    anti: Counts = field(default_factory=dict)
+    existing_anti: Counts = field(default_factory=dict)
+    self_match: bool = False
+
+
+def matches_all(terms: Sequence[PodAffinityTerm], pod: PodInfo, ns_labels: dict[str, str] | None) -> bool:
+    """The pure check behind required affinity: does ``pod`` match every term (and is there one)?"""
+    return bool(terms) and all(t.matches(pod.namespace, pod.labels, ns_labels) for t in terms)
+
+
+class InterPodAffinity:
+    name = NAME
+
+    def __init__(self, args: Args, cache: ClusterCache) -> None:
+        self.args = args
+        self.cache = cache
+
+    def _ns_labels(self, namespace: str) -> dict[str, str] | None:
+        return self.cache.namespace_labels.get(namespace)
+
+    def _candidates(self, terms: Iterable[PodAffinityTerm]) -> Iterator[tuple[PodInfo, int]]:
+        """Placed pods that may match any of ``terms``: their namespaces, unless a term selects
+        namespaces by label (then every placed pod)."""
+        names: set[str] = set()
+        for t in terms:
+            if t.namespace_selector is not None:
+                return self.cache.placed_pods()
+            names |= t.namespaces
+        return self.cache.placed_pods(names)
+
+    # -- PreFilter / Filter --------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        if pod.pod_affinity_error:
+            return None, Status.unschedulable(f"parsing pod: {pod.pod_affinity_error}", resolvable=False)
+        table = self.cache.table
+        aff = pod.pod_affinity
+        st = _FilterState(pod)
+        own_ns = self._ns_labels(pod.namespace)
+        for existing, row in self.cache.placed_with_affinity(required_anti_only=True):
+            for t in existing.pod_affinity.required_anti:
+                if t.matches(pod.namespace, pod.labels, own_ns):
+                    _add(st.existing_anti, table, t.topology_key, row, 1)
+        if aff.required or aff.required_anti:
+            for existing, row in self._candidates((*aff.required, *aff.required_anti)):
+                ns = self._ns_labels(existing.namespace)
+                if matches_all(aff.required, existing, ns):
+                    for t in aff.required:
+                        _add(st.affinity, table, t.topology_key, row, 1)
+                for t in aff.required_anti:
+                    if t.matches(existing.namespace, existing.labels, ns):
+                        _add(st.anti, table, t.topology_key, row, 1)
+            st.self_match = matches_all(aff.required, pod, own_ns)
+        if not st.existing_anti and not aff.required and not aff.required_anti:
+            return None, Status.skip()
+        state.write(FILTER_KEY, st)
+        return None, SUCCESS
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
+    ) -> Sequence[Rejection]:
+        st: _FilterState | None = state.read(FILTER_KEY)
+        if st is None:
+            return ()
+        n = table.n
+        rejected: BoolArray = np.zeros(n, dtype=bool)
+        out: list[Rejection] = []
+        terms = pod.pod_affinity.required
+        if terms:
+            has_keys = np.ones(n, dtype=bool)
+            pods_exist = np.ones(n, dtype=bool)
+            for t in terms:
+                has_keys &= table.label_column(t.topology_key) >= 0
+                pods_exist &= _column_hits(table, t.topology_key, st.affinity.get(t.topology_key, {}))
+            first_of_group = not any(st.affinity.values()) and st.self_match
+            ok = has_keys & (pods_exist | first_of_group)
+            rejected = ~ok
+            out.append(Rejection(rejected.copy(), AFFINITY_REASON, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+        anti = np.zeros(n, dtype=bool)
+        for t in pod.pod_affinity.required_anti:
+            anti |= _column_hits(table, t.topology_key, st.anti.get(t.topology_key, {}))
+        anti &= ~rejected
+        if anti.any():
+            out.append(Rejection(anti, ANTI_AFFINITY_REASON, Code.UNSCHEDULABLE))
+            rejected = rejected | anti
+        existing = np.zeros(n, dtype=bool)
+        for key, per_code in st.existing_anti.items():
+            existing |= _column_hits(table, key, per_code)
+        existing &= ~rejected
+        if existing.any():
+            out.append(Rejection(existing, EXISTING_ANTI_AFFINITY_REASON, Code.UNSCHEDULABLE))
+        return out
+
+    # -- PreScore / Score ----------------------------------------------------------------------
+    def pre_score(self, state: CycleState, pod: PodInfo, rows: IntArray, table: NodeTable) -> Status:
+        aff = pod.pod_affinity
+        preferred = bool(aff.preferred or aff.preferred_anti)
+        if self.args.ignore_preferred_terms_of_existing_pods and not preferred:
+            return Status.skip()
+        scores: Counts = {}
+        recorded = False
+        own_ns = self._ns_labels(pod.namespace)
+        hard = self.args.hard_pod_affinity_weight
+        placed = self.cache.placed_pods() if preferred else self.cache.placed_with_affinity()
+        for existing, row in placed:
+            ns = self._ns_labels(existing.namespace)
+            for t in aff.preferred:
+                if t.matches(existing.namespace, existing.labels, ns):
+                    recorded |= _add(scores, table, t.topology_key, row, t.weight)
+            for t in aff.preferred_anti:
+                if t.matches(existing.namespace, existing.labels, ns):
+                    recorded |= _add(scores, table, t.topology_key, row, -t.weight)
+            theirs = existing.pod_affinity
+            if theirs.empty:
+                continue
+            if hard > 0:
+                for t in theirs.required:
+                    if t.matches(pod.namespace, pod.labels, own_ns):
+                        recorded |= _add(scores, table, t.topology_key, row, hard)
+            for t in theirs.preferred:
+                if t.matches(pod.namespace, pod.labels, own_ns):
+                    recorded |= _add(scores, table, t.topology_key, row, t.weight)
+            for t in theirs.preferred_anti:
+                if t.matches(pod.namespace, pod.labels, own_ns):
+                    recorded |= _add(scores, table, t.topology_key, row, -t.weight)
+        if not recorded:
+            return Status.skip()
+        state.write(SCORE_KEY, scores)
+        return SUCCESS
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
+        scores: Counts = state.read(SCORE_KEY) or {}
+        total = np.zeros(table.n, dtype=np.int64)
+        for key, per_code in scores.items():
+            total += _domain_values(table, key, per_code)
+        raw: IntArray = total[rows]
+        return raw
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        if not state.read(SCORE_KEY) or not len(scores):
+            return scores
+        low, high = int(scores.min()), int(scores.max())
+        if high == low:
+            return np.zeros(len(scores), dtype=np.int64)
+        # as upstream: float64(MaxNodeScore) * (float64(s - min) / float64(max - min)), truncated
+        out: IntArray = (float(MAX_NODE_SCORE) * ((scores - low) / float(high - low))).astype(np.int64)
+        return out
+
+    def events_to_register(self) -> Sequence[EventRegistration]:
+        # a placed pod leaving (or relabelled) may lift anti-affinity; one arriving may satisfy
+        # affinity; a node relabelled may enter a domain
+        return (EventRegistration(EventKind.ANY_POD | EventKind.NODE_ADD | EventKind.NODE_UPDATE),)
+
+
+def new(args: Args, handle: Handle) -> InterPodAffinity:
+    return InterPodAffinity(args, handle.cache)
+
+
+ENTRY = PluginEntry(NAME, new, Args, InterPodAffinity)
