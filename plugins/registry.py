@@ -32,6 +32,7 @@ from shoal.plugins import (
     nodeports,
     noderesources,
     nodeunschedulable,
+    podtopologyspread,
     prioritysort,
     schedulinggates,
     tainttoleration,
@@ -52,6 +53,7 @@ BUILTIN: tuple[PluginEntry, ...] = (
     defaultbinder.ENTRY,
     schedulinggates.ENTRY,
     interpodaffinity.ENTRY,
+    podtopologyspread.ENTRY,
 )
 DEFAULT_SCHEDULER_NAME = "gpu-scheduler"
 
@@ -122,7 +124,13 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
     "preEnqueue": _refs("SchedulingGates", "Coscheduling"),
     "queueSort": _refs("PrioritySort"),
     "preFilter": _refs(
-        "NodeResourcesFit", "NodePorts", "NodeAffinity", "GPUMemory", "InterPodAffinity", "Coscheduling"
+        "NodeResourcesFit",
+        "NodePorts",
+        "NodeAffinity",
+        "GPUMemory",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "Coscheduling",
     ),
     "filter": _refs(
         "NodeUnschedulable",
@@ -132,15 +140,17 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "NodePorts",
         "NodeResourcesFit",
         "GPUMemory",
+        "PodTopologySpread",
         "InterPodAffinity",
     ),
     "postFilter": [],
-    "preScore": _refs("NodeAffinity", "GPUMemory", "InterPodAffinity"),
+    "preScore": _refs("NodeAffinity", "GPUMemory", "PodTopologySpread", "InterPodAffinity"),
     "score": _refs(
         ("NodeResourcesFit", 3),
         ("TaintToleration", 1),
         ("NodeAffinity", 2),
         ("GPUMemory", 1),
+        ("PodTopologySpread", 2),
         ("InterPodAffinity", 2),
     ),
     "reserve": _refs("GPUMemory", "Coscheduling"),

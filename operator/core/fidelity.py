@@ -26,7 +26,7 @@ EVALUATED_BY: dict[str, str | None] = {
     "spec.schedulingGates": "SchedulingGates",
     "spec.affinity.podAffinity": "InterPodAffinity",
     "spec.affinity.podAntiAffinity": "InterPodAffinity",
-    "spec.topologySpreadConstraints": None,  # kube-scheduler: PodTopologySpread
+    "spec.topologySpreadConstraints": "PodTopologySpread",
     "spec.resourceClaims": None,  # kube-scheduler: DynamicResources
     "spec.resources": None,  # pod-level resources (kube-scheduler: NodeResourcesFit)
     "spec.schedulingGroup": None,  # Kubernetes' native Workload / PodGroup gangs

@@ -17,7 +17,14 @@ from typing import Any
 
 from shoal.core.fidelity import fields_used
 from shoal.core.quantity import QuantityError, to_int
-from shoal.core.selectors import NO_AFFINITY, PodAffinity, SelectorError, parse_pod_affinity
+from shoal.core.selectors import (
+    NO_AFFINITY,
+    PodAffinity,
+    SelectorError,
+    SpreadConstraint,
+    parse_pod_affinity,
+    parse_spread_constraints,
+)
 
 JSON = Mapping[str, Any]
 
@@ -190,6 +197,9 @@ class PodInfo:
     #: pod affinity / anti-affinity terms (InterPodAffinity); an invalid term: ``pod_affinity_error``
     pod_affinity: PodAffinity = NO_AFFINITY
     pod_affinity_error: str = ""
+    #: ``spec.topologySpreadConstraints`` (PodTopologySpread); an invalid one: ``spread_error``
+    topology_spread: tuple[SpreadConstraint, ...] = ()
+    spread_error: str = ""
     #: scheduling-relevant fields this pod sets that only some plugin evaluates (core/fidelity.py)
     fields_used: tuple[str, ...] = ()
 
@@ -242,6 +252,10 @@ class PodInfo:
         priority = spec.get("priority")
         namespace = str(meta.get("namespace") or "default")
         pod_affinity, affinity_error = _pod_affinity(spec, namespace)
+        try:
+            spread, spread_error = parse_spread_constraints(spec.get("topologySpreadConstraints"), labels), ""
+        except (SelectorError, TypeError, ValueError) as exc:
+            spread, spread_error = (), f"spec.topologySpreadConstraints: {exc}"
         used = fields_used(spec)
         if gpu_mem is not None or why:
             used += (f"metadata.annotations[{GPU_MEMORY_ANNOTATION}]",)
@@ -277,6 +291,8 @@ class PodInfo:
             fields_used=used,
             pod_affinity=pod_affinity,
             pod_affinity_error=affinity_error,
+            topology_spread=spread,
+            spread_error=spread_error,
         )
 
 

@@ -222,6 +222,14 @@ class Scheduler:
             self.cache.set_pod_group(group)
         self._event(EventKind.POD_GROUP_CHANGE, group)
 
+    def on_namespace(self, name: str, labels: Mapping[str, str] | None, deleted: bool = False) -> None:
+        """A namespace's labels (pod affinity terms select namespaces by label)."""
+        if deleted:
+            self.cache.remove_namespace(name)
+        else:
+            self.cache.set_namespace(name, {str(k): str(v) for k, v in (labels or {}).items()})
+        self._event(EventKind.POD_UPDATE, None)
+
     # -- the loop --------------------------------------------------------------------------------
     async def run(self, batch_seconds: float = 0.005) -> None:
         """Schedule until cancelled (or the queue is closed).

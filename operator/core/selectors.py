@@ -161,3 +161,66 @@ def parse_pod_affinity(affinity: Any, namespace: str) -> PodAffinity:
     required_anti, preferred_anti = lists("podAntiAffinity")
     result = PodAffinity(required, required_anti, preferred, preferred_anti)
     return NO_AFFINITY if result.empty else result
+
+
+# -- topology spread constraints -----------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """A parsed ``topologySpreadConstraints`` entry, with the API's defaults filled in."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule | ScheduleAnyway
+    #: ``None``: an absent selector, which matches no pod; ``matchLabelKeys`` already merged in
+    selector: LabelSelector | None
+    min_domains: int = 1
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+
+    def counts(self, labels: Mapping[str, str]) -> bool:
+        """Is a placed pod with ``labels`` counted? (An empty selector counts none, as upstream.)"""
+        return self.selector is not None and not self.selector.everything and self.selector.matches(labels)
+
+    def self_match(self, labels: Mapping[str, str]) -> bool:
+        return self.selector is not None and self.selector.matches(labels)
+
+
+_ACTIONS = frozenset({"DoNotSchedule", "ScheduleAnyway"})
+_POLICIES = frozenset({"Honor", "Ignore"})
+
+
+def parse_spread_constraints(items: Any, pod_labels: Mapping[str, str]) -> tuple[SpreadConstraint, ...]:
+    """The pod's constraints; raises SelectorError for one the API would refuse."""
+    out: list[SpreadConstraint] = []
+    for item in items or ():
+        if not isinstance(item, Mapping):
+            raise SelectorError(f"not a topology spread constraint: {item!r}")
+        action = str(item.get("whenUnsatisfiable") or "")
+        if action not in _ACTIONS:
+            raise SelectorError(f"whenUnsatisfiable {action!r} is not DoNotSchedule or ScheduleAnyway")
+        selector = parse_selector(item.get("labelSelector"))
+        keys = [str(k) for k in item.get("matchLabelKeys") or () if str(k) in pod_labels]
+        if keys:  # as upstream: key=value of the pod's own labels, then the selector's requirements
+            merged = tuple(LabelRequirement(k, "In", frozenset({pod_labels[k]})) for k in keys)
+            selector = LabelSelector(merged + (selector.requirements if selector is not None else ()))
+        policies = [
+            str(item.get(p) or d)
+            for p, d in (("nodeAffinityPolicy", "Honor"), ("nodeTaintsPolicy", "Ignore"))
+        ]
+        if any(p not in _POLICIES for p in policies):
+            raise SelectorError(f"node inclusion policies {policies} must be Honor or Ignore")
+        max_skew, min_domains = int(item.get("maxSkew") or 0), int(item.get("minDomains") or 1)
+        if max_skew < 1 or min_domains < 1:
+            raise SelectorError(f"maxSkew {max_skew} and minDomains {min_domains} must be at least 1")
+        out.append(
+            SpreadConstraint(
+                max_skew=max_skew,
+                topology_key=str(item.get("topologyKey") or ""),
+                when_unsatisfiable=action,
+                selector=selector,
+                min_domains=min_domains,
+                node_affinity_policy=policies[0],
+                node_taints_policy=policies[1],
+            )
+        )
+    return tuple(out)

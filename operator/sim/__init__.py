@@ -129,6 +129,7 @@ class InMemoryCluster:
         self.nodes: dict[str, JSON] = {}
         self.pods: dict[str, JSON] = {}
         self.pod_groups: dict[str, JSON] = {}
+        self.namespaces: dict[str, JSON] = {}
         self.profiles: list[JSON] = []
         for obj in objects:
             self.add(obj)
@@ -156,8 +157,12 @@ class InMemoryCluster:
             self.pod_groups[f"{meta['namespace']}/{meta['name']}"] = stored
         elif kind == "SchedulingProfile":
             self.profiles.append(stored)
+        elif kind == "Namespace":
+            self.namespaces[meta["name"]] = stored
         else:
-            raise ValueError(f"unsupported kind {kind!r} (expected Node, Pod, PodGroup or SchedulingProfile)")
+            raise ValueError(
+                f"unsupported kind {kind!r} (expected Node, Pod, PodGroup, Namespace or SchedulingProfile)"
+            )
         return stored
 
     def pending(self) -> list[JSON]:
@@ -195,6 +200,8 @@ class Simulation:
         specs = [profile_spec(p) for p in profiles] or [profile_spec(p) for p in cluster.profiles]
         for spec in specs or [DEFAULT_PROFILE_SPEC]:
             self.scheduler.set_profile(spec)
+        for name, ns in cluster.namespaces.items():
+            self.scheduler.on_namespace(name, (ns.get("metadata") or {}).get("labels"))
         for node in cluster.nodes.values():
             self.scheduler.on_node(node)
         for group in cluster.pod_groups.values():
@@ -211,6 +218,8 @@ class Simulation:
             self.scheduler.on_node(stored)
         elif kind == "PodGroup":
             self.scheduler.on_pod_group(stored)
+        elif kind == "Namespace":
+            self.scheduler.on_namespace(stored["metadata"]["name"], stored["metadata"].get("labels"))
         return stored
 
     def delete_pod(self, uid: str) -> None:

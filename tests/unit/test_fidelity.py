@@ -194,16 +194,16 @@ def test_simulate_prints_real_dumps_without_a_traceback(capsys: pytest.CaptureFi
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "Traceback" not in out.out + out.err
-    assert "spec.topologySpreadConstraints" in out.out
+    assert "spec.resourceClaims" in out.out
     assert len(load_objects(REAL / "pods.yaml")) == 8
 
 
 def test_explain_names_the_field_and_the_gate() -> None:
     cluster = InMemoryCluster([make_node("n1", cpu="8")])
     sched = Simulation(cluster).scheduler
-    spread = make_pod("s", scheduler_name="gpu-scheduler")
-    spread["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "zone"}]
-    assert "spec.topologySpreadConstraints" in sched.explain(PodInfo.from_dict(spread)).message
+    claims = make_pod("s", scheduler_name="gpu-scheduler")
+    claims["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "a100"}]
+    assert "spec.resourceClaims" in sched.explain(PodInfo.from_dict(claims)).message
     gated = make_pod("g", scheduler_name="gpu-scheduler")
     gated["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
     assert sched.explain(PodInfo.from_dict(gated)).message == (
