@@ -18,38 +18,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from shoal.core.interfaces import Handle, Plugin
-
-POINTS: tuple[str, ...] = (
-    "preEnqueue",
-    "queueSort",
-    "preFilter",
-    "filter",
-    "postFilter",
-    "preScore",
-    "score",
-    "reserve",
-    "permit",
-    "preBind",
-    "bind",
-    "postBind",
-)
-
-#: extension point -> method(s) a plugin needs to take part in it (any one of them suffices)
-POINT_METHODS: dict[str, tuple[str, ...]] = {
-    "preEnqueue": ("pre_enqueue",),
-    "queueSort": ("sort_key",),
-    "preFilter": ("pre_filter",),
-    "filter": ("filter_nodes", "filter"),
-    "postFilter": ("post_filter",),
-    "preScore": ("pre_score",),
-    "score": ("score_nodes", "score"),
-    "reserve": ("reserve",),
-    "permit": ("permit",),
-    "preBind": ("pre_bind",),
-    "bind": ("bind",),
-    "postBind": ("post_bind",),
-}
+from shoal.core.interfaces import EXTENSION_POINTS, Handle, Plugin
+from shoal.core.interfaces import POINTS as POINTS  # the points, in order (re-exported)
 
 MAX_PLUGINS_PER_POINT = 64
 MAX_WEIGHT = 100
@@ -148,12 +118,11 @@ class PluginEntry:
     source: str = "builtin"
 
     def points(self) -> set[str]:
-        """Extension points the plugin class implements (all, if the class is unknown)."""
+        """Extension points the plugin class implements (all, if the class is unknown): those of
+        the table EXTENSION_POINTS whose Protocol the class has the methods of."""
         if self.plugin_class is None:
             return set(POINTS)
-        return {
-            p for p, methods in POINT_METHODS.items() if any(hasattr(self.plugin_class, m) for m in methods)
-        }
+        return {p.key for p in EXTENSION_POINTS if p.implemented_by(self.plugin_class)}
 
     def parse_args(self, args: Mapping[str, Any]) -> Any:
         if self.args_model is None:
