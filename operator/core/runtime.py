@@ -400,25 +400,6 @@ class Framework:
         self.invoker.point("Score", began, SUCCESS)
         return outcome, SUCCESS
 
-    def sample(self, state: CycleState, feasible: BoolArray) -> IntArray:
-        """Feasible rows to score: all by default, or percentageOfNodesToScore from a rotating start."""
-        rows: IntArray = np.flatnonzero(feasible).astype(np.int64, copy=False)
-        if self.percentage >= 100 or len(rows) <= 100:
-            return rows
-        want = max(100, (len(rows) * self.percentage) // 100)
-        start = self.next_start % len(rows)
-        self.next_start = start + want
-        return np.roll(rows, -start)[:want]
-
-    def select_host(self, outcome: ScoreOutcome) -> int:
-        """The row with the highest total score; ties broken at random (like kube-scheduler)."""
-        total = outcome.total
-        if len(total) == 1:
-            return int(outcome.rows[0])
-        best = np.flatnonzero(total == total.max())
-        pick = best[0] if len(best) == 1 else best[self.rng.randrange(len(best))]
-        return int(outcome.rows[pick])
-
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         began = time.perf_counter()
         for plugin in self.reserve:

@@ -27,20 +27,21 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
-
-import numpy as np
 
 from shoal.core.cache import ClusterCache
 from shoal.core.cyclestate import CycleState
 from shoal.core.gates import PermitGate, WaitingPods
 from shoal.core.interfaces import Binder, ClusterEvent, Diagnosis, EventKind, Handle
 from shoal.core.metrics import Metrics, NullMetrics
+from shoal.core.nodetable import NodeTable
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
+from shoal.core.placement import Placement as Placement  # re-exported (was defined here)
+from shoal.core.placement import schedule_pod
 from shoal.core.profile import PluginEntry, PluginSet
 from shoal.core.queue import QueuedPodInfo, SchedulingQueue
-from shoal.core.runtime import Framework, ScoreOutcome
+from shoal.core.runtime import Framework
 from shoal.core.status import Code, Status
 
 log = logging.getLogger("shoal.scheduler")
@@ -60,16 +61,6 @@ class NullReporter:
 
     def unschedulable(self, pod: PodInfo, message: str, profile: str, *, error: bool = False) -> None:
         pass
-
-
-@dataclass
-class Placement:
-    """The result of PreFilter → Filter → Score → select for one pod (nothing assumed yet)."""
-
-    node: str | None = None
-    status: Status = field(default_factory=Status)
-    diagnosis: Diagnosis | None = None
-    scores: ScoreOutcome | None = None
 
 
 @dataclass(eq=False)  # compared by identity: a gang's rollback looks them up in a list
@@ -126,9 +117,9 @@ class Scheduler:
         #: a cycle that raises must give back (see _schedule_guarded)
         self._cycle_pods: list[QueuedPodInfo] = []
         self._cycle_placed: list[_Placed] = []
-        #: keep per-plugin scores of the best nodes of each placement (simulation, explain)
-        self.record_scores = False
-        self.last_scores: dict[str, list[tuple[str, int, dict[str, int]]]] = {}
+        #: called with every placement that found a node, its per-plugin scores recorded (the
+        #: simulator keeps the best nodes' scores for ``shoal simulate``)
+        self.placement_observer: Callable[[PodInfo, Placement], None] | None = None
 
     # -- profiles ------------------------------------------------------------------------------
     def set_profile(self, spec: Mapping[str, Any]) -> Framework:
@@ -329,46 +320,11 @@ class Scheduler:
     # -- the scheduling cycle --------------------------------------------------------------------
     def place(self, fw: Framework, state: CycleState, pod: PodInfo, *, record: bool = False) -> Placement:
         """PreFilter → Filter (every node) → PostFilter → PreScore/Score → pick. Assumes nothing."""
-        pre, status = fw.run_pre_filter(state, pod)
-        if not status.ok:
-            if status.code is Code.ERROR:
-                return Placement(status=status)
-            diag = Diagnosis(total_nodes=len(self.cache.table), pre_filter_status=status)
-            diag.unschedulable_plugins.add(status.plugin)
-            diag.unresolvable = status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-            return Placement(status=status, diagnosis=diag)
-        outcome = fw.find_feasible(state, pod, pre)
-        if outcome.error is not None:
-            return Placement(status=outcome.error)
-        if not outcome.feasible.any():
-            diag = outcome.diagnosis(self.cache.table.names if record else None)
-            fw.run_post_filter(state, pod, diag)
-            return Placement(status=Status.unschedulable(diag.message()), diagnosis=diag)
-        rows = fw.sample(state, outcome.feasible)
-        record = record or self.record_scores
-        scores, status = fw.run_score(state, pod, rows, record=record)
-        if not status.ok:
-            return Placement(status=status)
-        row = fw.select_host(scores)
-        if self.record_scores:
-            self.last_scores[pod.uid] = self._top_scores(scores, row)
-        return Placement(node=self.cache.table.name(row), scores=scores)
-
-    def _top_scores(
-        self, scores: ScoreOutcome, chosen: int, top: int = 3
-    ) -> list[tuple[str, int, dict[str, int]]]:
-        """The chosen node first, then the other best-scoring ones."""
-        order = [int(i) for i in np.argsort(-scores.total, kind="stable")]
-        first = int(np.flatnonzero(scores.rows == chosen)[0])
-        order = [first, *(i for i in order if i != first)][:top]
-        return [
-            (
-                self.cache.table.name(int(scores.rows[i])),
-                int(scores.total[i]),
-                {p: int(v[i]) for p, v in scores.by_plugin.items()},
-            )
-            for i in order
-        ]
+        observer = self.placement_observer
+        placement = schedule_pod(fw, state, pod, record=record or observer is not None, names=record)
+        if observer is not None and placement.row is not None:
+            observer(pod, placement)
+        return placement
 
     def schedule_one(self, qpi: QueuedPodInfo) -> None:
         fw = self.profiles.get(qpi.profile)
@@ -594,29 +550,8 @@ class Scheduler:
         fw = self.profiles.get(profile or pod.scheduler_name)
         if fw is None:
             raise KeyError(f"no profile for schedulerName {pod.scheduler_name!r}")
-        state = CycleState()
-        pre, status = fw.run_pre_filter(state, pod)
-        if not status.ok:
-            diag = Diagnosis(total_nodes=len(self.cache.table), pre_filter_status=status)
-            return Explanation(pod, fw.name, None, diag, {}, {})
-        outcome = fw.find_feasible(state, pod, pre)
-        if outcome.error is not None:
-            diag = Diagnosis(total_nodes=len(self.cache.table), pre_filter_status=outcome.error)
-            return Explanation(pod, fw.name, None, diag, {}, {})
-        diag = outcome.diagnosis(self.cache.table.names)
-        rows = np.flatnonzero(outcome.feasible)
-        scores: dict[str, dict[str, int]] = {}
-        totals: dict[str, int] = {}
-        best = None
-        if len(rows):
-            result, status = fw.run_score(state, pod, rows.astype(np.int64), record=True)
-            if status.ok:
-                for i, row in enumerate(result.rows):
-                    name = self.cache.table.name(int(row))
-                    totals[name] = int(result.total[i])
-                    scores[name] = {p: int(v[i]) for p, v in result.by_plugin.items()}
-                best = max(totals, key=lambda n: totals[n]) if totals else None
-        return Explanation(pod, fw.name, best, diag, scores, totals)
+        placement = schedule_pod(fw, CycleState(), pod, what_if=True)
+        return Explanation.of(pod, fw.name, placement, self.cache.table)
 
 
 @dataclass
@@ -627,6 +562,20 @@ class Explanation:
     diagnosis: Diagnosis
     scores: dict[str, dict[str, int]]
     totals: dict[str, int]
+
+    @classmethod
+    def of(cls, pod: PodInfo, profile: str, placement: Placement, table: NodeTable) -> Explanation:
+        """A what-if placement, per node: the feasible nodes' scores, the others' reasons."""
+        diag = placement.diagnosis or Diagnosis(total_nodes=len(table), pre_filter_status=placement.status)
+        scores: dict[str, dict[str, int]] = {}
+        totals: dict[str, int] = {}
+        result = placement.scores
+        if result is not None:
+            for i, row in enumerate(result.rows):
+                name = table.name(int(row))
+                totals[name] = int(result.total[i])
+                scores[name] = {p: int(v[i]) for p, v in result.by_plugin.items()}
+        return cls(pod, profile, placement.node, diag, scores, totals)
 
     @property
     def message(self) -> str:

@@ -12,6 +12,7 @@ from shoal.core.interfaces import BoolArray, EventKind, PreFilterResult, Rejecti
 from shoal.core.metrics import NullMetrics
 from shoal.core.nodetable import NodeInfo, NodeTable
 from shoal.core.objects import PodInfo
+from shoal.core.placement import sample_rows, select_host
 from shoal.core.profile import PluginEntry, ProfileError
 from shoal.core.runtime import PLUGIN_METRICS_EVERY, Framework
 from shoal.core.status import SKIP, SUCCESS, Code, Status
@@ -149,7 +150,7 @@ def test_scores_are_weighted_and_range_checked() -> None:
     outcome, status = fw.run_score(CycleState(), pod(), rows, record=True)
     assert status.ok
     assert outcome.total.tolist() == [130, 150, 0]
-    assert fw.select_host(outcome) == 1
+    assert select_host(outcome, fw.rng) == 1
     bad = Recorder("Bad", scores={"n0": 101})
     fw2 = build({"score": [{"name": "Bad"}]}, [bad])
     _, status = fw2.run_score(CycleState(), pod(), rows)
@@ -193,7 +194,7 @@ def test_plugin_exception_becomes_error_status() -> None:
 def test_sampling(percentage: int) -> None:
     fw = build({}, [], nodes=400)
     fw.percentage = percentage
-    rows = fw.sample(CycleState(), fw.handle.cache.table.valid_rows())
+    rows = sample_rows(fw, fw.handle.cache.table.valid_rows())
     assert len(rows) == (400 if percentage == 100 else 200)
 
 
