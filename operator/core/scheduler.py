@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shoal.core.cache import ClusterCache
+from shoal.core.cycle import Assumed, Cycle
 from shoal.core.cyclestate import CycleState
-from shoal.core.gates import PermitGate, WaitingPods
+from shoal.core.gates import WaitingPods
 from shoal.core.interfaces import Binder, ClusterEvent, Diagnosis, EventKind, Handle
 from shoal.core.metrics import Metrics, NullMetrics
 from shoal.core.nodetable import NodeTable
@@ -61,15 +62,6 @@ class NullReporter:
 
     def unschedulable(self, pod: PodInfo, message: str, profile: str, *, error: bool = False) -> None:
         pass
-
-
-@dataclass(eq=False)  # compared by identity: a gang's rollback looks them up in a list
-class _Placed:
-    qpi: QueuedPodInfo
-    state: CycleState
-    node: str
-    reserved: bool = False
-    gate: PermitGate | None = None
 
 
 def _error_message(status: Status) -> str:
@@ -113,10 +105,6 @@ class Scheduler:
         self._bind_slot = asyncio.Event()
         self._last_cleanup = 0.0
         self.attempts = 0
-        #: the running cycle's pods, and those of them assumed whose binding has not started: what
-        #: a cycle that raises must give back (see _schedule_guarded)
-        self._cycle_pods: list[QueuedPodInfo] = []
-        self._cycle_placed: list[_Placed] = []
         #: called with every placement that found a node, its per-plugin scores recorded (the
         #: simulator keeps the best nodes' scores for ``shoal simulate``)
         self.placement_observer: Callable[[PodInfo, Placement], None] | None = None
@@ -242,31 +230,20 @@ class Scheduler:
         Whatever the cycle assumed and did not hand to a binding task is released, and every pod
         it popped (a whole gang included) that is not binding goes back to the queue.
         """
-        self._cycle_pods, self._cycle_placed = [qpi], []
+        cycle = self._new_cycle(qpi)
         try:
-            self.schedule_one(qpi)
+            self.schedule_one(qpi, cycle)
         except Exception as exc:
             log.exception("scheduling cycle for %s failed", qpi.pod.key)
             message = f"internal error: {type(exc).__name__}: {exc}"
-            fw = self.profiles.get(qpi.profile)
-            for placed in reversed(list(self._cycle_placed)):  # _release removes from the list
-                try:
-                    if fw is not None:
-                        self._release(fw, placed)
-                    else:
-                        self.cache.forget(placed.qpi.uid)
-                except Exception:
-                    log.exception("releasing %s after a failed cycle", placed.qpi.pod.key)
-                    self.cache.forget(placed.qpi.uid)
-            for member in self._cycle_pods:
-                if member.uid not in self.cache.pods or self.cache.placed_node(member.uid):
-                    continue  # deleted meanwhile, or binding
-                if fw is not None:
-                    self._retry_after_error(fw, member, message, 0.0)
+            for member in cycle.rollback():  # not those deleted meanwhile, or binding
+                if cycle.fw is not None:
+                    self._retry_after_error(cycle.fw, member, message, 0.0)
                 else:
                     self.queue.requeue_backoff(member, message)
-        finally:
-            self._cycle_pods, self._cycle_placed = [], []
+
+    def _new_cycle(self, qpi: QueuedPodInfo) -> Cycle:
+        return Cycle(self.profiles.get(qpi.profile), self.cache, self.waiting, qpi)
 
     def _maintenance(self) -> None:
         now = self.clock()
@@ -326,7 +303,10 @@ class Scheduler:
             observer(pod, placement)
         return placement
 
-    def schedule_one(self, qpi: QueuedPodInfo) -> None:
+    def schedule_one(self, qpi: QueuedPodInfo, cycle: Cycle | None = None) -> None:
+        """One scheduling cycle for ``qpi`` (and its gang's queued members): placed pods are handed
+        to binding tasks; whatever ``cycle`` still holds if this raises is the caller's to roll back."""
+        cycle = cycle or self._new_cycle(qpi)
         fw = self.profiles.get(qpi.profile)
         if fw is None or qpi.uid not in self.cache.pods or self.cache.placed_node(qpi.uid):
             self.queue.delete(qpi.uid)
@@ -334,7 +314,7 @@ class Scheduler:
         self.attempts += 1
         group = fw.pod_group(qpi.pod)
         if group is not None:
-            self._schedule_gang(fw, qpi, group)
+            self._schedule_gang(fw, qpi, group, cycle)
             return
         began = time.perf_counter()
         state = fw.new_cycle_state()
@@ -342,36 +322,12 @@ class Scheduler:
         if placement.node is None:
             self._failed(fw, qpi, placement, began)
             return
-        placed = _Placed(qpi, state, placement.node)
-        status = self._assume_reserve_permit(fw, placed)
+        placed, status = cycle.assume(fw, qpi, state, placement.node)
         if not status.ok and not status.is_wait:
-            self._release(fw, placed)
+            cycle.release(fw, placed)
             self._failed(fw, qpi, Placement(status=status), began)
             return
         self._start_binding(fw, placed, began)
-
-    def _assume_reserve_permit(self, fw: Framework, placed: _Placed) -> Status:
-        pod = placed.qpi.pod
-        self.cache.assume(pod, placed.node)
-        self._cycle_placed.append(placed)
-        status = fw.run_reserve(placed.state, pod, placed.node)
-        if not status.ok:
-            return status  # run_reserve already ran Unreserve for every plugin
-        placed.reserved = True
-        status, placed.gate = fw.run_permit(placed.state, pod, placed.node)
-        return status
-
-    def _release(self, fw: Framework, placed: _Placed) -> None:
-        """Undo everything after assume, for a pod whose binding never started."""
-        pod = placed.qpi.pod
-        if placed.gate is not None:
-            placed.gate.reject("", "released")
-            self.waiting.remove(pod.uid)
-        if placed.reserved:
-            fw.run_unreserve(placed.state, pod, placed.node)
-        self.cache.forget(pod.uid)
-        if placed in self._cycle_placed:
-            self._cycle_placed.remove(placed)
 
     def _failed(self, fw: Framework, qpi: QueuedPodInfo, placement: Placement, began: float) -> None:
         status = placement.status
@@ -392,39 +348,37 @@ class Scheduler:
         self.queue.requeue_backoff(qpi, message)
         self.reporter.unschedulable(qpi.pod, message, fw.name, error=True)
 
-    def _start_binding(self, fw: Framework, placed: _Placed, began: float) -> None:
+    def _start_binding(self, fw: Framework, placed: Assumed, began: float) -> None:
         task = asyncio.get_running_loop().create_task(
             self._binding_cycle(fw, placed, began), name=f"bind {placed.qpi.pod.key}"
         )
         self._binding.add(task)
         task.add_done_callback(self._binding.discard)
         # handed over only once the task exists: until then a failure releases it (the guard)
-        if placed in self._cycle_placed:
-            self._cycle_placed.remove(placed)
+        placed.cycle.hand_over(placed)
         self.queue.done(placed.qpi.uid)
 
     # -- gangs -----------------------------------------------------------------------------------
-    def _schedule_gang(self, fw: Framework, first: QueuedPodInfo, group: PodGroupInfo) -> None:
+    def _schedule_gang(self, fw: Framework, first: QueuedPodInfo, group: PodGroupInfo, cycle: Cycle) -> None:
+        """A gang is one cycle with N members: all of the quorum go to binding, or none."""
         began = time.perf_counter()
         members = [first, *self.queue.pop_group(group.key, exclude=first.uid)]
-        self._cycle_pods = list(members)
+        cycle.add_members(members[1:])
         members = [m for m in members if m.uid in self.cache.pods and not self.cache.placed_node(m.uid)]
         members.sort(key=lambda m: fw.sort_key(m.pod, m.enqueued))
         _, already = self.cache.group_counts(group.key)
         need = max(group.min_member - already, 0)
-        placed: list[_Placed] = []
+        placed: list[Assumed] = []
         failed: list[tuple[QueuedPodInfo, Placement]] = []
         for m in members:
             state = fw.new_cycle_state()
-            state.gang = group.key
             placement = self.place(fw, state, m.pod)
             if placement.node is None:
                 failed.append((m, placement))
                 continue
-            p = _Placed(m, state, placement.node)
-            status = self._assume_reserve_permit(fw, p)
+            p, status = cycle.assume(fw, m, state, placement.node)
             if not status.ok and not status.is_wait:
-                self._release(fw, p)
+                cycle.release(fw, p)
                 failed.append((m, Placement(status=status, diagnosis=None)))
                 continue
             placed.append(p)
@@ -435,24 +389,25 @@ class Scheduler:
             p.gate is not None and (p.gate.rejected or gang_plugin in p.gate.pending_plugins) for p in placed
         )
         if len(placed) < need or held:
-            self._rollback_gang(fw, group, placed, failed, need, began)
+            for p in reversed(placed):
+                cycle.release(fw, p)
+            self._gang_failed(fw, group, placed, failed, need, began)
             return
         for p in placed:
             self._start_binding(fw, p, began)
         for m, placement in failed:  # members beyond the quorum that fit nowhere: retried alone
             self._failed(fw, m, placement, began)
 
-    def _rollback_gang(
+    def _gang_failed(
         self,
         fw: Framework,
         group: PodGroupInfo,
-        placed: list[_Placed],
+        placed: list[Assumed],
         failed: list[tuple[QueuedPodInfo, Placement]],
         need: int,
         began: float,
     ) -> None:
-        for p in reversed(placed):
-            self._release(fw, p)
+        """The gang's quorum did not fit (everything it assumed is released): say why, requeue all."""
         why = ""
         plugins: set[str] = set()
         for _, placement in failed:
@@ -481,7 +436,7 @@ class Scheduler:
             self.reporter.unschedulable(m.pod, message, fw.name)
 
     # -- the binding cycle -----------------------------------------------------------------------
-    async def _binding_cycle(self, fw: Framework, placed: _Placed, began: float) -> None:
+    async def _binding_cycle(self, fw: Framework, placed: Assumed, began: float) -> None:
         qpi, state, node = placed.qpi, placed.state, placed.node
         pod = qpi.pod
         status = Status()
@@ -521,7 +476,7 @@ class Scheduler:
         self.reporter.scheduled(pod, node, fw.name)
 
     def _binding_failed(
-        self, fw: Framework, placed: _Placed, status: Status, began: float, *, report: bool = True
+        self, fw: Framework, placed: Assumed, status: Status, began: float, *, report: bool = True
     ) -> None:
         qpi, pod = placed.qpi, placed.qpi.pod
         self.waiting.remove(pod.uid)
