@@ -16,12 +16,14 @@ asking changes nothing.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from shoal.core.cyclestate import CycleState
 from shoal.core.interfaces import BoolArray, Diagnosis, IntArray
+from shoal.core.nodetable import NodeTable
 from shoal.core.objects import PodInfo
 from shoal.core.outcomes import ScoreOutcome
 from shoal.core.runtime import Framework
@@ -112,3 +114,51 @@ def select_host(scores: ScoreOutcome, rng: random.Random | None) -> int:
     best = np.flatnonzero(total == total.max())
     pick = best[0] if len(best) == 1 or rng is None else best[rng.randrange(len(best))]
     return int(scores.rows[pick])
+
+
+def first_reason(failed: Iterable[Placement]) -> tuple[str, set[str]]:
+    """Why placements failed, for one message: the first diagnosis (or, before one, the last
+    status message) and the plugins that rejected."""
+    why = ""
+    plugins: set[str] = set()
+    for placement in failed:
+        if placement.diagnosis is not None:
+            why = placement.diagnosis.message()
+            plugins |= placement.diagnosis.unschedulable_plugins
+            break
+        if placement.status.message:
+            why = placement.status.message
+            plugins.add(placement.status.plugin)
+    return why, plugins
+
+
+@dataclass
+class Explanation:
+    """``Scheduler.explain``'s answer: a what-if placement, per node (scores, or why rejected)."""
+
+    pod: PodInfo
+    profile: str
+    best: str | None
+    diagnosis: Diagnosis
+    scores: dict[str, dict[str, int]]
+    totals: dict[str, int]
+
+    @classmethod
+    def of(cls, pod: PodInfo, profile: str, placement: Placement, table: NodeTable) -> Explanation:
+        """A what-if placement, per node: the feasible nodes' scores, the others' reasons."""
+        diag = placement.diagnosis or Diagnosis(total_nodes=len(table), pre_filter_status=placement.status)
+        scores: dict[str, dict[str, int]] = {}
+        totals: dict[str, int] = {}
+        result = placement.scores
+        if result is not None:
+            for i, row in enumerate(result.rows):
+                name = table.name(int(row))
+                totals[name] = int(result.total[i])
+                scores[name] = {p: int(v[i]) for p, v in result.by_plugin.items()}
+        return cls(pod, profile, placement.node, diag, scores, totals)
+
+    @property
+    def message(self) -> str:
+        if self.best is not None:
+            return f"would be placed on {self.best} (score {self.totals[self.best]})"
+        return self.diagnosis.message()

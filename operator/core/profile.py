@@ -155,22 +155,14 @@ class ValidatedProfile:
     args: dict[str, Any]
 
 
-def validate_profile(
-    data: Mapping[str, Any] | ProfileSpec,
+def _check_points(
+    spec: ProfileSpec,
     registry: Mapping[str, PluginEntry],
-    defaults: PluginSet | None = None,
-) -> ValidatedProfile:
-    """Check a profile spec against the schema and the registry; errors name the field."""
-    if isinstance(data, ProfileSpec):
-        spec = data
-    else:
-        try:
-            spec = ProfileSpec.model_validate(dict(data))
-        except ValidationError as exc:
-            raise ProfileError(
-                [(_loc("spec", tuple(e["loc"])), e["msg"]) for e in exc.errors(include_url=False)]
-            ) from None
-    errors: list[tuple[str, str]] = []
+    defaults: PluginSet | None,
+    errors: list[tuple[str, str]],
+) -> tuple[dict[str, list[PluginRef]], set[str]]:
+    """Each point's plugins (given or default), checked against the registry and the
+    extension-point table; the names of the plugins used. Appends to ``errors``."""
     points: dict[str, list[PluginRef]] = {}
     used: set[str] = set()
     for point in POINTS:
@@ -201,6 +193,13 @@ def validate_profile(
         )
     if not points["bind"]:
         errors.append(("spec.plugins.bind", "at least one plugin required"))
+    return points, used
+
+
+def _parse_plugin_config(
+    spec: ProfileSpec, registry: Mapping[str, PluginEntry], errors: list[tuple[str, str]]
+) -> dict[str, Any]:
+    """Each ``pluginConfig`` entry's args, parsed by its plugin's args model. Appends to ``errors``."""
     args: dict[str, Any] = {}
     configured: set[str] = set()
     for i, cfg in enumerate(spec.plugin_config):
@@ -220,6 +219,27 @@ def validate_profile(
                 errors.append((_loc(f"{where}.args", tuple(e["loc"])), e["msg"]))
         except ValueError as exc:
             errors.append((f"{where}.args", str(exc)))
+    return args
+
+
+def validate_profile(
+    data: Mapping[str, Any] | ProfileSpec,
+    registry: Mapping[str, PluginEntry],
+    defaults: PluginSet | None = None,
+) -> ValidatedProfile:
+    """Check a profile spec against the schema and the registry; errors name the field."""
+    if isinstance(data, ProfileSpec):
+        spec = data
+    else:
+        try:
+            spec = ProfileSpec.model_validate(dict(data))
+        except ValidationError as exc:
+            raise ProfileError(
+                [(_loc("spec", tuple(e["loc"])), e["msg"]) for e in exc.errors(include_url=False)]
+            ) from None
+    errors: list[tuple[str, str]] = []
+    points, used = _check_points(spec, registry, defaults, errors)
+    args = _parse_plugin_config(spec, registry, errors)
     if errors:
         raise ProfileError(errors)
     for name in used - set(args):

@@ -27,19 +27,18 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shoal.core.cache import ClusterCache
 from shoal.core.cycle import Assumed, Cycle
 from shoal.core.cyclestate import CycleState
 from shoal.core.gates import WaitingPods
-from shoal.core.interfaces import Binder, ClusterEvent, Diagnosis, EventKind, Handle
+from shoal.core.interfaces import Binder, ClusterEvent, EventKind, Handle
 from shoal.core.metrics import Metrics, NullMetrics
-from shoal.core.nodetable import NodeTable
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
+from shoal.core.placement import Explanation as Explanation  # re-exported (was defined here)
 from shoal.core.placement import Placement as Placement  # re-exported (was defined here)
-from shoal.core.placement import schedule_pod
+from shoal.core.placement import first_reason, schedule_pod
 from shoal.core.profile import PluginEntry, PluginSet
 from shoal.core.queue import QueuedPodInfo, SchedulingQueue
 from shoal.core.runtime import Framework
@@ -408,29 +407,20 @@ class Scheduler:
         began: float,
     ) -> None:
         """The gang's quorum did not fit (everything it assumed is released): say why, requeue all."""
-        why = ""
-        plugins: set[str] = set()
-        for _, placement in failed:
-            if placement.diagnosis is not None:
-                why = placement.diagnosis.message()
-                plugins |= placement.diagnosis.unschedulable_plugins
-                break
-            if placement.status.message:
-                why = placement.status.message
-                plugins.add(placement.status.plugin)
-        fit = len(placed)
         duration = time.perf_counter() - began
+        members = [p.qpi for p in placed] + [m for m, _ in failed]
         error = next((pl.status for _, pl in failed if pl.status.code is Code.ERROR), None)
         if error is not None:  # a plugin failed, not the cluster: the whole gang retries with backoff
             message = f"{_error_message(error)} (pod group {group.key}; nothing was reserved)"
-            for m in [p.qpi for p in placed] + [m for m, _ in failed]:
+            for m in members:
                 self._retry_after_error(fw, m, message, duration)
             return
+        why, plugins = first_reason(pl for _, pl in failed)
         message = (
-            f"{why} pod group {group.key}: only {fit} of the {need} pending member(s) it needs fit "
-            f"(minMember {group.min_member}); nothing was reserved."
+            f"{why} pod group {group.key}: only {len(placed)} of the {need} pending member(s) it needs "
+            f"fit (minMember {group.min_member}); nothing was reserved."
         ).strip()
-        for m in [p.qpi for p in placed] + [m for m, _ in failed]:
+        for m in members:
             self.metrics.attempt("unschedulable", fw.name, duration)
             self.queue.requeue_unschedulable(m, plugins or {"Coscheduling"}, message)
             self.reporter.unschedulable(m.pod, message, fw.name)
@@ -507,33 +497,3 @@ class Scheduler:
             raise KeyError(f"no profile for schedulerName {pod.scheduler_name!r}")
         placement = schedule_pod(fw, CycleState(), pod, what_if=True)
         return Explanation.of(pod, fw.name, placement, self.cache.table)
-
-
-@dataclass
-class Explanation:
-    pod: PodInfo
-    profile: str
-    best: str | None
-    diagnosis: Diagnosis
-    scores: dict[str, dict[str, int]]
-    totals: dict[str, int]
-
-    @classmethod
-    def of(cls, pod: PodInfo, profile: str, placement: Placement, table: NodeTable) -> Explanation:
-        """A what-if placement, per node: the feasible nodes' scores, the others' reasons."""
-        diag = placement.diagnosis or Diagnosis(total_nodes=len(table), pre_filter_status=placement.status)
-        scores: dict[str, dict[str, int]] = {}
-        totals: dict[str, int] = {}
-        result = placement.scores
-        if result is not None:
-            for i, row in enumerate(result.rows):
-                name = table.name(int(row))
-                totals[name] = int(result.total[i])
-                scores[name] = {p: int(v[i]) for p, v in result.by_plugin.items()}
-        return cls(pod, profile, placement.node, diag, scores, totals)
-
-    @property
-    def message(self) -> str:
-        if self.best is not None:
-            return f"would be placed on {self.best} (score {self.totals[self.best]})"
-        return self.diagnosis.message()
