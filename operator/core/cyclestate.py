@@ -11,14 +11,12 @@ from typing import Any
 
 
 class CycleState:
-    __slots__ = ("_data", "gang", "sample_plugins", "skip_filter", "skip_score")
+    __slots__ = ("_data", "sample_plugins", "skip_filter", "skip_score")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
-        #: key of the gang being placed in this cycle, if any
-        self.gang: str | None = None
         #: time each plugin call of this cycle (one cycle in ten, see runtime.PLUGIN_METRICS_EVERY)
         self.sample_plugins = False
 

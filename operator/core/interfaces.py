@@ -1,7 +1,7 @@
 """The extension points, as Protocols a plugin implements (any subset), and the plugin Handle.
 
-A plugin is an object with a ``name`` and one or more of the methods below; the runtime finds
-which points it implements by the methods it has. This mirrors kube-scheduler's
+A plugin is an object with a ``name`` and one or more of the methods below; which points it
+implements is decided by the Protocols, through the table ``EXTENSION_POINTS``. This mirrors kube-scheduler's
 ``framework/interface.go``; the order of the points in one pod's life is::
 
     PreEnqueue -> [queue: QueueSort] -> PreFilter -> Filter (every node) -> PostFilter (if none fit)
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Flag, auto
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -114,6 +114,9 @@ class Handle:
 
 
 # -- extension points -----------------------------------------------------------------------------
+# One Protocol per extension point (as kube-scheduler's interface.go). The table at the end of this
+# module, EXTENSION_POINTS, maps each point of a profile to its Protocol(s): profile validation
+# checks a plugin class against it, and the Framework builds its typed plugin lists from it.
 @runtime_checkable
 class Plugin(Protocol):
     name: str
@@ -122,34 +125,42 @@ class Plugin(Protocol):
 @runtime_checkable
 class PreEnqueuePlugin(Plugin, Protocol):
     def pre_enqueue(self, pod: PodInfo) -> Status:
-        """Before the pod enters the active queue. Success admits it; any other code gates it
-        (it waits, unschedulable, until an event this plugin registered for). No Error retries."""
+        """When: before the pod enters the active queue (on every add and on every event that
+        moves it). Codes: Success admits it; any other code gates it. Failure (any other code, an
+        exception or a wrong return) keeps the pod gated, unschedulable, with this plugin named,
+        until an event this plugin registered for; gated pods are not retried with backoff."""
         ...
 
 
 @runtime_checkable
 class QueueSortPlugin(Plugin, Protocol):
     def sort_key(self, pod: PodInfo, enqueued: float) -> tuple[Any, ...]:
-        """Order of the active queue: the smallest key pops first. Exactly one per profile.
-        (kube-scheduler's ``Less(a, b)`` as a key, so the queue can be a heap.)"""
+        """When: whenever a pod is pushed to the active queue. Order of the active queue: the
+        smallest key pops first (kube-scheduler's ``Less(a, b)`` as a key, so the queue can be a
+        heap). Exactly one per profile. Returns a key, not a Status: it must not fail."""
         ...
 
 
 @runtime_checkable
 class PreFilterPlugin(Plugin, Protocol):
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
-        """Once per cycle, before Filter: precompute into ``state``, or reject the pod outright.
-        Skip: this plugin's Filter is skipped for the pod. Unschedulable / Unresolvable: the cycle
-        stops, no node is tried. Error: the pod is requeued with backoff."""
+        """When: once per cycle, before Filter: precompute into ``state`` or reject the pod outright.
+        Codes: Success (with a PreFilterResult, the node names Filter may look at; results of
+        several plugins are intersected); Skip: this plugin's Filter is skipped for the pod;
+        Unschedulable / UnschedulableAndUnresolvable: the cycle stops at the first rejection, no
+        node is tried and PostFilter does not run. Error (or an exception): the pod is requeued
+        with backoff."""
         ...
 
 
 @runtime_checkable
 class FilterPlugin(Plugin, Protocol):
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        """Can the pod run on this node? Success, Unschedulable (may change),
-        UnschedulableAndUnresolvable (won't change), Error. Nodes are rejected one plugin at a time:
-        the first rejecting plugin's reasons are reported for the node."""
+        """When: for each node still feasible, one plugin after another (per-node form; the
+        runtime adapts it to the vectorised form once, when the profile is built). Codes: Success,
+        Skip (as Success), Unschedulable (may change), UnschedulableAndUnresolvable (won't change).
+        The first rejecting plugin's reasons are reported for the node. Error (or an exception)
+        on any node aborts the cycle: the pod is requeued with backoff, the node named."""
         ...
 
 
@@ -158,94 +169,116 @@ class VectorFilterPlugin(Plugin, Protocol):
     def filter_nodes(
         self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
     ) -> Sequence[Rejection]:
-        """Vectorised Filter over all rows: return the rejected rows and why (empty: all fit).
-        ``candidates`` marks the rows still in play; other rows may be ignored."""
+        """Vectorised Filter, run once per cycle over all rows: return the rejected rows and why
+        (empty: all fit). ``candidates`` marks the rows still in play; other rows may be ignored.
+        Not called once no candidate is left. An exception or a return that is not a sequence of
+        Rejection aborts the cycle like a per-node Error."""
         ...
 
 
 @runtime_checkable
 class PostFilterPlugin(Plugin, Protocol):
     def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
-        """Only when no node fits (preemption and the like). Success: something changed, retry soon;
-        Unschedulable: nothing to do. Runs in order until one succeeds."""
+        """When: only when no node fits (preemption and the like), with the diagnosis. Codes:
+        Success: something changed, stop here; Unschedulable: nothing to do, the next one runs.
+        Runs in order until one succeeds. An Error (or an exception) counts as "nothing to do":
+        the pod stays unschedulable either way."""
         ...
 
 
 @runtime_checkable
 class PreScorePlugin(Plugin, Protocol):
     def pre_score(self, state: CycleState, pod: PodInfo, rows: IntArray, table: NodeTable) -> Status:
-        """Once, with the feasible rows, before Score. Skip skips this plugin's Score; Error fails."""
+        """When: once per cycle, with the feasible rows to score, before Score (not run when the
+        profile has no Score plugin). Codes: Success; Skip: this plugin's Score is skipped for the
+        pod. Anything else (or an exception) fails the cycle: the pod is requeued with backoff."""
         ...
 
 
 @runtime_checkable
 class ScorePlugin(Plugin, Protocol):
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
-        """Rank one feasible node, 0..100 after NormalizeScore. Error fails the cycle."""
+        """When: for each feasible node to score (per-node form, adapted once to the vectorised
+        form). Rank it, 0..100 after NormalizeScore; the total is weighted. Codes: Success only;
+        anything else (or an exception) on any node is an Error naming the plugin and the node:
+        the pod is requeued with backoff."""
         ...
 
 
 @runtime_checkable
 class VectorScorePlugin(Plugin, Protocol):
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
-        """Vectorised Score: one integer per feasible row (``rows``), in order."""
+        """Vectorised Score: one integer per feasible row (``rows``), in order. An exception, a
+        return of the wrong length, or a score outside 0..100 (after NormalizeScore) is an Error
+        naming the plugin: the pod is requeued with backoff."""
         ...
 
 
 @runtime_checkable
 class ScoreExtensions(Plugin, Protocol):
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
-        """Map raw scores to 0..100 (must not divide by zero when all scores are 0)."""
+        """Right after this plugin's Score: map raw scores to 0..100 (must not divide by zero when
+        all scores are 0). Failing here fails the plugin's Score."""
         ...
 
 
 @runtime_checkable
 class ReservePlugin(Plugin, Protocol):
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        """After the pod is assumed on ``node``: claim plugin-held resources. Non-success fails the
-        cycle and Unreserve runs for every Reserve plugin, in reverse order."""
+        """When: after the pod is assumed on ``node``: claim plugin-held resources. Codes: Success;
+        anything else (or an exception) fails the cycle: Unreserve runs for every Reserve plugin,
+        in reverse order, the pod is forgotten and requeued (Error: with backoff)."""
         ...
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        """Undo reserve. Must be idempotent: it may run for a pod never reserved by this plugin."""
+        """Undo reserve, after any failure once the pod is assumed (Reserve, Permit, the binding
+        cycle). Must be idempotent: it may run for a pod never reserved by this plugin. An
+        exception is logged and the other plugins' Unreserve still run."""
         ...
 
 
 @runtime_checkable
 class PermitPlugin(Plugin, Protocol):
     def permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, float]:
-        """Last step of the cycle. Success admits, Wait parks the pod at a gate for up to the
-        returned timeout (<= 15 min) until a plugin allows or rejects it; anything else rejects.
-        Rejection or timeout: Unreserve, forget, requeue with backoff."""
+        """When: last step of the scheduling cycle, after Reserve. Codes: Success admits; Skip is
+        ignored; Wait parks the pod at a gate for up to the returned timeout (<= 15 min) until a
+        plugin allows or rejects it; anything else (or an exception) rejects at once. Rejection or
+        timeout: Unreserve, forget, requeue with backoff."""
         ...
 
 
 @runtime_checkable
 class PreBindPlugin(Plugin, Protocol):
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        """Binding cycle, before Bind (e.g. provision a volume). Failure: Unreserve and requeue."""
+        """When: binding cycle, after the Permit gate opened, before Bind (e.g. provision a
+        volume). Codes: Success, Skip; anything else (or an exception): Unreserve, forget and
+        requeue with backoff."""
         ...
 
 
 @runtime_checkable
 class BindPlugin(Plugin, Protocol):
     async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        """Bind the pod. Skip: let the next Bind plugin do it. Failure: Unreserve and requeue
-        (unless the Status says requeue=False: someone else bound the pod)."""
+        """When: binding cycle, after PreBind; plugins run in order until one does not Skip.
+        Codes: Success: bound; Skip: let the next Bind plugin do it (all skipping is an Error).
+        Failure (or an exception): Unreserve and requeue with backoff, unless the Status says
+        requeue=False (a 409: someone else bound the pod), then the pod is only forgotten."""
         ...
 
 
 @runtime_checkable
 class PostBindPlugin(Plugin, Protocol):
     def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        """Informational, after a successful Bind (clean-up of plugin state)."""
+        """When: after a successful Bind. Informational (clean-up of plugin state): an exception is
+        logged and the other PostBind plugins still run."""
         ...
 
 
 @runtime_checkable
 class EnqueueExtensions(Plugin, Protocol):
     def events_to_register(self) -> Sequence[EventRegistration]:
-        """Queueing hints: the cluster events that may make a pod this plugin rejected schedulable."""
+        """Queueing hints: the cluster events that may make a pod this plugin rejected schedulable.
+        A plugin without this method is asked about every event (kube-scheduler's default)."""
         ...
 
 
@@ -255,6 +288,88 @@ class GangPlugin(Plugin, Protocol):
         """The gang the pod belongs to, if any: its queued members are scheduled in one cycle,
         all-or-nothing (at least ``min_member`` placed, or none)."""
         ...
+
+
+P = TypeVar("P", bound=Plugin)
+
+
+def _methods(proto: type) -> frozenset[str]:
+    """The methods a point Protocol asks for (``name``, a data member, is not one of them)."""
+    out: set[str] = set()
+    for base in proto.__mro__:
+        if base is Plugin or not getattr(base, "_is_protocol", False):
+            continue
+        out.update(k for k, v in vars(base).items() if not k.startswith("_") and callable(v))
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class ExtensionPoint(Generic[P]):
+    """One row of the extension-point table.
+
+    ``key`` is the point's field in a profile (``spec.plugins.<key>``), ``title`` its name in
+    kube-scheduler and in the ``extension_point`` metric, ``protocols`` the Protocol(s) a plugin
+    implements to take part; with two (vectorised, per-node), the first one a plugin implements
+    is used.
+    """
+
+    key: str
+    title: str
+    protocols: tuple[type[P], ...]
+
+    def implemented_by(self, cls: type) -> bool:
+        """Does a plugin class implement this point? (Checked on the class, before any instance
+        exists; ``isinstance`` cannot be used on a class whose ``name`` is set per instance.)"""
+        return any(
+            all(getattr(cls, m, None) is not None for m in _methods(proto)) for proto in self.protocols
+        )
+
+    def narrow(self, plugin: Plugin) -> P | None:
+        """The plugin as this point's Protocol, or None if it does not implement it."""
+        for proto in self.protocols:
+            if isinstance(plugin, proto):
+                return plugin
+        return None
+
+
+PRE_ENQUEUE: ExtensionPoint[PreEnqueuePlugin] = ExtensionPoint(
+    "preEnqueue", "PreEnqueue", (PreEnqueuePlugin,)
+)
+QUEUE_SORT: ExtensionPoint[QueueSortPlugin] = ExtensionPoint("queueSort", "QueueSort", (QueueSortPlugin,))
+PRE_FILTER: ExtensionPoint[PreFilterPlugin] = ExtensionPoint("preFilter", "PreFilter", (PreFilterPlugin,))
+FILTER: ExtensionPoint[VectorFilterPlugin | FilterPlugin] = ExtensionPoint(
+    "filter", "Filter", (VectorFilterPlugin, FilterPlugin)
+)
+POST_FILTER: ExtensionPoint[PostFilterPlugin] = ExtensionPoint(
+    "postFilter", "PostFilter", (PostFilterPlugin,)
+)
+PRE_SCORE: ExtensionPoint[PreScorePlugin] = ExtensionPoint("preScore", "PreScore", (PreScorePlugin,))
+SCORE: ExtensionPoint[VectorScorePlugin | ScorePlugin] = ExtensionPoint(
+    "score", "Score", (VectorScorePlugin, ScorePlugin)
+)
+RESERVE: ExtensionPoint[ReservePlugin] = ExtensionPoint("reserve", "Reserve", (ReservePlugin,))
+PERMIT: ExtensionPoint[PermitPlugin] = ExtensionPoint("permit", "Permit", (PermitPlugin,))
+PRE_BIND: ExtensionPoint[PreBindPlugin] = ExtensionPoint("preBind", "PreBind", (PreBindPlugin,))
+BIND: ExtensionPoint[BindPlugin] = ExtensionPoint("bind", "Bind", (BindPlugin,))
+POST_BIND: ExtensionPoint[PostBindPlugin] = ExtensionPoint("postBind", "PostBind", (PostBindPlugin,))
+
+#: every extension point a profile configures, in the order they run (the single source of truth:
+#: profile validation, the Framework's plugin lists and the CRD's fields all come from it)
+EXTENSION_POINTS: tuple[ExtensionPoint[Any], ...] = (
+    PRE_ENQUEUE,
+    QUEUE_SORT,
+    PRE_FILTER,
+    FILTER,
+    POST_FILTER,
+    PRE_SCORE,
+    SCORE,
+    RESERVE,
+    PERMIT,
+    PRE_BIND,
+    BIND,
+    POST_BIND,
+)
+POINTS: tuple[str, ...] = tuple(p.key for p in EXTENSION_POINTS)
 
 
 # -- diagnosis ------------------------------------------------------------------------------------

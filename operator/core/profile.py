@@ -18,38 +18,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from shoal.core.interfaces import Handle, Plugin
-
-POINTS: tuple[str, ...] = (
-    "preEnqueue",
-    "queueSort",
-    "preFilter",
-    "filter",
-    "postFilter",
-    "preScore",
-    "score",
-    "reserve",
-    "permit",
-    "preBind",
-    "bind",
-    "postBind",
-)
-
-#: extension point -> method(s) a plugin needs to take part in it (any one of them suffices)
-POINT_METHODS: dict[str, tuple[str, ...]] = {
-    "preEnqueue": ("pre_enqueue",),
-    "queueSort": ("sort_key",),
-    "preFilter": ("pre_filter",),
-    "filter": ("filter_nodes", "filter"),
-    "postFilter": ("post_filter",),
-    "preScore": ("pre_score",),
-    "score": ("score_nodes", "score"),
-    "reserve": ("reserve",),
-    "permit": ("permit",),
-    "preBind": ("pre_bind",),
-    "bind": ("bind",),
-    "postBind": ("post_bind",),
-}
+from shoal.core.interfaces import EXTENSION_POINTS, Handle, Plugin
+from shoal.core.interfaces import POINTS as POINTS  # the points, in order (re-exported)
 
 MAX_PLUGINS_PER_POINT = 64
 MAX_WEIGHT = 100
@@ -148,12 +118,11 @@ class PluginEntry:
     source: str = "builtin"
 
     def points(self) -> set[str]:
-        """Extension points the plugin class implements (all, if the class is unknown)."""
+        """Extension points the plugin class implements (all, if the class is unknown): those of
+        the table EXTENSION_POINTS whose Protocol the class has the methods of."""
         if self.plugin_class is None:
             return set(POINTS)
-        return {
-            p for p, methods in POINT_METHODS.items() if any(hasattr(self.plugin_class, m) for m in methods)
-        }
+        return {p.key for p in EXTENSION_POINTS if p.implemented_by(self.plugin_class)}
 
     def parse_args(self, args: Mapping[str, Any]) -> Any:
         if self.args_model is None:
@@ -186,22 +155,14 @@ class ValidatedProfile:
     args: dict[str, Any]
 
 
-def validate_profile(
-    data: Mapping[str, Any] | ProfileSpec,
+def _check_points(
+    spec: ProfileSpec,
     registry: Mapping[str, PluginEntry],
-    defaults: PluginSet | None = None,
-) -> ValidatedProfile:
-    """Check a profile spec against the schema and the registry; errors name the field."""
-    if isinstance(data, ProfileSpec):
-        spec = data
-    else:
-        try:
-            spec = ProfileSpec.model_validate(dict(data))
-        except ValidationError as exc:
-            raise ProfileError(
-                [(_loc("spec", tuple(e["loc"])), e["msg"]) for e in exc.errors(include_url=False)]
-            ) from None
-    errors: list[tuple[str, str]] = []
+    defaults: PluginSet | None,
+    errors: list[tuple[str, str]],
+) -> tuple[dict[str, list[PluginRef]], set[str]]:
+    """Each point's plugins (given or default), checked against the registry and the
+    extension-point table; the names of the plugins used. Appends to ``errors``."""
     points: dict[str, list[PluginRef]] = {}
     used: set[str] = set()
     for point in POINTS:
@@ -232,6 +193,13 @@ def validate_profile(
         )
     if not points["bind"]:
         errors.append(("spec.plugins.bind", "at least one plugin required"))
+    return points, used
+
+
+def _parse_plugin_config(
+    spec: ProfileSpec, registry: Mapping[str, PluginEntry], errors: list[tuple[str, str]]
+) -> dict[str, Any]:
+    """Each ``pluginConfig`` entry's args, parsed by its plugin's args model. Appends to ``errors``."""
     args: dict[str, Any] = {}
     configured: set[str] = set()
     for i, cfg in enumerate(spec.plugin_config):
@@ -251,6 +219,27 @@ def validate_profile(
                 errors.append((_loc(f"{where}.args", tuple(e["loc"])), e["msg"]))
         except ValueError as exc:
             errors.append((f"{where}.args", str(exc)))
+    return args
+
+
+def validate_profile(
+    data: Mapping[str, Any] | ProfileSpec,
+    registry: Mapping[str, PluginEntry],
+    defaults: PluginSet | None = None,
+) -> ValidatedProfile:
+    """Check a profile spec against the schema and the registry; errors name the field."""
+    if isinstance(data, ProfileSpec):
+        spec = data
+    else:
+        try:
+            spec = ProfileSpec.model_validate(dict(data))
+        except ValidationError as exc:
+            raise ProfileError(
+                [(_loc("spec", tuple(e["loc"])), e["msg"]) for e in exc.errors(include_url=False)]
+            ) from None
+    errors: list[tuple[str, str]] = []
+    points, used = _check_points(spec, registry, defaults, errors)
+    args = _parse_plugin_config(spec, registry, errors)
     if errors:
         raise ProfileError(errors)
     for name in used - set(args):

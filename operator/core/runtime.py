@@ -1,15 +1,21 @@
 """The framework runtime: one validated profile's plugins, run with kube-scheduler's semantics.
 
-Semantics kept from kube-scheduler's ``frameworkImpl``:
+The Framework runs plugins (kube-scheduler's ``frameworkImpl``); the scheduling algorithm that
+combines its points for one pod (feasible nodes, PostFilter, sampling, scoring, host selection)
+is :mod:`shoal.core.placement`. Semantics kept from kube-scheduler:
 
-* one plugin instance per name, shared by all the points it is listed at;
+* one plugin instance per name, shared by all the points it is listed at; the plugin lists are
+  typed and built once, from the table ``EXTENSION_POINTS`` (as ``updatePluginList`` checks that
+  each plugin implements its point); per-node Filter/Score plugins are adapted to the vectorised
+  form at that moment (:mod:`shoal.core.pernode`), so the cycle has one shape;
 * PreFilter/PreScore returning Skip skip that plugin's Filter/Score for the pod;
 * the first PreFilter rejection stops the cycle; Filter reports, per node, the first rejecting
   plugin's reasons; Score results are normalised, checked to be 0..100 and weighted;
 * Reserve failure runs every Reserve plugin's Unreserve in reverse order;
 * Permit Wait creates a gate registered in ``WaitingPods`` at once, so later plugins can open it;
 * Bind plugins run until one does not Skip;
-* a plugin that raises is an Error status naming the plugin, never a dead loop; an Error at
+* every plugin call goes through one :class:`~shoal.core.invoker.Invoker`: a plugin that raises
+  or returns the wrong type is an Error status naming the plugin, never a dead loop; an Error at
   PreFilter, Filter, PreScore or Score aborts the cycle and the pod is retried with backoff;
 * a plugin that registers no cluster events is retried on every event (kube's default).
 
@@ -23,7 +29,6 @@ import logging
 import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,22 +36,55 @@ import numpy as np
 from shoal.core.cyclestate import CycleState
 from shoal.core.gates import PermitGate
 from shoal.core.interfaces import (
+    BIND,
+    FILTER,
     MAX_NODE_SCORE,
     MAX_PERMIT_TIMEOUT,
     MIN_NODE_SCORE,
+    PERMIT,
+    POST_BIND,
+    POST_FILTER,
+    PRE_BIND,
+    PRE_ENQUEUE,
+    PRE_FILTER,
+    PRE_SCORE,
+    QUEUE_SORT,
+    RESERVE,
+    SCORE,
     BoolArray,
     Diagnosis,
+    EnqueueExtensions,
     EventKind,
     EventRegistration,
+    ExtensionPoint,
+    GangPlugin,
     Handle,
     IntArray,
+    P,
     Plugin,
     PreFilterResult,
-    Rejection,
+    ScoreExtensions,
+    VectorFilterPlugin,
+    VectorScorePlugin,
+)
+from shoal.core.invoker import (
+    Invoker,
+    array_shape,
+    none_shape,
+    permit_shape,
+    pre_filter_shape,
+    rejections_shape,
+    scores_of,
+    status_shape,
 )
 from shoal.core.metrics import Metrics, NullMetrics
+from shoal.core.nodetable import NodeTable
 from shoal.core.objects import PodGroupInfo, PodInfo
-from shoal.core.profile import PluginEntry, PluginSet, ValidatedProfile, validate_profile
+from shoal.core.outcomes import FilterOutcome as FilterOutcome  # re-exported: runtime's results
+from shoal.core.outcomes import FilterStep
+from shoal.core.outcomes import ScoreOutcome as ScoreOutcome
+from shoal.core.pernode import PerNodeFilter, PerNodeScore
+from shoal.core.profile import PluginEntry, PluginSet, ProfileError, ValidatedProfile, validate_profile
 from shoal.core.status import SUCCESS, Code, Status
 
 log = logging.getLogger("shoal.framework")
@@ -55,77 +93,37 @@ log = logging.getLogger("shoal.framework")
 PLUGIN_METRICS_EVERY = 10
 
 
-def _crash(plugin: Plugin, exc: Exception) -> Status:
-    return Status.error(f"{type(exc).__name__}: {exc}", plugin.name)
+def _scored(
+    plugin: VectorScorePlugin,
+    normalize: ScoreExtensions | None,
+    state: CycleState,
+    pod: PodInfo,
+    table: NodeTable,
+    rows: IntArray,
+) -> IntArray:
+    """One Score plugin's call: its scores, normalised (one plugin call for the metrics, as before)."""
+    scores = scores_of(plugin.score_nodes(state, pod, table, rows), len(rows))
+    if normalize is not None:
+        scores = scores_of(normalize.normalize_scores(state, pod, scores), len(rows))
+    return scores
 
 
-def _checked(plugin: Plugin, value: object) -> Status:
-    """A plugin's return value as a Status; anything else (a forgotten ``return``) is its Error."""
-    if isinstance(value, Status):
-        return value
-    return Status.error(f"returned {value!r} instead of a Status", plugin.name)
+def _in_range(scores: IntArray) -> bool:
+    return int(scores.min()) >= MIN_NODE_SCORE and int(scores.max()) <= MAX_NODE_SCORE
 
 
-class _FilterError(Exception):
-    """A per-node Filter returned Error: the cycle stops (the pod goes to backoff)."""
-
-    def __init__(self, status: Status) -> None:
-        super().__init__(status.message)
-        self.status = status
-
-
-@dataclass
-class _FilterStep:
-    plugin: str
-    before: BoolArray
-    rejections: Sequence[Rejection]
-
-
-@dataclass
-class FilterOutcome:
-    """Feasible rows and enough to explain the rejected ones."""
-
-    feasible: BoolArray
-    steps: list[_FilterStep] = field(default_factory=list)
-    pre_filter_status: Status | None = None
-    total_nodes: int = 0
-    #: a Filter plugin failed (raised or returned Error): the cycle is aborted with this status
-    error: Status | None = None
-
-    def diagnosis(self, names: Sequence[str | None] | None = None) -> Diagnosis:
-        """Reasons per node count (and per node name, when ``names`` is given)."""
-        diag = Diagnosis(total_nodes=self.total_nodes, pre_filter_status=self.pre_filter_status)
-        if self.pre_filter_status is not None:
-            diag.unschedulable_plugins.add(self.pre_filter_status.plugin)
-            diag.unresolvable = self.pre_filter_status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-            return diag
-        resolvable = False
-        for step in self.steps:
-            for rej in step.rejections:
-                hit = rej.mask & step.before
-                count = int(np.count_nonzero(hit))
-                if not count:
-                    continue
-                diag.unschedulable_plugins.add(step.plugin)
-                diag.reason_counts[rej.reason] = diag.reason_counts.get(rej.reason, 0) + count
-                if rej.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                    resolvable = True
-                if names is not None:
-                    for row in np.flatnonzero(hit):
-                        name = names[int(row)]
-                        if name is None:
-                            continue
-                        plugin, reasons = diag.node_reasons.get(name, (step.plugin, ()))
-                        diag.node_reasons[name] = (plugin, (*reasons, rej.reason))
-        diag.unresolvable = bool(diag.reason_counts) and not resolvable
-        return diag
-
-
-@dataclass
-class ScoreOutcome:
-    rows: IntArray
-    total: IntArray
-    by_plugin: dict[str, IntArray] = field(default_factory=dict)
+def _candidates(table: NodeTable, pre: PreFilterResult | None) -> BoolArray:
+    """Live rows, limited to the PreFilter result's nodes if there is one."""
+    n = table.n
+    cand: BoolArray = table.valid[:n].copy()
+    if pre is not None and pre.node_names is not None:
+        allowed = np.zeros(n, dtype=bool)
+        for name in pre.node_names:
+            row = table.index.get(name)
+            if row is not None:
+                allowed[row] = True
+        cand &= allowed
+    return cand
 
 
 class Framework:
@@ -144,6 +142,7 @@ class Framework:
         self.name = validated.spec.scheduler_name
         self.handle = handle
         self.metrics = metrics or NullMetrics()
+        self.invoker = Invoker(self.name, self.metrics)
         self.rng = rng or random.Random()
         self.plugins: dict[str, Plugin] = {}
         for point_refs in validated.points.values():
@@ -151,26 +150,48 @@ class Framework:
                 if ref.name in self.plugins:
                     continue
                 self.plugins[ref.name] = registry[ref.name].factory(validated.args.get(ref.name), handle)
-
-        def at(point: str) -> list[Plugin]:
-            return [self.plugins[r.name] for r in validated.points[point]]
-
-        self.pre_enqueue = at("preEnqueue")
-        self.queue_sort = at("queueSort")[0]
-        self.pre_filter = at("preFilter")
-        self.filter = at("filter")
-        self.post_filter = at("postFilter")
-        self.pre_score = at("preScore")
-        self.score = [(self.plugins[r.name], r.weight or 1) for r in validated.points["score"]]
-        self.reserve = at("reserve")
-        self.permit = at("permit")
-        self.pre_bind = at("preBind")
-        self.bind = at("bind")
-        self.post_bind = at("postBind")
+        self._errors: list[tuple[str, str]] = []
+        at = validated.points
+        self.pre_enqueue = self._typed(PRE_ENQUEUE, at)
+        queue_sort = self._typed(QUEUE_SORT, at)
+        self.pre_filter = self._typed(PRE_FILTER, at)
+        self.filter: list[VectorFilterPlugin] = [
+            p if isinstance(p, VectorFilterPlugin) else PerNodeFilter(p) for p in self._typed(FILTER, at)
+        ]
+        self.post_filter = self._typed(POST_FILTER, at)
+        self.pre_score = self._typed(PRE_SCORE, at)
+        weights = {r.name: r.weight or 1 for r in at["score"]}
+        #: (plugin in the vectorised form, weight, its NormalizeScore if any)
+        self.score: list[tuple[VectorScorePlugin, int, ScoreExtensions | None]] = []
+        for p in self._typed(SCORE, at):
+            vector = p if isinstance(p, VectorScorePlugin) else PerNodeScore(p)
+            normalize = p if isinstance(p, ScoreExtensions) else None
+            self.score.append((vector, weights[p.name], normalize))
+        self.reserve = self._typed(RESERVE, at)
+        self.permit = self._typed(PERMIT, at)
+        self.pre_bind = self._typed(PRE_BIND, at)
+        self.bind = self._typed(BIND, at)
+        self.post_bind = self._typed(POST_BIND, at)
+        if self._errors:  # a plugin whose class was unknown at validation lacks a point's methods
+            raise ProfileError(self._errors)
+        self.queue_sort = queue_sort[0]
         self.percentage = validated.spec.percentage_of_nodes_to_score
-        self._gang = next((p for p in self.plugins.values() if hasattr(p, "pod_group")), None)
-        self._next_start = 0
+        self._gang = next((p for p in self.plugins.values() if isinstance(p, GangPlugin)), None)
+        #: where sampling (placement.sample_rows) starts next: it rotates over the feasible rows
+        self.next_start = 0
         self._cycles = 0
+
+    def _typed(self, point: ExtensionPoint[P], refs: Mapping[str, Sequence[Any]]) -> list[P]:
+        """The plugins listed at ``point``, as its Protocol (isinstance, once, at build time)."""
+        out: list[P] = []
+        for i, ref in enumerate(refs[point.key]):
+            plugin = point.narrow(self.plugins[ref.name])
+            if plugin is None:
+                where = f"spec.plugins.{point.key}[{i}].name"
+                self._errors.append((where, f'plugin "{ref.name}" does not implement {point.key}'))
+            else:
+                out.append(plugin)
+        return out
 
     @classmethod
     def from_spec(
@@ -186,14 +207,6 @@ class Framework:
         validated = validate_profile(spec, registry, defaults)
         return cls(validated, registry, handle, metrics=metrics, rng=rng)
 
-    # -- helpers -------------------------------------------------------------------------------
-    def _timed(self, point: str, began: float, status: Status) -> None:
-        self.metrics.extension_point(point, status.code.title, self.name, time.perf_counter() - began)
-
-    def _plugin_timed(self, state: CycleState, point: str, name: str, began: float, status: Status) -> None:
-        if state.sample_plugins:
-            self.metrics.plugin(name, point, status.code.title, time.perf_counter() - began)
-
     def new_cycle_state(self) -> CycleState:
         """A CycleState for one pod's cycle; one in PLUGIN_METRICS_EVERY times each plugin call."""
         state = CycleState()
@@ -205,9 +218,8 @@ class Framework:
         """The cluster events each plugin wants; a plugin that says nothing gets every event."""
         out: list[tuple[str, EventRegistration]] = []
         for plugin in self.plugins.values():
-            reg = getattr(plugin, "events_to_register", None)
-            if reg is not None:
-                out.extend((plugin.name, r) for r in reg())
+            if isinstance(plugin, EnqueueExtensions):
+                out.extend((plugin.name, r) for r in plugin.events_to_register())
             else:
                 out.append((plugin.name, EventRegistration(EventKind.ALL)))
         return out
@@ -225,314 +237,253 @@ class Framework:
     def pod_group(self, pod: PodInfo) -> PodGroupInfo | None:
         if self._gang is None or pod.pod_group is None:
             return None
-        group: PodGroupInfo | None = self._gang.pod_group(pod)
-        return group
+        return self._gang.pod_group(pod)
 
     # -- queue side ----------------------------------------------------------------------------
     def run_pre_enqueue(self, pod: PodInfo) -> Status:
+        """A failing (or crashing) gate keeps the pod gated, with the reason and the plugin."""
         began = time.perf_counter()
         for plugin in self.pre_enqueue:
-            try:
-                status = _checked(plugin, plugin.pre_enqueue(pod))  # type: ignore[attr-defined]
-            except Exception as exc:  # a crashing gate keeps the pod gated, with the reason
-                status = _crash(plugin, exc)
+            _, status = self.invoker.call(
+                "PreEnqueue", plugin.name, False, status_shape, plugin.pre_enqueue, pod
+            )
             if not status.ok:
-                status = status.with_plugin(plugin.name)
-                self._timed("PreEnqueue", began, status)
+                self.invoker.point("PreEnqueue", began, status)
                 return status
-        self._timed("PreEnqueue", began, SUCCESS)
+        self.invoker.point("PreEnqueue", began, SUCCESS)
         return SUCCESS
 
     def sort_key(self, pod: PodInfo, enqueued: float) -> tuple[Any, ...]:
-        key: tuple[Any, ...] = self.queue_sort.sort_key(pod, enqueued)  # type: ignore[attr-defined]
-        return key
+        return self.queue_sort.sort_key(pod, enqueued)
 
     # -- scheduling cycle ----------------------------------------------------------------------
     def run_pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         began = time.perf_counter()
         merged: frozenset[str] | None = None
         for plugin in self.pre_filter:
-            one = time.perf_counter()
-            try:
-                result, raw = plugin.pre_filter(state, pod)  # type: ignore[attr-defined]
-                status = _checked(plugin, raw)
-            except Exception as exc:  # a plugin bug must not kill the loop
-                status, result = _crash(plugin, exc), None
-            self._plugin_timed(state, "PreFilter", plugin.name, one, status)
+            result, status = self.invoker.call(
+                "PreFilter",
+                plugin.name,
+                state.sample_plugins,
+                pre_filter_shape,
+                plugin.pre_filter,
+                state,
+                pod,
+            )
             if status.is_skip:
                 state.skip_filter.add(plugin.name)
                 continue
             if not status.ok:
-                status = status.with_plugin(plugin.name)
-                self._timed("PreFilter", began, status)
+                self.invoker.point("PreFilter", began, status)
                 return None, status
             if result is not None and result.node_names is not None:
                 merged = result.node_names if merged is None else merged & result.node_names
-        self._timed("PreFilter", began, SUCCESS)
+        self.invoker.point("PreFilter", began, SUCCESS)
         return (PreFilterResult(merged) if merged is not None else None), SUCCESS
 
     def find_feasible(
         self, state: CycleState, pod: PodInfo, pre: PreFilterResult | None = None
     ) -> FilterOutcome:
+        """Every Filter plugin over the candidate rows (kube's RunFilterPlugins, for all nodes)."""
         began = time.perf_counter()
         table = self.handle.cache.table
-        n = table.n
-        cand = table.valid[:n].copy()
-        if pre is not None and pre.node_names is not None:
-            allowed = np.zeros(n, dtype=bool)
-            for name in pre.node_names:
-                row = table.index.get(name)
-                if row is not None:
-                    allowed[row] = True
-            cand &= allowed
+        cand = _candidates(table, pre)
         outcome = FilterOutcome(cand, total_nodes=len(table))
         for plugin in self.filter:
             if plugin.name in state.skip_filter:
                 continue
             if not cand.any():
                 break
-            one = time.perf_counter()
-            vector = getattr(plugin, "filter_nodes", None)
-            try:
-                if vector is not None:
-                    rejections = vector(state, pod, table, cand)
-                else:
-                    rejections = self._filter_per_node(plugin, state, pod, cand)
-            except _FilterError as err:
-                outcome.error = err.status
-            except Exception as exc:
-                outcome.error = _crash(plugin, exc)
-            if outcome.error is not None:
-                self._plugin_timed(state, "Filter", plugin.name, one, outcome.error)
-                self._timed("Filter", began, outcome.error)
-                outcome.feasible = np.zeros(n, dtype=bool)
+            rejections, status = self.invoker.call(
+                "Filter",
+                plugin.name,
+                state.sample_plugins,
+                rejections_shape,
+                plugin.filter_nodes,
+                state,
+                pod,
+                table,
+                cand,
+            )
+            if rejections is None:  # raised or returned Error: the cycle stops (pod to backoff)
+                outcome.error = status
+                outcome.feasible = np.zeros(table.n, dtype=bool)
+                self.invoker.point("Filter", began, status)
                 return outcome
-            self._plugin_timed(state, "Filter", plugin.name, one, SUCCESS)
             if not rejections:
                 continue
             before = cand.copy()
             for rej in rejections:
                 cand &= ~rej.mask
-            outcome.steps.append(_FilterStep(plugin.name, before, rejections))
+            outcome.steps.append(FilterStep(plugin.name, before, rejections))
         outcome.feasible = cand
-        self._timed("Filter", began, SUCCESS if cand.any() else Status(Code.UNSCHEDULABLE))
+        self.invoker.point("Filter", began, SUCCESS if cand.any() else Status(Code.UNSCHEDULABLE))
         return outcome
 
-    def _filter_per_node(
-        self, plugin: Plugin, state: CycleState, pod: PodInfo, cand: BoolArray
-    ) -> list[Rejection]:
-        table = self.handle.cache.table
-        masks: dict[tuple[str, Code], BoolArray] = {}
-        for row in np.flatnonzero(cand):
-            try:
-                status = _checked(plugin, plugin.filter(state, pod, table.node_info(int(row))))  # type: ignore[attr-defined]
-            except Exception as exc:
-                status = _crash(plugin, exc)
-            if status.ok or status.is_skip:
-                continue
-            if status.code is Code.ERROR:  # as kube-scheduler: an Error aborts the cycle
-                name = table.name(int(row))
-                raise _FilterError(Status.error(f"{status.message} (node {name})".strip(), plugin.name))
-            code = status.code
-            for reason in status.reasons or (f"node(s) rejected by {plugin.name}",):
-                mask = masks.get((reason, code))
-                if mask is None:
-                    mask = masks[(reason, code)] = np.zeros(cand.shape[0], dtype=bool)
-                mask[row] = True
-        return [Rejection(m, reason, code) for (reason, code), m in masks.items()]
-
     def run_post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
+        """In order until one succeeds; one that fails or raises leaves the pod unschedulable."""
         began = time.perf_counter()
         status = Status.unschedulable()
         for plugin in self.post_filter:
-            try:
-                status = _checked(plugin, plugin.post_filter(state, pod, diagnosis))  # type: ignore[attr-defined]
-            except Exception as exc:  # the pod stays unschedulable; the next PostFilter may try
-                status = _crash(plugin, exc)
+            _, status = self.invoker.call(
+                "PostFilter", plugin.name, False, status_shape, plugin.post_filter, state, pod, diagnosis
+            )
             if status.ok:
                 status = status.with_plugin(plugin.name)
                 break
-        self._timed("PostFilter", began, status)
+        self.invoker.point("PostFilter", began, status)
         return status
 
-    def sample(self, state: CycleState, feasible: BoolArray) -> IntArray:
-        """Feasible rows to score: all by default, or percentageOfNodesToScore from a rotating start."""
-        rows: IntArray = np.flatnonzero(feasible).astype(np.int64, copy=False)
-        if self.percentage >= 100 or len(rows) <= 100:
-            return rows
-        want = max(100, (len(rows) * self.percentage) // 100)
-        start = self._next_start % len(rows)
-        self._next_start = start + want
-        return np.roll(rows, -start)[:want]
+    def run_pre_score(self, state: CycleState, pod: PodInfo, rows: IntArray) -> Status:
+        began = time.perf_counter()
+        table = self.handle.cache.table
+        for plugin in self.pre_score:
+            _, status = self.invoker.call(
+                "PreScore",
+                plugin.name,
+                state.sample_plugins,
+                status_shape,
+                plugin.pre_score,
+                state,
+                pod,
+                rows,
+                table,
+            )
+            if status.is_skip:
+                state.skip_score.add(plugin.name)
+            elif not status.ok:
+                self.invoker.point("PreScore", began, status)
+                return status
+        self.invoker.point("PreScore", began, SUCCESS)
+        return SUCCESS
 
     def run_score(
         self, state: CycleState, pod: PodInfo, rows: IntArray, *, record: bool = False
     ) -> tuple[ScoreOutcome, Status]:
-        table = self.handle.cache.table
+        """PreScore, then each Score plugin (normalised, range-checked, weighted) over ``rows``."""
         total = np.zeros(len(rows), dtype=np.int64)
         outcome = ScoreOutcome(rows, total)
         if not self.score:
             return outcome, SUCCESS
+        status = self.run_pre_score(state, pod, rows)
+        if not status.ok:
+            return outcome, status
         began = time.perf_counter()
-        for plugin in self.pre_score:
-            one = time.perf_counter()
-            try:
-                status = _checked(plugin, plugin.pre_score(state, pod, rows, table))  # type: ignore[attr-defined]
-            except Exception as exc:
-                status = _crash(plugin, exc)
-            self._plugin_timed(state, "PreScore", plugin.name, one, status)
-            if status.is_skip:
-                state.skip_score.add(plugin.name)
-            elif not status.ok:
-                status = status.with_plugin(plugin.name)
-                self._timed("PreScore", began, status)
-                return outcome, status
-        self._timed("PreScore", began, SUCCESS)
-        began = time.perf_counter()
-        for plugin, weight in self.score:
+        table = self.handle.cache.table
+        for plugin, weight, normalize in self.score:
             if plugin.name in state.skip_score:
                 continue
-            one = time.perf_counter()
-            try:
-                scores = self._score_one(plugin, state, pod, rows)
-                norm = getattr(plugin, "normalize_scores", None)
-                if norm is not None:
-                    scores = norm(state, pod, scores)
-            except Exception as exc:
-                status = _crash(plugin, exc)
-                self._timed("Score", began, status)
-                return outcome, status
-            self._plugin_timed(state, "Score", plugin.name, one, SUCCESS)
-            if len(scores) and (int(scores.min()) < MIN_NODE_SCORE or int(scores.max()) > MAX_NODE_SCORE):
+            scores, status = self.invoker.call(
+                "Score",
+                plugin.name,
+                state.sample_plugins,
+                array_shape,
+                _scored,
+                plugin,
+                normalize,
+                state,
+                pod,
+                table,
+                rows,
+            )
+            if scores is not None and len(scores) and not _in_range(scores):
                 status = Status.error(
                     f"plugin {plugin.name} returned a score outside {MIN_NODE_SCORE}..{MAX_NODE_SCORE}",
                     plugin.name,
                 )
-                self._timed("Score", began, status)
+            if scores is None or not status.ok:
+                self.invoker.point("Score", began, status)
                 return outcome, status
             if record:
                 outcome.by_plugin[plugin.name] = scores.copy()
             total += scores * weight
-        self._timed("Score", began, SUCCESS)
+        self.invoker.point("Score", began, SUCCESS)
         return outcome, SUCCESS
-
-    def _score_one(self, plugin: Plugin, state: CycleState, pod: PodInfo, rows: IntArray) -> IntArray:
-        vector = getattr(plugin, "score_nodes", None)
-        if vector is not None:
-            out: IntArray = np.asarray(vector(state, pod, self.handle.cache.table, rows), dtype=np.int64)
-            return out
-        table = self.handle.cache.table
-        scores = np.zeros(len(rows), dtype=np.int64)
-        for i, row in enumerate(rows):
-            value, status = plugin.score(state, pod, table.node_info(int(row)))  # type: ignore[attr-defined]
-            if not status.ok:
-                raise RuntimeError(status.message or f"score failed on {table.name(int(row))}")
-            scores[i] = int(value)
-        return scores
-
-    def select_host(self, outcome: ScoreOutcome) -> int:
-        """The row with the highest total score; ties broken at random (like kube-scheduler)."""
-        total = outcome.total
-        if len(total) == 1:
-            return int(outcome.rows[0])
-        best = np.flatnonzero(total == total.max())
-        pick = best[0] if len(best) == 1 else best[self.rng.randrange(len(best))]
-        return int(outcome.rows[pick])
 
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         began = time.perf_counter()
         for plugin in self.reserve:
-            one = time.perf_counter()
-            try:
-                status = _checked(plugin, plugin.reserve(state, pod, node))  # type: ignore[attr-defined]
-            except Exception as exc:
-                status = _crash(plugin, exc)
-            self._plugin_timed(state, "Reserve", plugin.name, one, status)
+            _, status = self.invoker.call(
+                "Reserve", plugin.name, state.sample_plugins, status_shape, plugin.reserve, state, pod, node
+            )
             if not status.ok:
-                status = status.with_plugin(plugin.name)
                 self.run_unreserve(state, pod, node)
-                self._timed("Reserve", began, status)
+                self.invoker.point("Reserve", began, status)
                 return status
-        self._timed("Reserve", began, SUCCESS)
+        self.invoker.point("Reserve", began, SUCCESS)
         return SUCCESS
 
     def run_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
         """Every Reserve plugin's Unreserve, in reverse order; one that raises does not stop the rest."""
         began = time.perf_counter()
         for plugin in reversed(self.reserve):
-            try:
-                plugin.unreserve(state, pod, node)  # type: ignore[attr-defined]
-            except Exception:
-                log.exception("Unreserve of %s for %s raised; continuing", plugin.name, pod.key)
-        self._timed("Unreserve", began, SUCCESS)
+            _, status = self.invoker.call(
+                "Unreserve", plugin.name, False, none_shape, plugin.unreserve, state, pod, node
+            )
+            if not status.ok:
+                log.error(
+                    "Unreserve of %s for %s failed (%s); continuing", plugin.name, pod.key, status.message
+                )
+        self.invoker.point("Unreserve", began, SUCCESS)
 
     def run_permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, PermitGate | None]:
         began = time.perf_counter()
         waits: dict[str, float] = {}
         for plugin in self.permit:
-            one = time.perf_counter()
-            try:
-                raw, timeout = plugin.permit(state, pod, node)  # type: ignore[attr-defined]
-                status, timeout = _checked(plugin, raw), float(timeout)
-            except Exception as exc:
-                status, timeout = _crash(plugin, exc), 0.0
-            self._plugin_timed(state, "Permit", plugin.name, one, status)
+            timeout, status = self.invoker.call(
+                "Permit", plugin.name, state.sample_plugins, permit_shape, plugin.permit, state, pod, node
+            )
             if status.is_wait:
-                waits[plugin.name] = min(float(timeout), MAX_PERMIT_TIMEOUT)
+                waits[plugin.name] = min(timeout or 0.0, MAX_PERMIT_TIMEOUT)
             elif not status.ok and not status.is_skip:
-                status = status.with_plugin(plugin.name)
-                self._timed("Permit", began, status)
+                self.invoker.point("Permit", began, status)
                 return status, None
         if not waits:
-            self._timed("Permit", began, SUCCESS)
+            self.invoker.point("Permit", began, SUCCESS)
             return SUCCESS, None
         gate = PermitGate(pod, node, waits)
         self.handle.waiting.add(gate)
         status = Status.wait(plugin=",".join(waits))
-        self._timed("Permit", began, status)
+        self.invoker.point("Permit", began, status)
         return status, gate
 
     # -- binding cycle -------------------------------------------------------------------------
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         began = time.perf_counter()
         for plugin in self.pre_bind:
-            one = time.perf_counter()
-            try:
-                status = _checked(plugin, await plugin.pre_bind(state, pod, node))  # type: ignore[attr-defined]
-            except Exception as exc:
-                status = _crash(plugin, exc)
-            self._plugin_timed(state, "PreBind", plugin.name, one, status)
+            _, status = await self.invoker.acall(
+                "PreBind", plugin.name, state.sample_plugins, status_shape, plugin.pre_bind, state, pod, node
+            )
             if not status.ok and not status.is_skip:
-                status = status.with_plugin(plugin.name)
-                self._timed("PreBind", began, status)
+                self.invoker.point("PreBind", began, status)
                 return status
-        self._timed("PreBind", began, SUCCESS)
+        self.invoker.point("PreBind", began, SUCCESS)
         return SUCCESS
 
     async def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         began = time.perf_counter()
         for plugin in self.bind:
-            one = time.perf_counter()
-            try:
-                status = _checked(plugin, await plugin.bind(state, pod, node))  # type: ignore[attr-defined]
-            except Exception as exc:
-                status = _crash(plugin, exc)
-            self._plugin_timed(state, "Bind", plugin.name, one, status)
+            _, status = await self.invoker.acall(
+                "Bind", plugin.name, state.sample_plugins, status_shape, plugin.bind, state, pod, node
+            )
             if status.is_skip:
                 continue
             status = status.with_plugin(plugin.name)
-            self._timed("Bind", began, status)
+            self.invoker.point("Bind", began, status)
             return status
         status = Status.error("no Bind plugin bound the pod")
-        self._timed("Bind", began, status)
+        self.invoker.point("Bind", began, status)
         return status
 
     def run_post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
         """Informational: a PostBind that raises is logged and the others still run."""
         began = time.perf_counter()
         for plugin in self.post_bind:
-            try:
-                plugin.post_bind(state, pod, node)  # type: ignore[attr-defined]
-            except Exception:
-                log.exception("PostBind of %s for %s raised; continuing", plugin.name, pod.key)
-        self._timed("PostBind", began, SUCCESS)
+            _, status = self.invoker.call(
+                "PostBind", plugin.name, False, none_shape, plugin.post_bind, state, pod, node
+            )
+            if not status.ok:
+                log.error(
+                    "PostBind of %s for %s failed (%s); continuing", plugin.name, pod.key, status.message
+                )
+        self.invoker.point("PostBind", began, SUCCESS)

@@ -27,21 +27,21 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import numpy as np
-
-from shoal.core import fidelity
 from shoal.core.cache import ClusterCache
+from shoal.core.cycle import Assumed, Cycle
 from shoal.core.cyclestate import CycleState
-from shoal.core.gates import PermitGate, WaitingPods
-from shoal.core.interfaces import Binder, ClusterEvent, Diagnosis, EventKind, Handle
+from shoal.core.gates import WaitingPods
+from shoal.core.interfaces import Binder, ClusterEvent, EventKind, Handle
 from shoal.core.metrics import Metrics, NullMetrics
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
+from shoal.core.placement import Explanation as Explanation  # re-exported (was defined here)
+from shoal.core.placement import Placement as Placement  # re-exported (was defined here)
+from shoal.core.placement import first_reason, schedule_pod
 from shoal.core.profile import PluginEntry, PluginSet
 from shoal.core.queue import QueuedPodInfo, SchedulingQueue
-from shoal.core.runtime import Framework, ScoreOutcome
+from shoal.core.runtime import Framework
 from shoal.core.status import Code, Status
 
 log = logging.getLogger("shoal.scheduler")
@@ -61,25 +61,6 @@ class NullReporter:
 
     def unschedulable(self, pod: PodInfo, message: str, profile: str, *, error: bool = False) -> None:
         pass
-
-
-@dataclass
-class Placement:
-    """The result of PreFilter → Filter → Score → select for one pod (nothing assumed yet)."""
-
-    node: str | None = None
-    status: Status = field(default_factory=Status)
-    diagnosis: Diagnosis | None = None
-    scores: ScoreOutcome | None = None
-
-
-@dataclass(eq=False)  # compared by identity: a gang's rollback looks them up in a list
-class _Placed:
-    qpi: QueuedPodInfo
-    state: CycleState
-    node: str
-    reserved: bool = False
-    gate: PermitGate | None = None
 
 
 def _error_message(status: Status) -> str:
@@ -123,13 +104,9 @@ class Scheduler:
         self._bind_slot = asyncio.Event()
         self._last_cleanup = 0.0
         self.attempts = 0
-        #: the running cycle's pods, and those of them assumed whose binding has not started: what
-        #: a cycle that raises must give back (see _schedule_guarded)
-        self._cycle_pods: list[QueuedPodInfo] = []
-        self._cycle_placed: list[_Placed] = []
-        #: keep per-plugin scores of the best nodes of each placement (simulation, explain)
-        self.record_scores = False
-        self.last_scores: dict[str, list[tuple[str, int, dict[str, int]]]] = {}
+        #: called with every placement that found a node, its per-plugin scores recorded (the
+        #: simulator keeps the best nodes' scores for ``shoal simulate``)
+        self.placement_observer: Callable[[PodInfo, Placement], None] | None = None
 
     # -- profiles ------------------------------------------------------------------------------
     def set_profile(self, spec: Mapping[str, Any]) -> Framework:
@@ -260,31 +237,20 @@ class Scheduler:
         Whatever the cycle assumed and did not hand to a binding task is released, and every pod
         it popped (a whole gang included) that is not binding goes back to the queue.
         """
-        self._cycle_pods, self._cycle_placed = [qpi], []
+        cycle = self._new_cycle(qpi)
         try:
-            self.schedule_one(qpi)
+            self.schedule_one(qpi, cycle)
         except Exception as exc:
             log.exception("scheduling cycle for %s failed", qpi.pod.key)
             message = f"internal error: {type(exc).__name__}: {exc}"
-            fw = self.profiles.get(qpi.profile)
-            for placed in reversed(list(self._cycle_placed)):  # _release removes from the list
-                try:
-                    if fw is not None:
-                        self._release(fw, placed)
-                    else:
-                        self.cache.forget(placed.qpi.uid)
-                except Exception:
-                    log.exception("releasing %s after a failed cycle", placed.qpi.pod.key)
-                    self.cache.forget(placed.qpi.uid)
-            for member in self._cycle_pods:
-                if member.uid not in self.cache.pods or self.cache.placed_node(member.uid):
-                    continue  # deleted meanwhile, or binding
-                if fw is not None:
-                    self._retry_after_error(fw, member, message, 0.0)
+            for member in cycle.rollback():  # not those deleted meanwhile, or binding
+                if cycle.fw is not None:
+                    self._retry_after_error(cycle.fw, member, message, 0.0)
                 else:
                     self.queue.requeue_backoff(member, message)
-        finally:
-            self._cycle_pods, self._cycle_placed = [], []
+
+    def _new_cycle(self, qpi: QueuedPodInfo) -> Cycle:
+        return Cycle(self.profiles.get(qpi.profile), self.cache, self.waiting, qpi)
 
     def _maintenance(self) -> None:
         now = self.clock()
@@ -338,62 +304,16 @@ class Scheduler:
     # -- the scheduling cycle --------------------------------------------------------------------
     def place(self, fw: Framework, state: CycleState, pod: PodInfo, *, record: bool = False) -> Placement:
         """PreFilter → Filter (every node) → PostFilter → PreScore/Score → pick. Assumes nothing."""
-        unevaluated = self._unevaluated(fw, pod)
-        if unevaluated is not None:
-            return Placement(status=unevaluated.pre_filter_status or Status(), diagnosis=unevaluated)
-        pre, status = fw.run_pre_filter(state, pod)
-        if not status.ok:
-            if status.code is Code.ERROR:
-                return Placement(status=status)
-            diag = Diagnosis(total_nodes=len(self.cache.table), pre_filter_status=status)
-            diag.unschedulable_plugins.add(status.plugin)
-            diag.unresolvable = status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-            return Placement(status=status, diagnosis=diag)
-        outcome = fw.find_feasible(state, pod, pre)
-        if outcome.error is not None:
-            return Placement(status=outcome.error)
-        if not outcome.feasible.any():
-            diag = outcome.diagnosis(self.cache.table.names if record else None)
-            fw.run_post_filter(state, pod, diag)
-            return Placement(status=Status.unschedulable(diag.message()), diagnosis=diag)
-        rows = fw.sample(state, outcome.feasible)
-        record = record or self.record_scores
-        scores, status = fw.run_score(state, pod, rows, record=record)
-        if not status.ok:
-            return Placement(status=status)
-        row = fw.select_host(scores)
-        if self.record_scores:
-            self.last_scores[pod.uid] = self._top_scores(scores, row)
-        return Placement(node=self.cache.table.name(row), scores=scores)
+        observer = self.placement_observer
+        placement = schedule_pod(fw, state, pod, record=record or observer is not None, names=record)
+        if observer is not None and placement.row is not None:
+            observer(pod, placement)
+        return placement
 
-    def _unevaluated(self, fw: Framework, pod: PodInfo) -> Diagnosis | None:
-        """A diagnosis when the pod uses a field this profile does not evaluate (core/fidelity.py)."""
-        if not pod.fields_used:
-            return None
-        status = fidelity.check(pod.fields_used, fw.plugins)
-        if status is None:
-            return None
-        diag = Diagnosis(total_nodes=len(self.cache.table), pre_filter_status=status, unresolvable=True)
-        diag.unschedulable_plugins.add(fidelity.GUARD)
-        return diag
-
-    def _top_scores(
-        self, scores: ScoreOutcome, chosen: int, top: int = 3
-    ) -> list[tuple[str, int, dict[str, int]]]:
-        """The chosen node first, then the other best-scoring ones."""
-        order = [int(i) for i in np.argsort(-scores.total, kind="stable")]
-        first = int(np.flatnonzero(scores.rows == chosen)[0])
-        order = [first, *(i for i in order if i != first)][:top]
-        return [
-            (
-                self.cache.table.name(int(scores.rows[i])),
-                int(scores.total[i]),
-                {p: int(v[i]) for p, v in scores.by_plugin.items()},
-            )
-            for i in order
-        ]
-
-    def schedule_one(self, qpi: QueuedPodInfo) -> None:
+    def schedule_one(self, qpi: QueuedPodInfo, cycle: Cycle | None = None) -> None:
+        """One scheduling cycle for ``qpi`` (and its gang's queued members): placed pods are handed
+        to binding tasks; whatever ``cycle`` still holds if this raises is the caller's to roll back."""
+        cycle = cycle or self._new_cycle(qpi)
         fw = self.profiles.get(qpi.profile)
         if fw is None or qpi.uid not in self.cache.pods or self.cache.placed_node(qpi.uid):
             self.queue.delete(qpi.uid)
@@ -401,7 +321,7 @@ class Scheduler:
         self.attempts += 1
         group = fw.pod_group(qpi.pod)
         if group is not None:
-            self._schedule_gang(fw, qpi, group)
+            self._schedule_gang(fw, qpi, group, cycle)
             return
         began = time.perf_counter()
         state = fw.new_cycle_state()
@@ -409,36 +329,12 @@ class Scheduler:
         if placement.node is None:
             self._failed(fw, qpi, placement, began)
             return
-        placed = _Placed(qpi, state, placement.node)
-        status = self._assume_reserve_permit(fw, placed)
+        placed, status = cycle.assume(fw, qpi, state, placement.node)
         if not status.ok and not status.is_wait:
-            self._release(fw, placed)
+            cycle.release(fw, placed)
             self._failed(fw, qpi, Placement(status=status), began)
             return
         self._start_binding(fw, placed, began)
-
-    def _assume_reserve_permit(self, fw: Framework, placed: _Placed) -> Status:
-        pod = placed.qpi.pod
-        self.cache.assume(pod, placed.node)
-        self._cycle_placed.append(placed)
-        status = fw.run_reserve(placed.state, pod, placed.node)
-        if not status.ok:
-            return status  # run_reserve already ran Unreserve for every plugin
-        placed.reserved = True
-        status, placed.gate = fw.run_permit(placed.state, pod, placed.node)
-        return status
-
-    def _release(self, fw: Framework, placed: _Placed) -> None:
-        """Undo everything after assume, for a pod whose binding never started."""
-        pod = placed.qpi.pod
-        if placed.gate is not None:
-            placed.gate.reject("", "released")
-            self.waiting.remove(pod.uid)
-        if placed.reserved:
-            fw.run_unreserve(placed.state, pod, placed.node)
-        self.cache.forget(pod.uid)
-        if placed in self._cycle_placed:
-            self._cycle_placed.remove(placed)
 
     def _failed(self, fw: Framework, qpi: QueuedPodInfo, placement: Placement, began: float) -> None:
         status = placement.status
@@ -459,39 +355,37 @@ class Scheduler:
         self.queue.requeue_backoff(qpi, message)
         self.reporter.unschedulable(qpi.pod, message, fw.name, error=True)
 
-    def _start_binding(self, fw: Framework, placed: _Placed, began: float) -> None:
+    def _start_binding(self, fw: Framework, placed: Assumed, began: float) -> None:
         task = asyncio.get_running_loop().create_task(
             self._binding_cycle(fw, placed, began), name=f"bind {placed.qpi.pod.key}"
         )
         self._binding.add(task)
         task.add_done_callback(self._binding.discard)
         # handed over only once the task exists: until then a failure releases it (the guard)
-        if placed in self._cycle_placed:
-            self._cycle_placed.remove(placed)
+        placed.cycle.hand_over(placed)
         self.queue.done(placed.qpi.uid)
 
     # -- gangs -----------------------------------------------------------------------------------
-    def _schedule_gang(self, fw: Framework, first: QueuedPodInfo, group: PodGroupInfo) -> None:
+    def _schedule_gang(self, fw: Framework, first: QueuedPodInfo, group: PodGroupInfo, cycle: Cycle) -> None:
+        """A gang is one cycle with N members: all of the quorum go to binding, or none."""
         began = time.perf_counter()
         members = [first, *self.queue.pop_group(group.key, exclude=first.uid)]
-        self._cycle_pods = list(members)
+        cycle.add_members(members[1:])
         members = [m for m in members if m.uid in self.cache.pods and not self.cache.placed_node(m.uid)]
         members.sort(key=lambda m: fw.sort_key(m.pod, m.enqueued))
         _, already = self.cache.group_counts(group.key)
         need = max(group.min_member - already, 0)
-        placed: list[_Placed] = []
+        placed: list[Assumed] = []
         failed: list[tuple[QueuedPodInfo, Placement]] = []
         for m in members:
             state = fw.new_cycle_state()
-            state.gang = group.key
             placement = self.place(fw, state, m.pod)
             if placement.node is None:
                 failed.append((m, placement))
                 continue
-            p = _Placed(m, state, placement.node)
-            status = self._assume_reserve_permit(fw, p)
+            p, status = cycle.assume(fw, m, state, placement.node)
             if not status.ok and not status.is_wait:
-                self._release(fw, p)
+                cycle.release(fw, p)
                 failed.append((m, Placement(status=status, diagnosis=None)))
                 continue
             placed.append(p)
@@ -502,53 +396,45 @@ class Scheduler:
             p.gate is not None and (p.gate.rejected or gang_plugin in p.gate.pending_plugins) for p in placed
         )
         if len(placed) < need or held:
-            self._rollback_gang(fw, group, placed, failed, need, began)
+            for p in reversed(placed):
+                cycle.release(fw, p)
+            self._gang_failed(fw, group, placed, failed, need, began)
             return
         for p in placed:
             self._start_binding(fw, p, began)
         for m, placement in failed:  # members beyond the quorum that fit nowhere: retried alone
             self._failed(fw, m, placement, began)
 
-    def _rollback_gang(
+    def _gang_failed(
         self,
         fw: Framework,
         group: PodGroupInfo,
-        placed: list[_Placed],
+        placed: list[Assumed],
         failed: list[tuple[QueuedPodInfo, Placement]],
         need: int,
         began: float,
     ) -> None:
-        for p in reversed(placed):
-            self._release(fw, p)
-        why = ""
-        plugins: set[str] = set()
-        for _, placement in failed:
-            if placement.diagnosis is not None:
-                why = placement.diagnosis.message()
-                plugins |= placement.diagnosis.unschedulable_plugins
-                break
-            if placement.status.message:
-                why = placement.status.message
-                plugins.add(placement.status.plugin)
-        fit = len(placed)
+        """The gang's quorum did not fit (everything it assumed is released): say why, requeue all."""
         duration = time.perf_counter() - began
+        members = [p.qpi for p in placed] + [m for m, _ in failed]
         error = next((pl.status for _, pl in failed if pl.status.code is Code.ERROR), None)
         if error is not None:  # a plugin failed, not the cluster: the whole gang retries with backoff
             message = f"{_error_message(error)} (pod group {group.key}; nothing was reserved)"
-            for m in [p.qpi for p in placed] + [m for m, _ in failed]:
+            for m in members:
                 self._retry_after_error(fw, m, message, duration)
             return
+        why, plugins = first_reason(pl for _, pl in failed)
         message = (
-            f"{why} pod group {group.key}: only {fit} of the {need} pending member(s) it needs fit "
-            f"(minMember {group.min_member}); nothing was reserved."
+            f"{why} pod group {group.key}: only {len(placed)} of the {need} pending member(s) it needs "
+            f"fit (minMember {group.min_member}); nothing was reserved."
         ).strip()
-        for m in [p.qpi for p in placed] + [m for m, _ in failed]:
+        for m in members:
             self.metrics.attempt("unschedulable", fw.name, duration)
             self.queue.requeue_unschedulable(m, plugins or {"Coscheduling"}, message)
             self.reporter.unschedulable(m.pod, message, fw.name)
 
     # -- the binding cycle -----------------------------------------------------------------------
-    async def _binding_cycle(self, fw: Framework, placed: _Placed, began: float) -> None:
+    async def _binding_cycle(self, fw: Framework, placed: Assumed, began: float) -> None:
         qpi, state, node = placed.qpi, placed.state, placed.node
         pod = qpi.pod
         status = Status()
@@ -588,7 +474,7 @@ class Scheduler:
         self.reporter.scheduled(pod, node, fw.name)
 
     def _binding_failed(
-        self, fw: Framework, placed: _Placed, status: Status, began: float, *, report: bool = True
+        self, fw: Framework, placed: Assumed, status: Status, began: float, *, report: bool = True
     ) -> None:
         qpi, pod = placed.qpi, placed.qpi.pod
         self.waiting.remove(pod.uid)
@@ -617,49 +503,5 @@ class Scheduler:
         fw = self.profiles.get(profile or pod.scheduler_name)
         if fw is None:
             raise KeyError(f"no profile for schedulerName {pod.scheduler_name!r}")
-        unevaluated = self._unevaluated(fw, pod)
-        if unevaluated is not None:
-            return Explanation(pod, fw.name, None, unevaluated, {}, {})
-        gate = fw.run_pre_enqueue(pod)
-        if not gate.ok:  # held before the queue (scheduling gates, a gang below its quorum)
-            diag = Diagnosis(total_nodes=len(self.cache.table), pre_filter_status=gate)
-            return Explanation(pod, fw.name, None, diag, {}, {})
-        state = CycleState()
-        pre, status = fw.run_pre_filter(state, pod)
-        if not status.ok:
-            diag = Diagnosis(total_nodes=len(self.cache.table), pre_filter_status=status)
-            return Explanation(pod, fw.name, None, diag, {}, {})
-        outcome = fw.find_feasible(state, pod, pre)
-        if outcome.error is not None:
-            diag = Diagnosis(total_nodes=len(self.cache.table), pre_filter_status=outcome.error)
-            return Explanation(pod, fw.name, None, diag, {}, {})
-        diag = outcome.diagnosis(self.cache.table.names)
-        rows = np.flatnonzero(outcome.feasible)
-        scores: dict[str, dict[str, int]] = {}
-        totals: dict[str, int] = {}
-        best = None
-        if len(rows):
-            result, status = fw.run_score(state, pod, rows.astype(np.int64), record=True)
-            if status.ok:
-                for i, row in enumerate(result.rows):
-                    name = self.cache.table.name(int(row))
-                    totals[name] = int(result.total[i])
-                    scores[name] = {p: int(v[i]) for p, v in result.by_plugin.items()}
-                best = max(totals, key=lambda n: totals[n]) if totals else None
-        return Explanation(pod, fw.name, best, diag, scores, totals)
-
-
-@dataclass
-class Explanation:
-    pod: PodInfo
-    profile: str
-    best: str | None
-    diagnosis: Diagnosis
-    scores: dict[str, dict[str, int]]
-    totals: dict[str, int]
-
-    @property
-    def message(self) -> str:
-        if self.best is not None:
-            return f"would be placed on {self.best} (score {self.totals[self.best]})"
-        return self.diagnosis.message()
+        placement = schedule_pod(fw, CycleState(), pod, what_if=True)
+        return Explanation.of(pod, fw.name, placement, self.cache.table)

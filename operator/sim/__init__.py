@@ -16,9 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
+from shoal.core.nodetable import NodeTable
 from shoal.core.objects import PodInfo
+from shoal.core.outcomes import ScoreOutcome
+from shoal.core.placement import Placement
 from shoal.core.profile import PluginEntry
 from shoal.core.scheduler import Scheduler
 from shoal.core.status import Status
@@ -195,7 +199,10 @@ class Simulation:
             initial_backoff=initial_backoff,
             max_backoff=max_backoff,
         )
-        self.scheduler.record_scores = record_scores
+        #: pod uid -> the chosen node first, then the other best-scoring ones, with per-plugin scores
+        self.last_scores: dict[str, list[tuple[str, int, dict[str, int]]]] = {}
+        if record_scores:
+            self.scheduler.placement_observer = self._record_top
         self.binder.scheduler = self.scheduler
         specs = [profile_spec(p) for p in profiles] or [profile_spec(p) for p in cluster.profiles]
         for spec in specs or [DEFAULT_PROFILE_SPEC]:
@@ -231,12 +238,18 @@ class Simulation:
         """Schedule until idle; every pending pod gets an outcome, held ones included."""
         await self.scheduler.run_until_idle(settle)
         for uid, outcome in self.reporter.outcomes.items():
-            outcome.top = self.scheduler.last_scores.get(uid, [])
+            outcome.top = self.last_scores.get(uid, [])
         for uid, stored in self.cluster.pods.items():
             if uid in self.reporter.outcomes or (stored.get("spec") or {}).get("nodeName"):
                 continue
             self.reporter.outcomes[uid] = self._never_tried(uid, stored)
         return self.reporter.outcomes
+
+    def _record_top(self, pod: PodInfo, placement: Placement) -> None:
+        if placement.scores is not None and placement.row is not None:
+            self.last_scores[pod.uid] = top_scores(
+                self.scheduler.cache.table, placement.scores, placement.row
+            )
 
     def _never_tried(self, uid: str, stored: Mapping[str, Any]) -> Outcome:
         """Why a pending pod never reached a scheduling cycle."""
@@ -263,6 +276,23 @@ class Simulation:
             meta = pod["metadata"]
             out[f"{meta['namespace']}/{meta['name']}"] = (pod.get("spec") or {}).get("nodeName")
         return out
+
+
+def top_scores(
+    table: NodeTable, scores: ScoreOutcome, chosen: int, top: int = 3
+) -> list[tuple[str, int, dict[str, int]]]:
+    """The chosen node first, then the other best-scoring ones (for the ``shoal simulate`` table)."""
+    order = [int(i) for i in np.argsort(-scores.total, kind="stable")]
+    first = int(np.flatnonzero(scores.rows == chosen)[0])
+    order = [first, *(i for i in order if i != first)][:top]
+    return [
+        (
+            table.name(int(scores.rows[i])),
+            int(scores.total[i]),
+            {p: int(v[i]) for p, v in scores.by_plugin.items()},
+        )
+        for i in order
+    ]
 
 
 def _deepcopy(obj: Mapping[str, Any]) -> JSON:

@@ -12,7 +12,8 @@ from shoal.core.interfaces import BoolArray, EventKind, PreFilterResult, Rejecti
 from shoal.core.metrics import NullMetrics
 from shoal.core.nodetable import NodeInfo, NodeTable
 from shoal.core.objects import PodInfo
-from shoal.core.profile import PluginEntry
+from shoal.core.placement import sample_rows, select_host
+from shoal.core.profile import PluginEntry, ProfileError
 from shoal.core.runtime import PLUGIN_METRICS_EVERY, Framework
 from shoal.core.status import SKIP, SUCCESS, Code, Status
 from shoal.plugins.registry import BUILTIN
@@ -149,7 +150,7 @@ def test_scores_are_weighted_and_range_checked() -> None:
     outcome, status = fw.run_score(CycleState(), pod(), rows, record=True)
     assert status.ok
     assert outcome.total.tolist() == [130, 150, 0]
-    assert fw.select_host(outcome) == 1
+    assert select_host(outcome, fw.rng) == 1
     bad = Recorder("Bad", scores={"n0": 101})
     fw2 = build({"score": [{"name": "Bad"}]}, [bad])
     _, status = fw2.run_score(CycleState(), pod(), rows)
@@ -193,7 +194,7 @@ def test_plugin_exception_becomes_error_status() -> None:
 def test_sampling(percentage: int) -> None:
     fw = build({}, [], nodes=400)
     fw.percentage = percentage
-    rows = fw.sample(CycleState(), fw.handle.cache.table.valid_rows())
+    rows = sample_rows(fw, fw.handle.cache.table.valid_rows())
     assert len(rows) == (400 if percentage == 100 else 200)
 
 
@@ -300,3 +301,81 @@ def test_each_plugin_is_timed_in_one_cycle_out_of_ten() -> None:
     scores = [m for m in metrics.plugins if m[:2] == ("A", "Score")]
     assert len(filters) == 2 and len(scores) == 2  # sampled: 2 cycles of 20
     assert metrics.points.count("Filter") == 2 * PLUGIN_METRICS_EVERY  # points: every cycle
+
+
+def test_per_node_score_failure_is_an_error_naming_plugin_and_node() -> None:
+    class Sick(Recorder):
+        def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+            if node.name == "n1":
+                return 0, Status.unschedulable("no metrics")
+            return 10, SUCCESS
+
+    fw = build({"score": [{"name": "S"}]}, [Sick("S")])
+    _, status = fw.run_score(CycleState(), pod(), np.array([0, 1, 2], dtype=np.int64))
+    assert status.code is Code.ERROR and status.plugin == "S"
+    assert status.message == "no metrics (node n1)"
+
+
+def test_per_node_score_wrong_return_or_exception_names_plugin_and_node() -> None:
+    class Forgot(Recorder):
+        def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Any:
+            return 5  # the Status is missing
+
+    fw = build({"score": [{"name": "S"}]}, [Forgot("S")])
+    _, status = fw.run_score(CycleState(), pod(), np.array([0], dtype=np.int64))
+    assert status == Status.error("returned 5 instead of (int, Status) (node n0)", "S")
+
+    class Raises(Recorder):
+        def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+            raise KeyError("gpu")
+
+    fw = build({"score": [{"name": "S"}]}, [Raises("S")])
+    _, status = fw.run_score(CycleState(), pod(), np.array([0], dtype=np.int64))
+    assert status == Status.error("KeyError: 'gpu' (node n0)", "S")
+
+
+def test_vectorised_score_of_the_wrong_length_is_an_error_naming_the_plugin() -> None:
+    class Short(Recorder):
+        def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Any) -> Any:
+            return np.zeros(len(rows) - 1, dtype=np.int64)
+
+    fw = build({"score": [{"name": "V"}]}, [Short("V")])
+    _, status = fw.run_score(CycleState(), pod(), np.array([0, 1], dtype=np.int64))
+    assert status.code is Code.ERROR and status.plugin == "V" and "instead of 2 scores" in status.message
+
+
+def test_vectorised_filter_wrong_return_aborts_the_cycle_with_its_name() -> None:
+    class Forgot(Recorder):
+        def filter_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: Any) -> Any:
+            return None
+
+    fw = build({"filter": [{"name": "VF"}]}, [Forgot("VF")])
+    outcome = fw.find_feasible(CycleState(), pod())
+    assert outcome.error == Status.error("returned None instead of a sequence of Rejection", "VF")
+    assert not outcome.feasible.any()
+
+
+def test_per_node_plugins_are_adapted_once_when_the_framework_is_built() -> None:
+    fw = build(
+        {"filter": [{"name": "A"}, {"name": "VB"}], "score": [{"name": "A"}]},
+        [Recorder("A"), VectorBoom("VB")],
+    )
+    assert [type(p).__name__ for p in fw.filter] == ["PerNodeFilter", "VectorBoom"]  # vectorised wins
+    assert [(type(p).__name__, p.name, w) for p, w, _ in fw.score] == [("PerNodeScore", "A", 1)]
+
+
+def test_a_plugin_of_unknown_class_must_still_implement_its_point() -> None:
+    class NoFilter:
+        name = "NF"
+
+    entries = {e.name: e for e in BUILTIN}
+    entries["NF"] = PluginEntry("NF", lambda args, handle: NoFilter(), None, None)  # class unknown
+    spec = {
+        "schedulerName": "t",
+        "plugins": {"queueSort": [{"name": "PrioritySort"}], "bind": [{"name": "DefaultBinder"}]},
+    }
+    spec["plugins"]["filter"] = [{"name": "NF"}]  # type: ignore[index]
+    with pytest.raises(
+        ProfileError, match=r'spec.plugins.filter\[0\].name: plugin "NF" does not implement filter'
+    ):
+        Framework.from_spec(spec, entries, handle_for(cache_with([make_node("n0")])))

@@ -1,0 +1,70 @@
+"""What the Framework's Filter and Score runs return, and the diagnosis built from Filter's.
+
+:class:`FilterOutcome` is shoal's vectorised counterpart of kube-scheduler's per-node status map:
+per Filter plugin, the rows it rejected and why, kept as masks and only counted into a
+:class:`~shoal.core.interfaces.Diagnosis` when it is needed (no node fits, or ``explain``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shoal.core.interfaces import BoolArray, Diagnosis, IntArray, Rejection
+from shoal.core.status import Code, Status
+
+
+@dataclass
+class FilterStep:
+    plugin: str
+    before: BoolArray
+    rejections: Sequence[Rejection]
+
+
+@dataclass
+class FilterOutcome:
+    """Feasible rows and enough to explain the rejected ones."""
+
+    feasible: BoolArray
+    steps: list[FilterStep] = field(default_factory=list)
+    pre_filter_status: Status | None = None
+    total_nodes: int = 0
+    #: a Filter plugin failed (raised or returned Error): the cycle is aborted with this status
+    error: Status | None = None
+
+    def diagnosis(self, names: Sequence[str | None] | None = None) -> Diagnosis:
+        """Reasons per node count (and per node name, when ``names`` is given)."""
+        diag = Diagnosis(total_nodes=self.total_nodes, pre_filter_status=self.pre_filter_status)
+        if self.pre_filter_status is not None:
+            diag.unschedulable_plugins.add(self.pre_filter_status.plugin)
+            diag.unresolvable = self.pre_filter_status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            return diag
+        resolvable = False
+        for step in self.steps:
+            for rej in step.rejections:
+                hit = rej.mask & step.before
+                count = int(np.count_nonzero(hit))
+                if not count:
+                    continue
+                diag.unschedulable_plugins.add(step.plugin)
+                diag.reason_counts[rej.reason] = diag.reason_counts.get(rej.reason, 0) + count
+                if rej.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    resolvable = True
+                if names is not None:
+                    for row in np.flatnonzero(hit):
+                        name = names[int(row)]
+                        if name is None:
+                            continue
+                        plugin, reasons = diag.node_reasons.get(name, (step.plugin, ()))
+                        diag.node_reasons[name] = (plugin, (*reasons, rej.reason))
+        diag.unresolvable = bool(diag.reason_counts) and not resolvable
+        return diag
+
+
+@dataclass
+class ScoreOutcome:
+    rows: IntArray
+    total: IntArray
+    by_plugin: dict[str, IntArray] = field(default_factory=dict)
