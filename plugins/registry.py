@@ -130,7 +130,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "GPUMemory",
     ),
     "postFilter": [],
-    "preScore": _refs("NodeAffinity", "GPUMemory"),
+    "preScore": _refs("NodeResourcesFit", "NodeAffinity", "GPUMemory"),
     "score": _refs(("NodeResourcesFit", 3), ("TaintToleration", 1), ("NodeAffinity", 2), ("GPUMemory", 1)),
     "reserve": _refs("GPUMemory", "Coscheduling"),
     "permit": _refs("Coscheduling"),
