@@ -1,16 +1,26 @@
-"""NodeResourcesFit (PreFilter, Filter, Score): requests against allocatable, and how full to pack.
+"""NodeResourcesFit (PreFilter, Filter, PreScore, Score): requests against allocatable, and how full to pack.
 
 Filter: a node fits when, for every resource the pod requests (``nvidia.com/gpu`` and any other
 extended resource included), allocatable minus what its pods already request covers the request,
-and it has room for one more pod. Reasons: ``Insufficient <resource>``, ``Too many pods``.
+and it has room for one more pod. Reasons, in kube-scheduler's words: ``Too many pods``,
+``Insufficient <resource>``. A request larger than the node's whole allocatable is
+``UnschedulableAndUnresolvable`` for that node (freeing the node would not help); a plain shortage
+is ``Unschedulable``. ``ignoredResources`` / ``ignoredResourceGroups`` apply to extended resources
+only, as upstream.
 
-Score strategies (kube-scheduler's formulas; cpu/memory use non-zero defaults for pods without
-requests, and an extended resource the pod does not request is left out, as upstream):
+Score strategies (kube-scheduler's formulas):
 
 * ``LeastAllocated`` — prefer emptier nodes (spreads);
 * ``MostAllocated`` — prefer fuller nodes (packs; with ``nvidia.com/gpu`` weighted high, keeps
   whole 8-GPU nodes free for 8-GPU pods);
-* ``BalancedAllocation`` — prefer nodes whose resource fractions stay even.
+* ``BalancedAllocation`` — prefer nodes whose resource fractions stay even. This is
+  kube-scheduler's separate ``NodeResourcesBalancedAllocation`` plugin, offered here as a strategy.
+
+Least/MostAllocated count cpu and memory with kube-scheduler's non-zero defaults (100m, 200Mi) for
+a container that leaves the key out (an explicit ``"0"`` stays 0); BalancedAllocation counts
+requests as they are, and is skipped (PreScore Skip) for a pod that requests none of its resources,
+as upstream. An extended resource the pod does not request is left out of the score, and ``pods``
+is never scored, as upstream.
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ from shoal.core.interfaces import (
 from shoal.core.nodetable import CPU, MEMORY, PODS, NodeTable
 from shoal.core.objects import PodInfo
 from shoal.core.profile import ArgsModel, PluginEntry
-from shoal.core.status import SUCCESS, Status
+from shoal.core.status import SKIP, SUCCESS, Code, Status
 
 NAME = "NodeResourcesFit"
 STATE_KEY = f"PreFilter{NAME}"
@@ -68,8 +78,22 @@ class ScoringStrategy(ArgsModel):
 
 class Args(ArgsModel):
     scoring_strategy: ScoringStrategy = Field(default_factory=ScoringStrategy)
-    #: resources the filter ignores (e.g. ones an external admission controller manages)
+    #: extended resources the filter ignores (e.g. ones an external admission controller manages)
     ignored_resources: list[str] = Field(default_factory=list, max_length=64)
+    #: extended-resource groups (the part before ``/``) the filter ignores
+    ignored_resource_groups: list[str] = Field(default_factory=list, max_length=64)
+
+
+def is_extended(resource: str) -> bool:
+    """An extended resource: a domain-prefixed name outside ``kubernetes.io`` (upstream's rule)."""
+    if "/" not in resource or resource.startswith("requests."):
+        return False
+    domain = resource.split("/", 1)[0]
+    return domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
+
+
+#: resources kube-scheduler checks first, in this order; the rest follow by name
+_FIRST = {"cpu": 0, "memory": 1, "ephemeral-storage": 2}
 
 
 def insufficient(free: IntArray, request: int) -> BoolArray:
@@ -97,10 +121,18 @@ class NodeResourcesFit:
     def __init__(self, args: Args) -> None:
         self.args = args
         self.ignored = frozenset(args.ignored_resources)
+        self.ignored_groups = frozenset(args.ignored_resource_groups)
         self.strategy = args.scoring_strategy
 
+    def _ignored(self, resource: str) -> bool:
+        if not is_extended(resource):
+            return False  # upstream ignores extended resources only
+        return resource in self.ignored or resource.split("/", 1)[0] in self.ignored_groups
+
     def _requests(self, pod: PodInfo) -> list[tuple[str, int]]:
-        return [(r, a) for r, a in pod.requests.items() if a > 0 and r not in self.ignored]
+        out = [(r, a) for r, a in pod.requests.items() if a > 0 and not self._ignored(r)]
+        out.sort(key=lambda ra: (_FIRST.get(ra[0], len(_FIRST)), ra[0]))
+        return out
 
     # -- PreFilter / Filter --------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
@@ -119,24 +151,52 @@ class NodeResourcesFit:
         ]
         for resource, amount in requests:
             r = table.resource_row(resource)
-            free = table.allocatable[r, :n] - table.requested[r, :n]
-            out.append(Rejection(insufficient(free, amount), f"Insufficient {resource}"))
+            allocatable = table.allocatable[r, :n]
+            short = insufficient(allocatable - table.requested[r, :n], amount)
+            # more than the whole node offers: no eviction there can make room
+            too_big = short & insufficient(allocatable, amount)
+            reason = f"Insufficient {resource}"
+            out.append(Rejection(short & ~too_big, reason))
+            if too_big.any():
+                out.append(Rejection(too_big, reason, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
         return out
+
+    # -- PreScore ------------------------------------------------------------------------------
+    def pre_score(self, state: CycleState, pod: PodInfo, rows: IntArray, table: NodeTable) -> Status:
+        """BalancedAllocation skips a pod that requests none of its resources (upstream's
+        best-effort rule: scoring it would pile such pods onto the same node)."""
+        if self.strategy.type == "BalancedAllocation" and not any(
+            pod.requests.get(rw.name, 0) > 0 for rw in self.strategy.resources
+        ):
+            return SKIP
+        return SUCCESS
 
     # -- Score ---------------------------------------------------------------------------------
     def _usage(
         self, table: NodeTable, pod: PodInfo, resource: str, rows: IntArray
     ) -> tuple[IntArray, IntArray] | None:
-        """(requested including the pod, allocatable) on ``rows``; None to leave the resource out."""
+        """(requested including the pod, allocatable) on ``rows``; None to leave the resource out.
+
+        cpu and memory count non-zero requests, except for BalancedAllocation (requests as they are).
+        """
+        nonzero = self.strategy.type != "BalancedAllocation"
         if resource == "cpu":
-            req = table.nonzero_requested[0, rows] + pod.nonzero_cpu
+            if nonzero:
+                req = table.nonzero_requested[0, rows] + pod.nonzero_cpu
+            else:
+                req = table.requested[CPU, rows] + pod.requests.get("cpu", 0)
             alloc = table.allocatable[CPU, rows]
         elif resource == "memory":
-            req = table.nonzero_requested[1, rows] + pod.nonzero_memory
+            if nonzero:
+                req = table.nonzero_requested[1, rows] + pod.nonzero_memory
+            else:
+                req = table.requested[MEMORY, rows] + pod.requests.get("memory", 0)
             alloc = table.allocatable[MEMORY, rows]
+        elif resource == "pods":
+            return None  # upstream never scores the pod count
         else:
             amount = pod.requests.get(resource, 0)
-            if amount <= 0 and resource not in ("pods", "ephemeral-storage"):
+            if amount <= 0 and resource != "ephemeral-storage":
                 return None  # an extended resource the pod does not ask for is not scored
             r = table.resource_row(resource)
             req = table.requested[r, rows] + amount
@@ -160,6 +220,11 @@ class NodeResourcesFit:
         return out
 
     def _balanced(self, table: NodeTable, pod: PodInfo, rows: IntArray) -> IntArray:
+        """1 - the standard deviation of the resource fractions (each capped at 1), x 100.
+
+        As upstream: a resource the node lacks is left out; with two fractions the deviation is
+        half their difference, with more it is the root of the mean squared deviation, with fewer 0.
+        """
         fractions = []
         present = []
         for rw in self.strategy.resources:
@@ -171,12 +236,15 @@ class NodeResourcesFit:
             fractions.append(np.where(counts, np.minimum(req / np.where(counts, alloc, 1), 1.0), 0.0))
             present.append(counts)
         if not fractions:
-            return np.zeros(len(rows), dtype=np.int64)
+            return np.full(len(rows), MAX_NODE_SCORE, dtype=np.int64)
         f = np.vstack(fractions)
         p = np.vstack(present)
-        k = np.maximum(p.sum(axis=0), 1)
-        mean = (f * p).sum(axis=0) / k
-        std = np.sqrt((((f - mean) ** 2) * p).sum(axis=0) / k)
+        k = p.sum(axis=0)
+        kk = np.maximum(k, 1)
+        mean = np.where(p, f, 0.0).sum(axis=0) / kk
+        spread = np.sqrt(np.where(p, (f - mean) ** 2, 0.0).sum(axis=0) / kk)
+        pair = (np.where(p, f, -np.inf).max(axis=0) - np.where(p, f, np.inf).min(axis=0)) / 2
+        std = np.where(k == 2, pair, np.where(k > 2, spread, 0.0))
         out: IntArray = ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)
         return out
 

@@ -144,7 +144,9 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "InterPodAffinity",
     ),
     "postFilter": [],
-    "preScore": _refs("NodeAffinity", "GPUMemory", "PodTopologySpread", "InterPodAffinity"),
+    "preScore": _refs(
+        "NodeResourcesFit", "NodeAffinity", "GPUMemory", "PodTopologySpread", "InterPodAffinity"
+    ),
     "score": _refs(
         ("NodeResourcesFit", 3),
         ("TaintToleration", 1),

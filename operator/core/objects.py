@@ -304,6 +304,11 @@ def _pod_affinity(spec: JSON, namespace: str) -> tuple[PodAffinity, str]:
 
 
 def _container_requests(container: JSON, problems: dict[str, str]) -> dict[str, int]:
+    """A container's requests as the API server stores them, explicit zeros kept.
+
+    A key that is present is the container's own answer, even ``"0"``: kube-scheduler's non-zero
+    defaults apply only where the key is absent (``NonMissingContainerRequests``).
+    """
     resources = container.get("resources") or {}
     requests = dict(resources.get("requests") or {})
     # As the API server defaults: a limit without a request is the request.
@@ -316,7 +321,7 @@ def _container_requests(container: JSON, problems: dict[str, str]) -> dict[str, 
         except QuantityError as exc:
             problems[f"requests.{name}"] = str(exc)
             continue
-        if amount > 0:
+        if amount >= 0:
             out[str(name)] = amount
     return out
 
@@ -326,45 +331,93 @@ def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
         into[k] = into.get(k, 0) + v
 
 
+def _max(into: dict[str, int], more: Mapping[str, int]) -> None:
+    for k, v in more.items():
+        if v > into.get(k, 0):
+            into[k] = v
+
+
+#: kube-scheduler's defaults for a container that leaves cpu or memory out (scoring only)
+NON_MISSING_DEFAULTS: Mapping[str, int] = {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": DEFAULT_MEMORY_REQUEST}
+
+
+def aggregate_requests(
+    containers: Sequence[Mapping[str, int]],
+    init_containers: Sequence[tuple[Mapping[str, int], bool]],
+    overhead: Mapping[str, int],
+    defaults: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    """A pod's requests as kube-scheduler's ``PodRequests`` adds them up.
+
+    App containers and sidecars (restartable init containers) run together and are summed; a plain
+    init container runs alone beside the sidecars started before it, so the pod needs the larger of
+    the two; overhead comes on top. ``defaults`` fill a key a container leaves out, per container
+    (init containers included), never one it sets, even to zero.
+    """
+
+    def own(req: Mapping[str, int]) -> Mapping[str, int]:
+        if not defaults:
+            return req
+        out = dict(req)
+        for k, v in defaults.items():
+            out.setdefault(k, v)
+        return out
+
+    total: dict[str, int] = {}
+    for req in containers:
+        _add(total, own(req))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for req, restartable in init_containers:
+        mine = own(req)
+        if restartable:
+            _add(total, mine)
+            _add(sidecars, mine)
+            _max(init_peak, sidecars)
+        else:
+            alone = dict(sidecars)
+            _add(alone, mine)
+            _max(init_peak, alone)
+    _max(total, init_peak)
+    _add(total, overhead)
+    return total
+
+
 def _pod_requests(
     spec: JSON, problems: dict[str, str]
 ) -> tuple[dict[str, int], int, int, tuple[tuple[str, str, int], ...]]:
-    """Effective requests as kube-scheduler computes them (containers, sidecars, init, overhead)."""
-    total: dict[str, int] = {}
+    """Effective requests as kube-scheduler computes them (containers, sidecars, init, overhead).
+
+    Returns (requests without zeros, non-zero cpu, non-zero memory, host ports). The non-zero
+    figures are what scoring and the node table's ``nonzero_requested`` count: the same sum with
+    kube-scheduler's defaults for a container that leaves cpu or memory out.
+    """
     ports: list[tuple[str, str, int]] = []
-    nonzero_cpu = nonzero_mem = 0
+    containers: list[dict[str, int]] = []
     for c in spec.get("containers") or ():
         req = _container_requests(c, problems)
-        _add(total, req)
-        nonzero_cpu += req.get("cpu", DEFAULT_MILLI_CPU_REQUEST)
-        nonzero_mem += req.get("memory", DEFAULT_MEMORY_REQUEST)
+        containers.append(req)
         for p in c.get("ports") or ():
             if p.get("hostPort"):
                 ports.append(
                     (str(p.get("protocol") or "TCP"), str(p.get("hostIP") or "0.0.0.0"), int(p["hostPort"]))
                 )
-    sidecars: dict[str, int] = {}
+    init: list[tuple[dict[str, int], bool]] = []
     for c in spec.get("initContainers") or ():
-        req = _container_requests(c, problems)
-        if c.get("restartPolicy") == "Always":  # a sidecar runs beside the app containers
-            _add(sidecars, req)
-            _add(total, req)
-            continue
-        # A plain init container runs alone (beside the sidecars started before it).
-        peak = dict(sidecars)
-        _add(peak, req)
-        for k, v in peak.items():
-            if v > total.get(k, 0):
-                total[k] = v
+        # a sidecar (restartPolicy: Always) runs beside the app containers
+        init.append((_container_requests(c, problems), c.get("restartPolicy") == "Always"))
+    overhead: dict[str, int] = {}
     for k, v in (spec.get("overhead") or {}).items():
         try:
-            _add(total, {str(k): to_int(str(k), v)})
+            overhead[str(k)] = to_int(str(k), v)
         except QuantityError as exc:
             problems[f"overhead.{k}"] = str(exc)
+    total = aggregate_requests(containers, init, overhead)
+    nonzero = aggregate_requests(containers, init, overhead, NON_MISSING_DEFAULTS)
     return (
-        total,
-        max(nonzero_cpu, total.get("cpu", 0)),
-        max(nonzero_mem, total.get("memory", 0)),
+        {k: v for k, v in total.items() if v > 0},
+        nonzero.get("cpu", 0),
+        nonzero.get("memory", 0),
         tuple(ports),
     )
 

@@ -107,3 +107,22 @@ def test_table_grows_past_capacity() -> None:
     col = cache.table.label_column("idx")
     assert col.shape == (200,)
     assert int(cache.table.allocatable[cache.table.resource_row("nvidia.com/gpu"), 199]) == 8
+
+
+def test_nonzero_requested_follows_the_pods_nonzero_values() -> None:
+    """nonzero_requested (what Least/MostAllocated score) is the sum of the pods' own non-zero
+    figures: defaults only where a container leaves cpu/memory out, an explicit "0" stays 0."""
+    cache = ClusterCache()
+    cache.set_node(NodeSpec.from_dict(make_node("n")))
+    explicit_zero = pod("zero", cpu="1", memory="0", node_name="n")
+    no_memory = pod("nomem", cpu="1", memory=None, node_name="n")
+    assert (explicit_zero.nonzero_cpu, explicit_zero.nonzero_memory) == (1000, 0)
+    assert (no_memory.nonzero_cpu, no_memory.nonzero_memory) == (1000, 200 * 1024 * 1024)
+    cache.upsert_pod(explicit_zero)
+    cache.upsert_pod(no_memory)
+    row = cache.table.index["n"]
+    assert cache.table.nonzero_requested[:, row].tolist() == [2000, 200 * 1024 * 1024]
+    cache.remove_pod(no_memory.uid)
+    assert cache.table.nonzero_requested[:, row].tolist() == [1000, 0]
+    cache.remove_pod(explicit_zero.uid)
+    assert cache.table.nonzero_requested[:, row].tolist() == [0, 0]

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from shoal.core.objects import PodInfo
 from shoal.plugins import noderesources
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import all_rows, cache_with, feasible, pod, rejected_names, scores_by_name, state
@@ -134,3 +135,53 @@ def test_balanced_allocation_prefers_even_fractions() -> None:
 def test_bad_args(args: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         noderesources.Args.model_validate(args)
+
+
+def _spec_pod(spec: dict[str, Any]) -> PodInfo:
+    return PodInfo.from_dict({"metadata": {"name": "p", "namespace": "default"}, "spec": spec})
+
+
+def _c(**requests: str) -> dict[str, Any]:
+    return {"name": "c", "resources": {"requests": requests}}
+
+
+def test_sidecar_after_init_container_is_compared_not_stacked() -> None:
+    """As upstream's PodRequests: a plain init container runs beside the sidecars started before
+    it only; a later sidecar adds to the app containers, not to that init container's peak."""
+    p = _spec_pod(
+        {
+            "containers": [_c(cpu="1")],
+            "initContainers": [_c(cpu="5"), {**_c(cpu="2"), "restartPolicy": "Always"}],
+        }
+    )
+    assert p.requests["cpu"] == 5000  # max(1 + 2, 5), not max(1, 5) + 2
+
+
+def test_nonzero_defaults_per_container_init_and_overhead_included() -> None:
+    p = _spec_pod(
+        {
+            "containers": [_c(memory="1Gi"), _c(cpu="0")],
+            "initContainers": [_c()],
+            "overhead": {"cpu": "250m", "memory": "1Mi"},
+        }
+    )
+    assert p.requests == {"memory": 2**30 + 2**20, "cpu": 250}
+    # cpu: 100m (first container leaves it out) + 0 (explicit) vs the init container's 100m
+    assert p.nonzero_cpu == 100 + 250
+    assert p.nonzero_memory == 2**30 + 200 * 2**20 + 2**20
+
+
+def test_ignored_resources_apply_to_extended_resources_only() -> None:
+    cache = cache_with([make_node("n", cpu="1", extra_resources={"example.com/fpga": "0"})])
+    table = cache.table
+    p = pod(cpu="2", extra_requests={"example.com/fpga": "1"})
+    fit = plugin(ignoredResources=["cpu", "example.com/fpga"])
+    assert rejected_names(table, fit.filter_nodes(state(), p, table, table.valid_rows())) == {
+        "Insufficient cpu": {"n"}
+    }
+
+
+def test_pods_is_never_scored() -> None:
+    cache = cache_with([make_node("n", cpu="10", memory="10Gi", pods=2)])
+    fit = plugin(scoringStrategy={"resources": [{"name": "pods"}, {"name": "cpu"}]})
+    assert fit.score_nodes(state(), pod(cpu="5"), cache.table, all_rows(cache.table)).tolist() == [50]
