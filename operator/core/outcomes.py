@@ -43,6 +43,8 @@ class FilterOutcome:
             return diag
         resolvable = False
         for step in self.steps:
+            rejected: BoolArray = np.zeros(len(step.before), dtype=bool)
+            unresolvable: BoolArray = np.zeros(len(step.before), dtype=bool)
             for rej in step.rejections:
                 hit = rej.mask & step.before
                 count = int(np.count_nonzero(hit))
@@ -50,8 +52,9 @@ class FilterOutcome:
                     continue
                 diag.unschedulable_plugins.add(step.plugin)
                 diag.reason_counts[rej.reason] = diag.reason_counts.get(rej.reason, 0) + count
-                if rej.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                    resolvable = True
+                rejected |= hit
+                if rej.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    unresolvable |= hit
                 if names is not None:
                     for row in np.flatnonzero(hit):
                         name = names[int(row)]
@@ -59,6 +62,9 @@ class FilterOutcome:
                             continue
                         plugin, reasons = diag.node_reasons.get(name, (step.plugin, ()))
                         diag.node_reasons[name] = (plugin, (*reasons, rej.reason))
+            # as a plugin's status in kube-scheduler: one unresolvable reason makes the node's
+            # status unresolvable; the pod is unresolvable when every rejected node is
+            resolvable = resolvable or bool((rejected & ~unresolvable).any())
         diag.unresolvable = bool(diag.reason_counts) and not resolvable
         return diag
 
