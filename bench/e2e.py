@@ -343,18 +343,80 @@ def scheduler_perf_node(name: str) -> dict[str, Any]:
 
 
 # -- scenarios ----------------------------------------------------------------------------------
-async def throughput(kind: str, base: Path, nodes: int, pods: int, label: str) -> dict[str, Any]:
+ZONE = "topology.kubernetes.io/zone"
+#: scheduler_perf's workloads with inter-pod constraints (its pod-with-pod-anti-affinity,
+#: pod-with-pod-affinity and pod-with-topology-spreading templates): name -> extra pod spec, labels
+CONSTRAINED: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
+    "antiaffinity": (
+        {
+            "affinity": {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {"matchLabels": {"color": "green"}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        }
+                    ]
+                }
+            }
+        },
+        {"color": "green", "name": "test"},
+    ),
+    "affinity": (
+        {
+            "affinity": {
+                "podAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": {"foo": ""}}, "topologyKey": ZONE}
+                    ]
+                }
+            }
+        },
+        {"foo": ""},
+    ),
+    "spread": (
+        {
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 5,
+                    "topologyKey": ZONE,
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"foo": ""}},
+                }
+            ]
+        },
+        {"foo": ""},
+    ),
+}
+
+
+def workload_node(workload: str, i: int) -> dict[str, Any]:
+    node = scheduler_perf_node(f"node-{i:05d}")
+    if workload == "affinity":  # scheduler_perf: every node in one zone
+        node["metadata"]["labels"][ZONE] = "zone1"
+    elif workload in CONSTRAINED:
+        node["metadata"]["labels"][ZONE] = f"zone{i % 3}"
+    return node
+
+
+def workload_pod(workload: str, i: int, scheduler_name: str) -> dict[str, Any]:
+    extra, labels = CONSTRAINED.get(workload, ({}, {}))
+    pod = make_pod(
+        f"pod-{i:06d}", namespace=NS, cpu="100m", memory="500Mi", scheduler_name=scheduler_name, labels=labels
+    )
+    pod["spec"].update(json.loads(json.dumps(extra)))
+    return pod
+
+
+async def throughput(
+    kind: str, base: Path, nodes: int, pods: int, label: str, workload: str = "basic"
+) -> dict[str, Any]:
     async with Bench(kind, base / label) as b:
-        print(f"  {kind}: {nodes:,} nodes", flush=True)
-        await b.create_all([scheduler_perf_node(f"node-{i:05d}") for i in range(nodes)])
+        print(f"  {kind}: {nodes:,} nodes ({workload})", flush=True)
+        await b.create_all([workload_node(workload, i) for i in range(nodes)])
         await b.start_scheduler()
         cpu0, _ = b.stats()
-        objs = [
-            make_pod(
-                f"pod-{i:06d}", namespace=NS, cpu="100m", memory="500Mi", scheduler_name=b.scheduler_name
-            )
-            for i in range(pods)
-        ]
+        objs = [workload_pod(workload, i, b.scheduler_name) for i in range(pods)]
         print(f"  {kind}: creating {pods:,} pods", flush=True)
         first = time.monotonic()
         creating = asyncio.ensure_future(b.create_all(objs))
@@ -594,6 +656,11 @@ def write_doc(results: dict[str, Any], summary: dict[str, Any], images: list[str
         f"| `packing_ratio` (GPUs allocated, shoal ÷ kube-scheduler) | ≥ 1.25 | **{summary['packing_ratio']:.2f}** |",
         f"| `packing_fraction` (shoal's allocated GPUs ÷ capacity) | ≥ 0.95 | **{summary['packing_fraction']:.2f}** |",
         f"| herding: nodes over their GPU-memory label (shoal / kube-scheduler) | 0 | **{hd['shoal']['nodes_over_label']}** / {hd['kube-scheduler']['nodes_over_label']} |",
+        *(
+            f"| `{w}_ratio` (scheduler_perf's {w} workload, pods/s) | ≥ 1.0 | **{summary[f'{w}_ratio']:.2f}** |"
+            for w in CONSTRAINED
+            if f"{w}_ratio" in summary
+        ),
         "",
         f"### basic: {s['nodes']:,} nodes, {s['pods']:,} pods (100m cpu, 500Mi each)",
         "",
@@ -615,6 +682,22 @@ def write_doc(results: dict[str, Any], summary: dict[str, Any], images: list[str
         ]
         for name in ("kube-scheduler", "shoal"):
             r = sc[name]
+            lines.append(
+                f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {f(r['p50_s'])} | {f(r['p99_s'])} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} |"
+            )
+    for w in CONSTRAINED:
+        if w not in results:
+            continue
+        lines += [
+            "",
+            f"### {w}: {results[w]['shoal']['nodes']:,} nodes, {results[w]['shoal']['pods']:,} pods "
+            f"(scheduler_perf's pod-with-{'topology-spreading' if w == 'spread' else 'pod-' + w.replace('anti', 'anti-')} template)",
+            "",
+            "| scheduler | pods/s | seconds | p50 s | p99 s | CPU s | peak RSS MB |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for name in ("kube-scheduler", "shoal"):
+            r = results[w][name]
             lines.append(
                 f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {f(r['p50_s'])} | {f(r['p99_s'])} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} |"
             )
@@ -659,6 +742,11 @@ async def main_async(args: argparse.Namespace) -> int:
     if args.large:
         print("bench: scale (5,000 nodes, 50,000 pods)", flush=True)
         results["scale"] = {k: await throughput(k, base, 5000, 50000, "scale") for k in kinds}
+    for workload, pods in (("antiaffinity", min(900, args.nodes)), ("affinity", 2000), ("spread", 2000)):
+        print(f"bench: {workload} ({args.nodes:,} nodes, {pods:,} pods)", flush=True)
+        results[workload] = {
+            k: await throughput(k, base, args.nodes, pods, workload, workload) for k in kinds
+        }
     print("bench: gang (64 members on 1,000 nodes)", flush=True)
     results["gang"] = await gang(base)
     if not results["gang"]["all_bound"]:
@@ -680,6 +768,10 @@ async def main_async(args: argparse.Namespace) -> int:
         "kube_version": Binaries.locate().kube_version,
         "basic_ratio": results["basic"]["shoal"]["pods_per_s"]
         / results["basic"]["kube-scheduler"]["pods_per_s"],
+        **{
+            f"{w}_ratio": results[w]["shoal"]["pods_per_s"] / results[w]["kube-scheduler"]["pods_per_s"]
+            for w in CONSTRAINED
+        },
         "gang64_seconds": results["gang"]["seconds"],
         "gang64_all_bound": results["gang"]["all_bound"],
         "rss_ratio": rss_from["shoal"]["peak_rss_mb"] / rss_from["kube-scheduler"]["peak_rss_mb"],

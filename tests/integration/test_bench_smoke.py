@@ -25,6 +25,15 @@ async def test_basic_smoke(kind: str, tmp_path: Path) -> None:
     assert result["peak_rss_mb"] > 0
 
 
+@pytest.mark.parametrize("kind", ["kube-scheduler", "shoal"])
+@pytest.mark.parametrize("workload", ["antiaffinity", "affinity", "spread"])
+async def test_constrained_smoke(kind: str, workload: str, tmp_path: Path) -> None:
+    """scheduler_perf's inter-pod workloads: every pod bound (30 nodes hold 25 anti-affine pods)."""
+    result = await throughput(kind, tmp_path, nodes=30, pods=25, label=workload, workload=workload)
+    assert result["all_bound"], result
+    assert result["bound"] == 25
+
+
 async def test_gang_smoke(tmp_path: Path) -> None:
     result = await gang(tmp_path, nodes=50, members=16)
     assert result["all_bound"]
@@ -58,7 +67,9 @@ def test_machine_names_cpu_model_and_ram() -> None:
 
 
 async def test_a_gang_not_fully_bound_fails_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    async def fake_throughput(kind: str, base: Path, nodes: int, pods: int, label: str) -> dict[str, Any]:
+    async def fake_throughput(
+        kind: str, base: Path, nodes: int, pods: int, label: str, workload: str = "basic"
+    ) -> dict[str, Any]:
         return {"pods_per_s": 100.0, "peak_rss_mb": 100.0}
 
     async def fake_gang(base: Path) -> dict[str, Any]:
