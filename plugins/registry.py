@@ -26,6 +26,7 @@ from shoal.plugins import (
     coscheduling,
     defaultbinder,
     gpumemory,
+    imagelocality,
     interpodaffinity,
     nodeaffinity,
     nodename,
@@ -54,6 +55,7 @@ BUILTIN: tuple[PluginEntry, ...] = (
     schedulinggates.ENTRY,
     interpodaffinity.ENTRY,
     podtopologyspread.ENTRY,
+    imagelocality.ENTRY,
 )
 DEFAULT_SCHEDULER_NAME = "gpu-scheduler"
 
@@ -154,6 +156,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         ("GPUMemory", 1),
         ("PodTopologySpread", 2),
         ("InterPodAffinity", 2),
+        ("ImageLocality", 1),
     ),
     "reserve": _refs("GPUMemory", "Coscheduling"),
     "permit": _refs("Coscheduling"),

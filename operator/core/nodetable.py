@@ -82,6 +82,9 @@ class NodeTable:
         self._label_cols: dict[str, npt.NDArray[np.int32]] = {}
         self._numeric: dict[str, FloatArray] = {}
         self._numeric_bad: dict[str, dict[int, str]] = {}
+        #: image name -> rows of the nodes holding it, and its size (as first reported; ImageLocality)
+        self.image_rows: dict[str, set[int]] = {}
+        self.image_sizes: dict[str, int] = {}
         #: bumps whenever a node is added, removed or relabelled (plugins may key caches on it)
         self.version = 0
 
@@ -193,12 +196,29 @@ class NodeTable:
         if old is None or old.labels != spec.labels:
             self._relabel(row, spec.labels)
             self.version += 1
+        if old is None or old.images != spec.images:
+            self._reimage(row, old.images if old is not None else {}, spec.images)
         return row
+
+    def _reimage(self, row: int, old: dict[str, int], new: dict[str, int]) -> None:
+        for name in old.keys() - new.keys():
+            rows = self.image_rows.get(name)
+            if rows is not None:
+                rows.discard(row)
+                if not rows:
+                    del self.image_rows[name]
+                    self.image_sizes.pop(name, None)
+        for name, size in new.items():
+            self.image_rows.setdefault(name, set()).add(row)
+            self.image_sizes.setdefault(name, size)
 
     def remove_node(self, name: str) -> int | None:
         row = self.index.pop(name, None)
         if row is None:
             return None
+        spec = self.specs[row]
+        if spec is not None:
+            self._reimage(row, spec.images, {})
         self.names[row] = None
         self.specs[row] = None
         self.valid[row] = False

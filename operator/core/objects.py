@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from shoal.core.fidelity import fields_used
+from shoal.core.images import node_images, normalized_image, pod_images  # noqa: F401  (re-exported)
 from shoal.core.quantity import QuantityError, to_int
 from shoal.core.selectors import (
     NO_AFFINITY,
@@ -200,6 +201,8 @@ class PodInfo:
     #: ``spec.topologySpreadConstraints`` (PodTopologySpread); an invalid one: ``spread_error``
     topology_spread: tuple[SpreadConstraint, ...] = ()
     spread_error: str = ""
+    #: the images the pod pulls, normalised (ImageLocality)
+    images: tuple[str, ...] = ()
     #: scheduling-relevant fields this pod sets that only some plugin evaluates (core/fidelity.py)
     fields_used: tuple[str, ...] = ()
 
@@ -293,6 +296,7 @@ class PodInfo:
             pod_affinity_error=affinity_error,
             topology_spread=spread,
             spread_error=spread_error,
+            images=pod_images(spec),
         )
 
 
@@ -433,6 +437,8 @@ class NodeSpec:
     taints: tuple[Taint, ...]
     unschedulable: bool
     problems: dict[str, str] = field(default_factory=dict)
+    #: ``status.images``: every name of an image the node holds -> its size in bytes
+    images: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, obj: JSON) -> NodeSpec:
@@ -457,6 +463,7 @@ class NodeSpec:
             taints=taints,
             unschedulable=bool(spec.get("unschedulable")),
             problems=problems,
+            images=node_images(status.get("images")),
         )
 
 
