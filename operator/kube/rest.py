@@ -9,9 +9,10 @@ burst. These calls send a pre-built JSON body with the same session, TLS context
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, config
 
 
 class RawClient:
@@ -53,3 +54,18 @@ def message_of(body: Any) -> str:
     if isinstance(body, dict):
         return str(body.get("message", body))
     return str(body)
+
+
+async def connect(kubeconfig: str | None) -> client.ApiClient:
+    """An API client: ``kubeconfig``, else in-cluster when run in a pod, else $KUBECONFIG."""
+    if kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        api = await config.new_client_from_config(config_file=kubeconfig)
+    else:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        api = client.ApiClient()
+    # aiohttp's trust_env reads ~/.netrc and proxy variables in a thread on *every* request;
+    # the API server is reached directly (kubeconfig or in-cluster), so skip that per-request work.
+    session = getattr(api.rest_client, "pool_manager", None)
+    if session is not None and hasattr(session, "_trust_env"):
+        session._trust_env = False
+    return api
