@@ -25,15 +25,16 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+from urllib.parse import urlencode
 
 import aiohttp
 import kopf
 
 from shoal.kube.listing import ListError, list_objects
-from shoal.kube.rest import RawClient
+from shoal.kube.rest import RawClient, StreamError, message_of
 from shoal.kube.wire import Resource
 
 log = logging.getLogger("shoal.informer")
@@ -209,6 +210,32 @@ class Informer:
         if any(forgotten.values()):
             log.info("after a re-list: forgot %s deleted meanwhile", _counts(forgotten))
         return forgotten
+
+
+async def stream(
+    raw: RawClient, kind: Kind[T], *, namespace: str = "", timeout: int = 3600
+) -> AsyncIterator[Event[T]]:
+    """Watch one kind without kopf (the benchmarks' client-side view): ADDED / MODIFIED / DELETED
+    events from now on, re-watching from the last resourceVersion when the server ends a watch;
+    bookmarks are skipped. Raises :class:`~shoal.kube.listing.ListError` or
+    :class:`~shoal.kube.rest.StreamError` if refused (410 included: no re-list here)."""
+    path = kind.resource.path(namespace=namespace)
+    code, body = await raw.request("GET", f"{path}?limit=1")
+    if code >= 300 or not isinstance(body, dict):
+        raise ListError(path, code, message_of(body))
+    version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+    while True:
+        params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": str(timeout)}
+        params["allowWatchBookmarks"] = "true"
+        if kind.field_selector:
+            params["fieldSelector"] = kind.field_selector
+        async for event in raw.stream(f"{path}?{urlencode(params)}", timeout=timeout + 100):
+            obj = event.get("object") or {}
+            if event.get("type") == "ERROR":
+                raise StreamError(f"watching {path}: {message_of(obj)}")
+            version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+            if event.get("type") != "BOOKMARK":
+                yield Event(kind, str(event.get("type")), obj)
 
 
 def _counts(counts: Mapping[str, int]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import AsyncIterator
 from typing import Any
 
 from kubernetes_asyncio import client, config
@@ -47,6 +48,22 @@ class RawClient:
             return resp.status, json.loads(raw) if raw else None
         except ValueError:
             return resp.status, raw.decode(errors="replace")
+
+    async def stream(self, path: str, *, timeout: float) -> AsyncIterator[Any]:
+        """GET ``path`` (a watch) and yield each JSON line as it arrives, until the server ends it.
+        Raises :class:`StreamError` when the API server refuses."""
+        session: Any = self.api.rest_client.pool_manager
+        headers = await self._headers("application/json")
+        async with session.request("GET", self.host + path, headers=headers, timeout=timeout) as resp:
+            if resp.status >= 300:
+                raise StreamError(f"GET {path}: HTTP {resp.status} {(await resp.text())[:200]}")
+            async for line in resp.content:
+                if line.strip():
+                    yield json.loads(line)
+
+
+class StreamError(Exception):
+    """A watch the API server refused."""
 
 
 def message_of(body: Any) -> str:

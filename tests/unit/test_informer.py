@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -10,7 +11,7 @@ import kopf
 import pytest
 
 from shoal.core.objects import PodInfo
-from shoal.kube.informer import DELETED, LISTED, PRIMED, Event, Informer
+from shoal.kube.informer import DELETED, LISTED, PRIMED, Event, Informer, Kind, stream
 from shoal.kube.kinds import KIND_NODES, KIND_PODGROUPS, KIND_PODS, KIND_PROFILES
 from shoal.kube.rest import RawClient
 from shoal.kube.wire import LIVE_PODS_SELECTOR
@@ -78,11 +79,17 @@ async def test_a_required_kind_that_cannot_be_listed_fails_priming() -> None:
         await informer.prime(raw({}))
 
 
-async def test_events_decode_lazily_into_typed_objects() -> None:
-    event = Event(KIND_PODS, LISTED, make_pod("p1"))
-    assert event._obj is None
+async def test_events_decode_once_and_only_when_asked() -> None:
+    decoded: list[str] = []
+
+    def decode(obj: Mapping[str, Any]) -> PodInfo:
+        decoded.append(obj["metadata"]["name"])
+        return PodInfo.from_dict(obj)
+
+    event = Event(Kind(KIND_PODS.resource, decode), LISTED, make_pod("p1"))
+    assert decoded == []
     assert isinstance(event.obj, PodInfo) and event.obj.name == "p1"
-    assert event.obj is event.obj
+    assert event.obj is event.obj and decoded == ["p1"]
 
 
 async def test_the_relist_check_forgets_only_what_vanished_before_the_listing() -> None:
@@ -117,3 +124,37 @@ def test_field_selectors_reach_kopf() -> None:
     assert list(settings.watching.field_selectors.values()) == [LIVE_PODS_SELECTOR]
     registry = kopf.OperatorRegistry()
     informer.install(registry)
+
+
+class FakeWatch(FakeRaw):
+    """A list answering resourceVersion 7, then two watches that the server ends."""
+
+    def __init__(self, watches: list[list[dict[str, Any]]]) -> None:
+        super().__init__({"/api/v1/namespaces/ns/pods": []})
+        self.watches = watches
+        self.watched: list[dict[str, list[str]]] = []
+
+    async def request(self, method: str, path: str, body: Any = None, **_: Any) -> tuple[int, Any]:
+        return 200, {"items": [], "metadata": {"resourceVersion": "7"}}
+
+    async def stream(self, path: str, *, timeout: float) -> Any:
+        self.watched.append(parse_qs(urlsplit(path).query))
+        for event in self.watches.pop(0) if self.watches else []:
+            yield event
+        if not self.watches:
+            await asyncio.sleep(3600)
+
+
+async def test_stream_rewatches_from_the_last_version_and_skips_bookmarks() -> None:
+    pod = make_pod("p1", namespace="ns")
+    pod["metadata"]["resourceVersion"] = "8"
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}}
+    fake = FakeWatch([[{"type": "ADDED", "object": pod}, bookmark], []])
+    events = stream(fake, KIND_PODS, namespace="ns")  # type: ignore[arg-type]
+    first = await anext(events)
+    assert first.type == "ADDED" and first.obj.name == "p1"
+    pending = asyncio.ensure_future(anext(events))
+    await asyncio.sleep(0.05)
+    pending.cancel()
+    assert [w["resourceVersion"] for w in fake.watched] == [["7"], ["9"]]
+    assert fake.watched[0]["fieldSelector"] == [LIVE_PODS_SELECTOR]
