@@ -32,49 +32,32 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from aiohttp import ClientTimeout
 from kubernetes_asyncio import client, config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script, imported by tests
-from report import DOC, write_section
+from e2e_report import plot, write_doc
+from e2e_schedulers import SETTLE_S, KubeScheduler, Shoal, proc_stats
+from e2e_workloads import CONSTRAINED, workload_node, workload_pod
+from report import DOC
 
-from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
-from shoal.testing.cluster import OperatorProcess, apply_crds, create, wait_for
-from shoal.testing.controlplane import Binaries, ControlPlane, free_port, spawn, stop_process, tail
-from shoal.testing.objects import make_node, make_pod, make_pod_group, make_profile
+from shoal.kube.informer import stream
+from shoal.kube.kinds import KIND_PODS
+from shoal.kube.rest import RawClient
+from shoal.testing.cluster import apply_crds, create, wait_for
+from shoal.testing.controlplane import Binaries, ControlPlane
+from shoal.testing.objects import make_node, make_pod, make_pod_group
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results" / "e2e.json"
 NS = "bench"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-SETTLE_S = 1.0  # after a scheduler reports ready, the same short pause for both before any pod
-
-
-async def wait_ready(url: str, timeout: float, what: str, alive: Any = None) -> None:
-    """Poll a health URL until it answers 200 (https without verification: a local self-signed
-    serving certificate). ``alive()`` returning False ends the wait with an error at once."""
-
-    async def ready() -> bool:
-        if alive is not None and not alive():
-            raise RuntimeError(f"{what}: the process exited")
-        try:
-            async with (
-                aiohttp.ClientSession(timeout=ClientTimeout(total=2)) as s,
-                s.get(url, ssl=False) as r,
-            ):
-                return r.status == 200
-        except (aiohttp.ClientError, TimeoutError):
-            return False
-
-    await wait_for(ready, timeout, interval=0.1, what=what)
 
 
 # -- machine description ----------------------------------------------------------------------------
@@ -95,152 +78,32 @@ def machine() -> str:
     return f"{model} ({platform.machine()}), {os.cpu_count()} cores{ram}, Python {platform.python_version()}"
 
 
-# -- process accounting -----------------------------------------------------------------------------
-def proc_stats(pid: int) -> tuple[float, int]:
-    """(CPU seconds, peak RSS bytes) of a live process."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / CLK_TCK
-    peak = 0
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                peak = int(line.split()[1]) * 1024
-    return cpu, peak
-
-
-# -- schedulers under test --------------------------------------------------------------------------
-class KubeScheduler:
-    name = "kube-scheduler"
-    scheduler_name = "default-scheduler"
-
-    def __init__(self, cp: ControlPlane, workdir: Path) -> None:
-        self.cp, self.workdir = cp, workdir
-        self.popen: Any = None
-
-    async def start(self, api: client.ApiClient) -> None:
-        cfg = self.workdir / "kube-scheduler.yaml"
-        cfg.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "kubescheduler.config.k8s.io/v1",
-                    "kind": "KubeSchedulerConfiguration",
-                    "clientConnection": {"kubeconfig": str(self.cp.kubeconfig), "qps": 5000, "burst": 5000},
-                    "leaderElection": {"leaderElect": False},
-                }
-            )
-        )
-        port = free_port()
-        argv = [
-            str(Binaries.locate().kube_scheduler),
-            f"--config={cfg}",
-            f"--secure-port={port}",
-            "--bind-address=127.0.0.1",
-            f"--authentication-kubeconfig={self.cp.kubeconfig}",
-            f"--authorization-kubeconfig={self.cp.kubeconfig}",
-            "--v=1",
-        ]
-        log = self.workdir / "kube-scheduler.log"
-        self.popen = spawn(argv, log)
-        # /readyz turns 200 once informers and event handlers have synced (leader election is off,
-        # so scheduling starts then); anonymous requests may read it (--authorization-always-allow-
-        # paths defaults to /healthz,/readyz,/livez).
-        try:
-            await wait_ready(
-                f"https://127.0.0.1:{port}/readyz",
-                60,
-                "kube-scheduler ready",
-                lambda: self.popen.poll() is None,
-            )
-        except (RuntimeError, TimeoutError) as exc:
-            raise RuntimeError(f"{exc}\n--- {log} ---\n{tail(log)}") from exc
-        await asyncio.sleep(SETTLE_S)
-
-    @property
-    def pid(self) -> int:
-        return int(self.popen.pid)
-
-    def stop(self) -> None:
-        if self.popen is not None:
-            stop_process(self.popen)
-
-
-class Shoal:
-    name = "shoal"
-    scheduler_name = "gpu-scheduler"
-
-    def __init__(self, cp: ControlPlane, workdir: Path) -> None:
-        self.cp, self.workdir = cp, workdir
-        self.op: OperatorProcess | None = None
-
-    async def start(self, api: client.ApiClient) -> None:
-        await create(api, make_profile("gpu-scheduler", DEFAULT_PROFILE_SPEC))
-        self.op = OperatorProcess(self.cp.kubeconfig, self.workdir / "shoal.log", leader_elect=False).start()
-        op = self.op
-        try:
-            await wait_ready(f"http://127.0.0.1:{op.metrics_port}/readyz", 60, "shoal ready", op.alive)
-        except (RuntimeError, TimeoutError) as exc:
-            raise RuntimeError(f"{exc}\n--- {op.log} ---\n{op.tail()}") from exc
-        await asyncio.sleep(SETTLE_S)
-
-    @property
-    def pid(self) -> int:
-        assert self.op is not None
-        return self.op.pid
-
-    def stop(self) -> None:
-        if self.op is not None:
-            self.op.stop()
-
-
 # -- the pod watcher ------------------------------------------------------------------------------
 @dataclass
 class Watcher:
-    """Client-side view of when each pod was created and bound, from one raw watch."""
+    """Client-side view of when each pod was bound (or found unschedulable), from one watch
+    through shoal's informer (``kube.informer.stream``: the same kind, paths and selector)."""
 
     created: dict[str, float] = field(default_factory=dict)
     bound: dict[str, float] = field(default_factory=dict)
     nodes: dict[str, str] = field(default_factory=dict)
     unschedulable: dict[str, float] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
-    rv: str = ""
 
     async def run(self, api: client.ApiClient, namespace: str) -> None:
-        core: Any = client.CoreV1Api(api)
-        rv = (await core.list_namespaced_pod(namespace, limit=1)).metadata.resource_version
-        while True:
-            resp = await core.list_namespaced_pod(
-                namespace,
-                watch=True,
-                resource_version=rv,
-                timeout_seconds=3600,
-                allow_watch_bookmarks=True,
-                _preload_content=False,
-                _request_timeout=3700,
-            )
-            self.rv = rv
-            try:
-                await self._consume(resp)
-            finally:
-                resp.release()
-            rv = self.rv
+        async for event in stream(RawClient(api), KIND_PODS, namespace=namespace):
+            self.observe(event.raw)  # the raw body: no PodInfo parse on the load generator's CPU
 
-    async def _consume(self, resp: Any) -> None:
-        async for line in resp.content:
-            event = json.loads(line)
-            obj = event["object"]
-            self.rv = obj["metadata"].get("resourceVersion", self.rv)
-            if event["type"] == "BOOKMARK":
-                continue
-            name = obj["metadata"]["name"]
-            node = (obj.get("spec") or {}).get("nodeName")
-            if node and name not in self.bound:
-                self.bound[name] = time.monotonic()
-                self.nodes[name] = node
-            elif not node:
-                for c in (obj.get("status") or {}).get("conditions") or ():
-                    if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable":
-                        self.unschedulable.setdefault(name, time.monotonic())
+    def observe(self, obj: Mapping[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        node = (obj.get("spec") or {}).get("nodeName")
+        if node and name not in self.bound:
+            self.bound[name] = time.monotonic()
+            self.nodes[name] = node
+        elif not node:
+            for c in (obj.get("status") or {}).get("conditions") or ():
+                if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable":
+                    self.unschedulable.setdefault(name, time.monotonic())
 
     def start(self, api: client.ApiClient, namespace: str) -> None:
         self.task = asyncio.get_running_loop().create_task(self.run(api, namespace))
@@ -337,77 +200,6 @@ class Bench:
         return proc_stats(self.scheduler.pid)
 
 
-def scheduler_perf_node(name: str) -> dict[str, Any]:
-    """scheduler_perf's node-default: 4 cpu, 32Gi, 110 pods."""
-    return make_node(name, cpu="4", memory="32Gi", pods=110, gfd_labels=False)
-
-
-# -- scenarios ----------------------------------------------------------------------------------
-ZONE = "topology.kubernetes.io/zone"
-#: scheduler_perf's workloads with inter-pod constraints (its pod-with-pod-anti-affinity,
-#: pod-with-pod-affinity and pod-with-topology-spreading templates): name -> extra pod spec, labels
-CONSTRAINED: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
-    "antiaffinity": (
-        {
-            "affinity": {
-                "podAntiAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": [
-                        {
-                            "labelSelector": {"matchLabels": {"color": "green"}},
-                            "topologyKey": "kubernetes.io/hostname",
-                        }
-                    ]
-                }
-            }
-        },
-        {"color": "green", "name": "test"},
-    ),
-    "affinity": (
-        {
-            "affinity": {
-                "podAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": [
-                        {"labelSelector": {"matchLabels": {"foo": ""}}, "topologyKey": ZONE}
-                    ]
-                }
-            }
-        },
-        {"foo": ""},
-    ),
-    "spread": (
-        {
-            "topologySpreadConstraints": [
-                {
-                    "maxSkew": 5,
-                    "topologyKey": ZONE,
-                    "whenUnsatisfiable": "DoNotSchedule",
-                    "labelSelector": {"matchLabels": {"foo": ""}},
-                }
-            ]
-        },
-        {"foo": ""},
-    ),
-}
-
-
-def workload_node(workload: str, i: int) -> dict[str, Any]:
-    node = scheduler_perf_node(f"node-{i:05d}")
-    if workload == "affinity":  # scheduler_perf: every node in one zone
-        node["metadata"]["labels"][ZONE] = "zone1"
-    elif workload in CONSTRAINED:
-        node["metadata"]["labels"][ZONE] = f"zone{i % 3}"
-    return node
-
-
-def workload_pod(workload: str, i: int, scheduler_name: str) -> dict[str, Any]:
-    extra, labels = CONSTRAINED.get(workload, ({}, {}))
-    pod = make_pod(
-        f"pod-{i:06d}", namespace=NS, cpu="100m", memory="500Mi", scheduler_name=scheduler_name, labels=labels
-    )
-    pod["spec"].update(json.loads(json.dumps(extra)))
-    return pod
-
-
 async def throughput(
     kind: str, base: Path, nodes: int, pods: int, label: str, workload: str = "basic"
 ) -> dict[str, Any]:
@@ -416,7 +208,7 @@ async def throughput(
         await b.create_all([workload_node(workload, i) for i in range(nodes)])
         await b.start_scheduler()
         cpu0, _ = b.stats()
-        objs = [workload_pod(workload, i, b.scheduler_name) for i in range(pods)]
+        objs = [workload_pod(workload, i, b.scheduler_name, NS) for i in range(pods)]
         print(f"  {kind}: creating {pods:,} pods", flush=True)
         first = time.monotonic()
         creating = asyncio.ensure_future(b.create_all(objs))
@@ -575,162 +367,12 @@ async def herding(kind: str, base: Path) -> dict[str, Any]:
         }
 
 
-# -- report -----------------------------------------------------------------------------------------
-def plot(results: dict[str, Any]) -> list[str]:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return []
-    out = []
-    basic = results["basic"]
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
-    names = ["kube-scheduler", "shoal"]
-    for ax, key, title in zip(
-        axes,
-        ["pods_per_s", "p99_s", "peak_rss_mb"],
-        ["pods/s (higher is better)", "p99 create→bound, s", "peak RSS, MB"],
-        strict=True,
-    ):
-        ax.bar(names, [basic[n][key] or 0 for n in names], color=["#888888", "#2a7ab0"])
-        ax.set_title(title, fontsize=10)
-    fig.suptitle(f"basic: {basic['shoal']['nodes']:,} nodes, {basic['shoal']['pods']:,} pods", fontsize=11)
-    fig.tight_layout()
-    path = ROOT / "docs" / "bench-basic.png"
-    fig.savefig(path, dpi=90)
-    out.append(path.name)
-    plt.close(fig)
-    pk = results["packing"]
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    ax.bar(names, [pk[n]["allocated"] for n in names], color=["#888888", "#2a7ab0"])
-    ax.axhline(pk["shoal"]["capacity"], color="k", linestyle="--", linewidth=1)
-    ax.set_title("packing: GPUs allocated before the first\n8-GPU pod that cannot be placed", fontsize=10)
-    fig.tight_layout()
-    path = ROOT / "docs" / "bench-packing.png"
-    fig.savefig(path, dpi=90)
-    out.append(path.name)
-    plt.close(fig)
-    return out
-
-
-def write_doc(results: dict[str, Any], summary: dict[str, Any], images: list[str], doc: Path = DOC) -> None:
-    b = results["basic"]
-    k, s = b["kube-scheduler"], b["shoal"]
-    pk, hd = results["packing"], results["herding"]
-
-    def f(x: float | None, fmt: str = ".2f") -> str:
-        return "n/a" if x is None else format(x, fmt)
-
-    peak_rate = max(
-        r[name]["pods_per_s"] for key in ("basic", "scale") if (r := results.get(key)) for name in r
-    )
-
-    lines = [
-        "## End to end: shoal and kube-scheduler on the same local control plane",
-        "",
-        f"Measured {summary['date']} on {summary['machine']}, one run, each scheduler on a fresh etcd +",
-        f"kube-apiserver {summary['kube_version']} started by the project (no kubelet; nodes created through the",
-        "API as scheduler_perf does). kube-scheduler: default profile, `clientConnection.qps/burst` 5000, no",
-        "leader election. shoal: the `gpu-scheduler` profile, every node evaluated, no leader election. The",
-        "machine is shared and has 2 cores for the API server, etcd, the scheduler and the load generator, so",
-        "ratios matter more than absolute figures.",
-        "",
-        "shoal has no client-side rate limiter; kube-scheduler's 5000 qps/burst is far above what either",
-        f"reaches here (at most {peak_rate:.0f} pods bound per second, about two API requests per pod: the",
-        "Binding and its event).",
-        *(
-            [
-                f"Each scheduler's pods are created only after its `/readyz` answers 200 and {SETTLE_S:g} s more."
-            ]
-            if summary.get("pods_after") == "readyz"
-            else []
-        ),
-        "",
-        "| figure | target | result |",
-        "|---|---|---|",
-        f"| `basic_ratio` (shoal pods/s ÷ kube-scheduler pods/s) | ≥ 1.0 | **{summary['basic_ratio']:.2f}** |",
-        f"| `gang64_seconds` (last member created → all 64 bound) | ≤ 2 | **{summary['gang64_seconds']:.2f}** |",
-        f"| `rss_ratio` (shoal ÷ kube-scheduler peak RSS, {summary['rss_scenario']}) | ≤ 1.0 | **{summary['rss_ratio']:.2f}** |",
-        f"| `packing_ratio` (GPUs allocated, shoal ÷ kube-scheduler) | ≥ 1.25 | **{summary['packing_ratio']:.2f}** |",
-        f"| `packing_fraction` (shoal's allocated GPUs ÷ capacity) | ≥ 0.95 | **{summary['packing_fraction']:.2f}** |",
-        f"| herding: nodes over their GPU-memory label (shoal / kube-scheduler) | 0 | **{hd['shoal']['nodes_over_label']}** / {hd['kube-scheduler']['nodes_over_label']} |",
-        *(
-            f"| `{w}_ratio` (scheduler_perf's {w} workload, pods/s) | ≥ 1.0 | **{summary[f'{w}_ratio']:.2f}** |"
-            for w in CONSTRAINED
-            if f"{w}_ratio" in summary
-        ),
-        "",
-        f"### basic: {s['nodes']:,} nodes, {s['pods']:,} pods (100m cpu, 500Mi each)",
-        "",
-        "| scheduler | pods/s | seconds | p50 create→bound s | p99 s | CPU s | peak RSS MB |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, r in (("kube-scheduler", k), ("shoal", s)):
-        lines.append(
-            f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {f(r['p50_s'])} | {f(r['p99_s'])} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} |"
-        )
-    if "scale" in results:
-        sc = results["scale"]
-        lines += [
-            "",
-            f"### scale: {sc['shoal']['nodes']:,} nodes, {sc['shoal']['pods']:,} pods",
-            "",
-            "| scheduler | pods/s | seconds | p50 s | p99 s | CPU s | peak RSS MB |",
-            "|---|---:|---:|---:|---:|---:|---:|",
-        ]
-        for name in ("kube-scheduler", "shoal"):
-            r = sc[name]
-            lines.append(
-                f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {f(r['p50_s'])} | {f(r['p99_s'])} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} |"
-            )
-    for w in CONSTRAINED:
-        if w not in results:
-            continue
-        lines += [
-            "",
-            f"### {w}: {results[w]['shoal']['nodes']:,} nodes, {results[w]['shoal']['pods']:,} pods "
-            f"(scheduler_perf's pod-with-{'topology-spreading' if w == 'spread' else 'pod-' + w.replace('anti', 'anti-')} template)",
-            "",
-            "| scheduler | pods/s | seconds | p50 s | p99 s | CPU s | peak RSS MB |",
-            "|---|---:|---:|---:|---:|---:|---:|",
-        ]
-        for name in ("kube-scheduler", "shoal"):
-            r = results[w][name]
-            lines.append(
-                f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {f(r['p50_s'])} | {f(r['p99_s'])} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} |"
-            )
-    lines += [
-        "",
-        f"### packing: {pk['shoal']['nodes']} nodes × 8 GPUs, seeded mix of 1/2/4/8-GPU pods and gangs, in order",
-        "",
-        "| scheduler | GPUs allocated before the first 8-GPU pod fails | of capacity |",
-        "|---|---:|---:|",
-        f"| kube-scheduler (default profile: LeastAllocated spreads) | {pk['kube-scheduler']['allocated']} | {pk['kube-scheduler']['fraction']:.2f} |",
-        f"| shoal (`gpu-scheduler`: MostAllocated on nvidia.com/gpu) | {pk['shoal']['allocated']} | {pk['shoal']['fraction']:.2f} |",
-        "",
-        f"### herding: {hd['shoal']['nodes']} nodes labelled 40/30/20/10 GB free ({hd['shoal']['label_capacity_gb']} GB), 80 pods × 10 GB",
-        "",
-        "| scheduler | GB placed | nodes over their label |",
-        "|---|---:|---:|",
-        f"| kube-scheduler (ignores the label) | {hd['kube-scheduler']['placed_gb']} | {hd['kube-scheduler']['nodes_over_label']} |",
-        f"| shoal (GPUMemory) | {hd['shoal']['placed_gb']} | {hd['shoal']['nodes_over_label']} |",
-        "",
-        f"### gang: {results['gang']['members']} members × 8 GPUs on {results['gang']['nodes']:,} nodes: "
-        f"{results['gang']['seconds']:.2f} s from the last member created to all bound",
-    ]
-    for img in images:
-        lines += ["", f"![{img}]({img})"]
-    write_section("e2e", "make bench", lines, first=True, doc=doc)
-
-
 def report_from_results(results_file: Path = RESULTS, doc: Path = DOC) -> None:
     """The e2e section again from recorded results (the plots already in docs/ are kept as they are)."""
     recorded = json.loads(results_file.read_text())
     results = recorded.pop("results")
     images = [name for name in ("bench-basic.png", "bench-packing.png") if (doc.parent / name).is_file()]
-    write_doc(results, recorded, images, doc=doc)
+    write_doc(results, recorded, images, doc=doc, settle_s=SETTLE_S)
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -784,7 +426,7 @@ async def main_async(args: argparse.Namespace) -> int:
     if not args.no_write:
         RESULTS.parent.mkdir(exist_ok=True)
         RESULTS.write_text(json.dumps({**summary, "results": results}, indent=2, default=str) + "\n")
-        write_doc(results, summary, plot(results))
+        write_doc(results, summary, plot(results), settle_s=SETTLE_S)
         print(f"bench: wrote {RESULTS.relative_to(ROOT)} and docs/benchmarks.md")
     return 0
 

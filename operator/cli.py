@@ -15,11 +15,16 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import yaml
 
 from shoal.core.profile import ProfileError
+
+if TYPE_CHECKING:
+    from shoal.core.objects import PodInfo
+    from shoal.core.scheduler import Scheduler
+    from shoal.kube.rest import RawClient
 
 
 def _crds(args: argparse.Namespace) -> int:
@@ -65,21 +70,56 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _explain_async(args: argparse.Namespace) -> int:
-    from kubernetes_asyncio import client, config
+async def _snapshot(
+    raw: RawClient, sched: Scheduler, namespace: str, name: str
+) -> tuple[dict[str, str], PodInfo | None]:
+    """Prime ``sched`` as the operator primes its cache (the same informer, kinds and profile
+    ownership), without queueing anything. Returns (schedulerName -> its invalid owning profile,
+    the pod ``namespace/name`` or None)."""
+    from shoal.core.objects import NodeSpec, PodGroupInfo
+    from shoal.kube.informer import Event, Informer
+    from shoal.kube.kinds import KIND_NODES, KIND_PODGROUPS, KIND_PODS, KIND_PROFILES, ProfileObject
+    from shoal.operator_app.profiles import Profiles
 
-    from shoal.core.objects import PodInfo
+    profiles = Profiles(sched, sched.registry, sched.defaults)
+    found: list[PodInfo] = []
+
+    async def on_profile(event: Event[ProfileObject]) -> None:
+        profiles.observe(event)
+
+    async def on_group(event: Event[PodGroupInfo]) -> None:
+        sched.on_pod_group(event.raw)
+
+    async def on_node(event: Event[NodeSpec]) -> None:
+        sched.on_node(event.raw)
+
+    async def on_pod(event: Event[PodInfo]) -> None:
+        sched.cache.upsert_pod(event.obj)
+        if event.obj.namespace == namespace and event.obj.name == name:
+            found.append(event.obj)
+
+    informer = Informer()
+    informer.watch(KIND_PROFILES, on_profile)
+    informer.watch(KIND_PODGROUPS, on_group)
+    informer.watch(KIND_NODES, on_node)
+    informer.watch(KIND_PODS, on_pod)
+    await informer.prime(raw)
+    invalid: dict[str, str] = {}
+    for scheduler_name in sorted({p.scheduler_name for p in profiles.objects.values()}):
+        error = profiles.apply(scheduler_name)
+        owner = profiles.owner(scheduler_name)
+        if error is not None and owner is not None:
+            invalid[scheduler_name] = owner.name
+            print(f"note: SchedulingProfile {owner.name} is invalid: {error}")
+    return invalid, found[-1] if found else None
+
+
+async def _explain_async(args: argparse.Namespace) -> int:
+    from kubernetes_asyncio import config
+
     from shoal.core.scheduler import Scheduler
     from shoal.core.status import Status
-    from shoal.kube.crds import (
-        PODGROUP_GROUP,
-        PODGROUP_PLURAL,
-        PODGROUP_VERSION,
-        PROFILE_GROUP,
-        PROFILE_PLURAL,
-    )
-    from shoal.kube.crds import PROFILE_VERSION as PV
-    from shoal.kube.listing import list_all
+    from shoal.kube.rest import RawClient
     from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 
     namespace, _, name = args.pod.partition("/")
@@ -92,43 +132,8 @@ async def _explain_async(args: argparse.Namespace) -> int:
 
     api = await config.new_client_from_config(config_file=args.kubeconfig)
     try:
-        core: Any = client.CoreV1Api(api)
-        custom: Any = client.CustomObjectsApi(api)
         sched = Scheduler(load_registry(), _NoBind(), defaults=DEFAULT_PLUGINS)
-        try:
-            profiles = (await custom.list_cluster_custom_object(PROFILE_GROUP, PV, PROFILE_PLURAL))["items"]
-        except client.ApiException:
-            profiles = []
-        profiles.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
-        claimed: set[str] = set()
-        invalid: dict[str, str] = {}  # schedulerName -> the invalid profile that owns it
-        for obj in profiles:
-            spec = obj.get("spec") or {}
-            if spec.get("schedulerName") in claimed:
-                continue
-            claimed.add(str(spec.get("schedulerName")))
-            try:
-                sched.set_profile(spec)
-            except ProfileError as exc:
-                invalid[str(spec.get("schedulerName"))] = obj["metadata"]["name"]
-                print(f"note: SchedulingProfile {obj['metadata']['name']} is invalid: {exc}")
-        for node_obj in await list_all(core.list_node):
-            sched.on_node(node_obj)
-        try:
-            for group in (
-                await custom.list_cluster_custom_object(PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL)
-            )["items"]:
-                sched.on_pod_group(group)
-        except client.ApiException:
-            pass
-        target = None
-        for pod in await list_all(
-            core.list_pod_for_all_namespaces, field_selector="status.phase!=Succeeded,status.phase!=Failed"
-        ):
-            info = PodInfo.from_dict(pod)
-            sched.cache.upsert_pod(info)
-            if info.namespace == namespace and info.name == name:
-                target = info
+        invalid, target = await _snapshot(RawClient(api), sched, namespace, name)
         if target is None:
             print(f"pod {namespace}/{name} not found (or terminated)", file=sys.stderr)
             return 1
@@ -169,8 +174,6 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import kopf
-
     from shoal.operator_app.app import RunSettings, ShoalOperator, tune_gc
 
     logging.basicConfig(
@@ -199,9 +202,7 @@ def _run(args: argparse.Namespace) -> int:
         _install_tracemalloc(Path(os.environ["SHOAL_TRACEMALLOC"]))
     tune_gc()
     operator = ShoalOperator(settings)
-    kopf_settings = kopf.OperatorSettings()
-    operator.configure(kopf_settings)
-    kopf.run(registry=operator.registry(), settings=kopf_settings, clusterwide=True, standalone=True)
+    asyncio.run(operator.run())  # kopf runs inside the operator's process task group
     return 0
 
 

@@ -35,8 +35,8 @@ import aiohttp
 import yaml
 
 from shoal.core.profile import PluginEntry, PluginSet, ProfileError, validate_profile
-from shoal.kube.crds import PROFILE_GROUP, PROFILE_PLURAL, PROFILE_VERSION
 from shoal.kube.rest import message_of
+from shoal.kube.wire import PROFILE_GROUP, PROFILE_VERSION, PROFILES
 
 log = logging.getLogger("shoal.bootstrap")
 
@@ -229,7 +229,7 @@ async def bootstrap_profiles(
     except BootstrapError as exc:
         log.error("bootstrap profiles not applied: %s", exc)
         return []
-    collection = f"/apis/{PROFILE_GROUP}/{PROFILE_VERSION}/{PROFILE_PLURAL}"
+    collection = PROFILES.path()
     done: list[Plan] = []
     for profile in profiles:
         conflicts = 0

@@ -19,21 +19,19 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from shoal.core.profile import POINTS, ProfileSpec
+from shoal.kube.wire import (
+    PODGROUP_GROUP,
+    PODGROUP_KIND,
+    PODGROUP_PLURAL,
+    PODGROUP_VERSION,
+    PROFILE_GROUP,
+    PROFILE_KIND,
+    PROFILE_PLURAL,
+    PROFILE_VERSION,
+)
 
 JSON = dict[str, Any]
 
-PROFILE_GROUP, PROFILE_VERSION, PROFILE_KIND, PROFILE_PLURAL = (
-    "shoal.dev",
-    "v1alpha1",
-    "SchedulingProfile",
-    "schedulingprofiles",
-)
-PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_KIND, PODGROUP_PLURAL = (
-    "scheduling.x-k8s.io",
-    "v1alpha1",
-    "PodGroup",
-    "podgroups",
-)
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"

@@ -34,7 +34,7 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from shoal.kube.reporter import micro_time
+from shoal.kube.wire import micro_time
 
 log = logging.getLogger("shoal.leader")
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlencode
+
+from shoal.kube.rest import RawClient, message_of
 
 
 async def list_all(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
@@ -20,3 +23,41 @@ async def list_all(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: 
         token = (body.get("metadata") or {}).get("continue")
         if not token:
             return items
+
+
+class ListError(Exception):
+    """A listing the API server refused (HTTP status ``code``)."""
+
+    def __init__(self, path: str, code: int, message: str) -> None:
+        super().__init__(f"listing {path}: HTTP {code} {message[:200]}")
+        self.code = code
+
+
+async def list_objects(
+    raw: RawClient,
+    path: str,
+    *,
+    field_selector: str | None = None,
+    label_selector: str | None = None,
+    timeout: float = 60.0,
+) -> list[dict[str, Any]]:
+    """Every object of a collection path (``wire.Resource.path()``), as plain dicts, 1,000 per page.
+
+    Any resource of any group is listed the same way, so a new watched kind needs no client class.
+    Raises :class:`ListError` when the API server refuses (404: a CRD not installed).
+    """
+    items: list[dict[str, Any]] = []
+    params: dict[str, str] = {"limit": "1000"}
+    if field_selector:
+        params["fieldSelector"] = field_selector
+    if label_selector:
+        params["labelSelector"] = label_selector
+    while True:
+        code, body = await raw.request("GET", f"{path}?{urlencode(params)}", timeout=timeout)
+        if code >= 300 or not isinstance(body, dict):
+            raise ListError(path, code, message_of(body))
+        items.extend(body.get("items") or [])
+        token = (body.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+        params["continue"] = str(token)

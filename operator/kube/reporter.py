@@ -29,7 +29,6 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from kubernetes_asyncio import client
@@ -37,22 +36,12 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from shoal.core.objects import PodInfo
 from shoal.kube.rest import RawClient, message_of
+from shoal.kube.wire import EVENTS, PODS, STRATEGIC_MERGE_PATCH, micro_time, rfc3339
 
 log = logging.getLogger("shoal.reporter")
 
 K = TypeVar("K")
 V = TypeVar("V")
-
-
-def micro_time(when: float | None = None) -> str:
-    """A MicroTime with exactly six fractional digits, as the API server requires."""
-    stamp = datetime.fromtimestamp(time.time() if when is None else when, tz=UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def rfc3339(when: float | None = None) -> str:
-    stamp = datetime.fromtimestamp(time.time() if when is None else when, tz=UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def problems_note(pod: PodInfo) -> str:
@@ -182,9 +171,7 @@ class KubeReporter:
                 "uid": pod.uid,
             },
         }
-        code, reply = await self.raw.request(
-            "POST", f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events", body
-        )
+        code, reply = await self.raw.request("POST", EVENTS.path(namespace=pod.namespace), body)
         _check(code, reply, f"event {reason} for {pod.key}")
 
     async def _condition(self, pod: PodInfo, reason: str, message: str, when: float) -> None:
@@ -207,9 +194,9 @@ class KubeReporter:
         }
         code, reply = await self.raw.request(
             "PATCH",
-            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
+            PODS.path(pod.name, namespace=pod.namespace, sub="status"),
             patch,
-            content_type="application/strategic-merge-patch+json",
+            content_type=STRATEGIC_MERGE_PATCH,
         )
         _check(code, reply, f"condition PodScheduled for {pod.key}")
 

@@ -9,9 +9,11 @@ burst. These calls send a pre-built JSON body with the same session, TLS context
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import AsyncIterator
 from typing import Any
 
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, config
 
 
 class RawClient:
@@ -47,9 +49,40 @@ class RawClient:
         except ValueError:
             return resp.status, raw.decode(errors="replace")
 
+    async def stream(self, path: str, *, timeout: float) -> AsyncIterator[Any]:
+        """GET ``path`` (a watch) and yield each JSON line as it arrives, until the server ends it.
+        Raises :class:`StreamError` when the API server refuses."""
+        session: Any = self.api.rest_client.pool_manager
+        headers = await self._headers("application/json")
+        async with session.request("GET", self.host + path, headers=headers, timeout=timeout) as resp:
+            if resp.status >= 300:
+                raise StreamError(f"GET {path}: HTTP {resp.status} {(await resp.text())[:200]}")
+            async for line in resp.content:
+                if line.strip():
+                    yield json.loads(line)
+
+
+class StreamError(Exception):
+    """A watch the API server refused."""
+
 
 def message_of(body: Any) -> str:
     """The ``message`` of a Status body, or the text."""
     if isinstance(body, dict):
         return str(body.get("message", body))
     return str(body)
+
+
+async def connect(kubeconfig: str | None) -> client.ApiClient:
+    """An API client: ``kubeconfig``, else in-cluster when run in a pod, else $KUBECONFIG."""
+    if kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        api = await config.new_client_from_config(config_file=kubeconfig)
+    else:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        api = client.ApiClient()
+    # aiohttp's trust_env reads ~/.netrc and proxy variables in a thread on *every* request;
+    # the API server is reached directly (kubeconfig or in-cluster), so skip that per-request work.
+    session = getattr(api.rest_client, "pool_manager", None)
+    if session is not None and hasattr(session, "_trust_env"):
+        session._trust_env = False
+    return api

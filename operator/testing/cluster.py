@@ -20,6 +20,7 @@ from kubernetes_asyncio import client
 
 from shoal.kube.crds import all_crds
 from shoal.kube.listing import list_all
+from shoal.kube.wire import PODGROUPS, PROFILES
 from shoal.testing.controlplane import free_port, python_env, spawn, stop_process, tail
 
 __all__ = ["OperatorProcess", "apply_crds", "create", "create_many", "list_all", "wait_for"]
@@ -70,11 +71,11 @@ async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any
         resp = await sched.create_priority_class(obj, _preload_content=False)
     elif kind == "PodGroup":
         resp = await custom.create_namespaced_custom_object(
-            "scheduling.x-k8s.io", "v1alpha1", ns, "podgroups", obj, _preload_content=False
+            PODGROUPS.group, PODGROUPS.version, ns, PODGROUPS.plural, obj, _preload_content=False
         )
     elif kind == "SchedulingProfile":
         resp = await custom.create_cluster_custom_object(
-            "shoal.dev", "v1alpha1", "schedulingprofiles", obj, _preload_content=False
+            PROFILES.group, PROFILES.version, PROFILES.plural, obj, _preload_content=False
         )
     else:
         raise ValueError(f"unsupported kind {kind}")

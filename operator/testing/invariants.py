@@ -27,6 +27,7 @@ from kubernetes_asyncio import client
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.kube.listing import list_all
+from shoal.kube.wire import LIVE_PODS_SELECTOR, PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from shoal.plugins import gpumemory
 
 GPU_LABEL = gpumemory.DEFAULT_LABEL
@@ -61,9 +62,7 @@ async def check_invariants(api: client.ApiClient, *, gangs: bool = True) -> list
     nodes = {n["metadata"]["name"]: NodeSpec.from_dict(n) for n in await list_all(core.list_node)}
     pods = [
         PodInfo.from_dict(p)
-        for p in await list_all(
-            core.list_pod_for_all_namespaces, field_selector="status.phase!=Succeeded,status.phase!=Failed"
-        )
+        for p in await list_all(core.list_pod_for_all_namespaces, field_selector=LIVE_PODS_SELECTOR)
     ]
     problems: list[str] = []
     used: dict[str, Counter[str]] = {}
@@ -107,20 +106,27 @@ async def check_invariants(api: client.ApiClient, *, gangs: bool = True) -> list
         if count > 1:
             problems.append(f"pod {regarding[uid]} (uid {uid}) was bound {count} times (Scheduled events)")
     if gangs:
-        try:
-            groups = await list_all(
-                custom.list_cluster_custom_object, "scheduling.x-k8s.io", "v1alpha1", "podgroups"
+        problems.extend(await partly_bound_gangs(custom, pods))
+    return problems
+
+
+async def partly_bound_gangs(custom: Any, pods: list[PodInfo]) -> list[str]:
+    """Gangs with some but fewer than ``minMember`` members bound while others wait."""
+    try:
+        groups = await list_all(
+            custom.list_cluster_custom_object, PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL
+        )
+    except client.ApiException:
+        groups = []
+    problems: list[str] = []
+    for obj in groups:
+        group = PodGroupInfo.from_dict(obj)
+        members = [p for p in pods if p.group_key == group.key]
+        placed = [p.name for p in members if p.bound]
+        pending = [p.name for p in members if not p.bound]
+        if 0 < len(placed) < group.min_member and pending:
+            problems.append(
+                f"gang {group.key} is partly bound: {len(placed)} of minMember {group.min_member} "
+                f"({', '.join(sorted(placed))}), {len(pending)} pending ({', '.join(sorted(pending))})"
             )
-        except client.ApiException:
-            groups = []
-        for obj in groups:
-            group = PodGroupInfo.from_dict(obj)
-            members = [p for p in pods if p.group_key == group.key]
-            placed = [p.name for p in members if p.bound]
-            pending = [p.name for p in members if not p.bound]
-            if 0 < len(placed) < group.min_member and pending:
-                problems.append(
-                    f"gang {group.key} is partly bound: {len(placed)} of minMember {group.min_member} "
-                    f"({', '.join(sorted(placed))}), {len(pending)} pending ({', '.join(sorted(pending))})"
-                )
     return problems

@@ -18,8 +18,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from shoal.kube.binder import post_binding
-from shoal.kube.reporter import micro_time
 from shoal.kube.rest import RawClient
+from shoal.kube.wire import micro_time
 from shoal.testing.cluster import create, list_all
 from shoal.testing.invariants import check_invariants
 from shoal.testing.objects import make_node, make_pod, make_pod_group

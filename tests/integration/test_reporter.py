@@ -8,7 +8,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from shoal.core.objects import PodInfo
-from shoal.kube.reporter import KubeReporter, micro_time
+from shoal.kube.reporter import KubeReporter
+from shoal.kube.wire import micro_time
 from shoal.testing.cluster import create, list_all
 from shoal.testing.objects import make_node, make_pod
 

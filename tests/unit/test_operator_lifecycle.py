@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -13,9 +14,13 @@ from kubernetes_asyncio import client
 from shoal.core.objects import PodInfo
 from shoal.core.scheduler import Scheduler
 from shoal.core.status import Status
+from shoal.kube.informer import DELETED, LISTED
+from shoal.kube.kinds import KIND_PODGROUPS
 from shoal.kube.leader import LeaseElector
 from shoal.operator_app.app import RunSettings, ShoalOperator
-from shoal.operator_app.metrics import HealthServer
+from shoal.operator_app.health import Health, run_vital, vital
+from shoal.operator_app.leadership import Leadership
+from shoal.operator_app.metrics import HealthServer, PromMetrics
 from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 
@@ -26,34 +31,70 @@ async def _get(port: int, path: str) -> int:
 
 
 async def test_a_vital_task_that_ends_fails_livez_and_gives_up_the_lease() -> None:
-    op = ShoalOperator(RunSettings())
-    op.started = True
-    server = HealthServer(op.metrics, op.ready, alive=op.alive, host="127.0.0.1", port=0)
+    health = Health()
+    health.started = True
+    server = HealthServer(PromMetrics(), health.ready, alive=health.alive, host="127.0.0.1", port=0)
     await server.start()
+    election_cancelled = asyncio.Event()
+
+    async def election() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            election_cancelled.set()  # stepping down releases the Lease for a healthy replica
+            raise
+
+    async def crash() -> None:
+        await asyncio.sleep(0.01)
+        raise RuntimeError("loop bug")
+
     try:
         assert await _get(server.port, "/livez") == 200
-        election = op._vital(asyncio.create_task(asyncio.sleep(3600), name="election"))
-
-        async def crash() -> None:
-            raise RuntimeError("loop bug")
-
-        op._vital(asyncio.create_task(crash(), name="scheduling-loop"))
-        await asyncio.sleep(0.05)
-        assert op.broken is not None and "scheduling-loop" in op.broken and "loop bug" in op.broken
+        # run_vital returns once a vital task ended: the others are cancelled, health says why
+        await asyncio.wait_for(run_vital(health, {"election": election(), "scheduling-loop": crash()}), 5)
+        assert (
+            health.broken is not None and "scheduling-loop" in health.broken and "loop bug" in health.broken
+        )
         assert await _get(server.port, "/livez") == 503
         assert await _get(server.port, "/readyz") == 503
         assert await _get(server.port, "/healthz") == 200  # the process itself still answers
-        assert election.cancelled()  # stepping down releases the Lease for a healthy replica
+        assert election_cancelled.is_set()
     finally:
         await server.stop()
 
 
+async def test_a_vital_task_that_returns_is_broken_too() -> None:
+    health = Health()
+
+    async def returns() -> None:
+        return None
+
+    await asyncio.wait_for(run_vital(health, {"podgroup-status": returns()}), 5)
+    assert health.broken == "task podgroup-status ended"
+
+
 async def test_tasks_cancelled_by_stop_do_not_count_as_broken() -> None:
-    op = ShoalOperator(RunSettings())
-    task = op._vital(asyncio.create_task(asyncio.sleep(3600), name="podgroup-status"))
-    task.cancel()
+    health = Health()
+    task = asyncio.create_task(run_vital(health, {"podgroup-status": asyncio.sleep(3600)}))
     await asyncio.sleep(0)
-    assert op.alive()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert health.alive()
+
+
+async def test_a_scheduling_loop_that_fails_ends_the_term_and_the_leadership() -> None:
+    health = Health()
+    sched = three_pending_pods(SlowBinder(0))
+
+    async def broken_loop(batch_seconds: float = 0.005) -> None:
+        raise RuntimeError("loop bug")
+
+    sched.run = broken_loop  # type: ignore[method-assign]
+    leadership = Leadership(sched, PromMetrics(), health)
+    await asyncio.wait_for(run_vital(health, {"leadership": leadership.run()}), 5)
+    assert health.broken is not None and "scheduling-loop" in health.broken
+    assert not leadership.leading
 
 
 @pytest.mark.parametrize(
@@ -119,52 +160,65 @@ def three_pending_pods(binder: SlowBinder) -> Scheduler:
     ],
 )
 async def test_stepping_down(lost: bool, bound: int, requeued: int) -> None:
-    op = ShoalOperator(RunSettings(renew_deadline=5.0))
     binder = SlowBinder(0.5)
-    op.scheduler = three_pending_pods(binder)
-    await op._lead()
+    sched = three_pending_pods(binder)
+    leadership = Leadership(sched, PromMetrics(), Health(), renew_deadline=5.0)
+    await leadership.lead()
     for _ in range(40):  # all three assumed and binding (each bind takes 0.5 s)
-        if op.scheduler.in_flight == 3:
+        if sched.in_flight == 3:
             break
         await asyncio.sleep(0.005)
-    assert op.scheduler.in_flight == 3
+    assert sched.in_flight == 3
     began = time.monotonic()
-    await op._follow(lost)
+    await leadership.follow(lost)
     took = time.monotonic() - began
     assert len(binder.bound) == bound
-    assert op.scheduler.in_flight == 0
-    assert len(op.scheduler.queue.pods_in("backoff")) == requeued  # nothing lost: retried by whoever leads
+    assert sched.in_flight == 0
+    assert len(sched.queue.pods_in("backoff")) == requeued  # nothing lost: retried by whoever leads
     # lost: no binding finished (they take 0.5 s), so they were cancelled at once; graceful: all
     # three finished, so the drain waited for them (no wall-clock bound beyond a generous one)
     assert took < 5.0
     if lost:  # reservations released (bound pods stay assumed until the watch confirms them)
-        assert not any(op.scheduler.cache.is_assumed(f"default/p{i}") for i in range(3))
+        assert not any(sched.cache.is_assumed(f"default/p{i}") for i in range(3))
+
+
+class RecordingWriter:
+    """A StatusWriter that records what it is asked to write."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[str, dict[str, Any], str]] = []
+        self.during: Any = None
+
+    async def write(self, path: str, status: Mapping[str, Any], what: str) -> bool:
+        self.written.append((path, dict(status), what))
+        if self.during is not None:
+            await self.during()
+        return True
 
 
 async def test_a_podgroup_deleted_mid_loop_does_not_break_the_status_loop() -> None:
     op = ShoalOperator(RunSettings(status_interval=0.01))
-    op.scheduler = Scheduler(load_registry(third_party=False), SlowBinder(0), defaults=DEFAULT_PLUGINS)
-    op.api = client.ApiClient()
-    op.leading = True
+    writer = RecordingWriter()
+    op.compose(Scheduler(load_registry(third_party=False), SlowBinder(0), defaults=DEFAULT_PLUGINS), writer)
+    assert op.leadership is not None and op.podgroups is not None
+    op.leadership.leading = True
     for name in ("a", "b"):
-        await op._on_pod_group({"type": None, "object": make_pod_group(name, min_member=1)})
-    written: list[str] = []
+        await op.informer.deliver(KIND_PODGROUPS, LISTED, make_pod_group(name, min_member=1))
 
-    async def write(path: str, status: dict[str, Any], what: str) -> bool:
-        written.append(what)
-        # while group a's status is written, group b is deleted
-        await op._on_pod_group({"type": "DELETED", "object": make_pod_group("b", min_member=1)})
-        return True
+    async def delete_b() -> None:  # while group a's status is written, group b is deleted
+        await op.informer.deliver(KIND_PODGROUPS, DELETED, make_pod_group("b", min_member=1))
 
-    op._write_status = write  # type: ignore[method-assign]
-    task = op._vital(asyncio.create_task(op._status_loop(), name="podgroup-status"))
+    writer.during = delete_b
+    task = asyncio.create_task(vital(op.health, "podgroup-status", op.podgroups.run()))
     await asyncio.sleep(0.2)
     try:
-        assert not task.done() and op.broken is None
-        assert written == ["PodGroup default/a"]
+        assert not task.done() and op.health.broken is None
+        assert [what for _, _, what in writer.written] == ["PodGroup default/a"]
+        path, status, _ = writer.written[0]
+        assert path == "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/a/status"
+        assert status["phase"] == "Pending"
     finally:
         task.cancel()
-        await op.api.close()
 
 
 class _Resp:
@@ -241,36 +295,35 @@ async def test_a_leader_steps_down_by_the_renew_deadline_even_when_calls_are_slo
 
 async def test_a_graceful_drain_stops_when_the_lease_cannot_be_renewed() -> None:
     api = client.ApiClient()
-    op = ShoalOperator(RunSettings(lease_duration=3, renew_deadline=2, retry_period=0.5))
     binder = SlowBinder(30)  # bindings that would outlast the Lease
-    op.scheduler = three_pending_pods(binder)
+    sched = three_pending_pods(binder)
     elector = LeaseElector(
         api, namespace="ns", name="l", identity="me", lease_duration=3, renew_deadline=2, retry_period=0.5
     )
     leases = SlowLeases()
     elector.api = leases  # type: ignore[assignment]
-    op.elector = elector
+    leadership = Leadership(sched, PromMetrics(), Health(), elector=elector, renew_deadline=2)
     drained_at: list[float] = []
 
     async def follow(lost: bool) -> None:
-        await op._follow(lost)
+        await leadership.follow(lost)
         drained_at.append(time.monotonic())
 
-    campaign = asyncio.create_task(elector.run(op._lead, follow))
+    campaign = asyncio.create_task(elector.run(leadership.lead, follow))
     try:
         for _ in range(100):
-            if op.scheduler.in_flight == 3:
+            if sched.in_flight == 3:
                 break
             await asyncio.sleep(0.02)
-        assert op.leading and op.scheduler.in_flight == 3
+        assert leadership.leading and sched.in_flight == 3
         leases.slow = True  # the API server turns slow: renewals fail from now on
         await asyncio.sleep(1.2)
         campaign.cancel()  # a graceful stop begins late in the renew deadline: drain, renewing meanwhile
         await asyncio.wait_for(asyncio.gather(campaign, return_exceptions=True), 10)
         # renewals failed, so the drain was cut at the renew deadline, not run to its 2 s grace + 30 s
         assert drained_at and drained_at[0] - elector.last_renew <= elector.renew_deadline + 0.5
-        assert binder.bound == [] and op.scheduler.in_flight == 0
-        assert len(op.scheduler.queue.pods_in("backoff")) == 3  # requeued for whoever leads next
+        assert binder.bound == [] and sched.in_flight == 0
+        assert len(sched.queue.pods_in("backoff")) == 3  # requeued for whoever leads next
     finally:
         campaign.cancel()
         await api.close()

@@ -1,0 +1,139 @@
+"""The schedulers under test in ``make bench`` (kube-scheduler and shoal, each a process on its own
+control plane), how their readiness is awaited and how their CPU and memory are read."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import ClientTimeout
+from kubernetes_asyncio import client
+
+from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
+from shoal.testing.cluster import OperatorProcess, create, wait_for
+from shoal.testing.controlplane import Binaries, ControlPlane, free_port, spawn, stop_process, tail
+from shoal.testing.objects import make_profile
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+SETTLE_S = 1.0  # after a scheduler reports ready, the same short pause for both before any pod
+
+
+async def wait_ready(url: str, timeout: float, what: str, alive: Any = None) -> None:
+    """Poll a health URL until it answers 200 (https without verification: a local self-signed
+    serving certificate). ``alive()`` returning False ends the wait with an error at once."""
+
+    async def ready() -> bool:
+        if alive is not None and not alive():
+            raise RuntimeError(f"{what}: the process exited")
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=ClientTimeout(total=2)) as s,
+                s.get(url, ssl=False) as r,
+            ):
+                return r.status == 200
+        except (aiohttp.ClientError, TimeoutError):
+            return False
+
+    await wait_for(ready, timeout, interval=0.1, what=what)
+
+
+# -- process accounting -----------------------------------------------------------------------------
+def proc_stats(pid: int) -> tuple[float, int]:
+    """(CPU seconds, peak RSS bytes) of a live process."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    peak = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                peak = int(line.split()[1]) * 1024
+    return cpu, peak
+
+
+# -- schedulers under test --------------------------------------------------------------------------
+class KubeScheduler:
+    name = "kube-scheduler"
+    scheduler_name = "default-scheduler"
+
+    def __init__(self, cp: ControlPlane, workdir: Path) -> None:
+        self.cp, self.workdir = cp, workdir
+        self.popen: Any = None
+
+    async def start(self, api: client.ApiClient) -> None:
+        cfg = self.workdir / "kube-scheduler.yaml"
+        cfg.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "KubeSchedulerConfiguration",
+                    "clientConnection": {"kubeconfig": str(self.cp.kubeconfig), "qps": 5000, "burst": 5000},
+                    "leaderElection": {"leaderElect": False},
+                }
+            )
+        )
+        port = free_port()
+        argv = [
+            str(Binaries.locate().kube_scheduler),
+            f"--config={cfg}",
+            f"--secure-port={port}",
+            "--bind-address=127.0.0.1",
+            f"--authentication-kubeconfig={self.cp.kubeconfig}",
+            f"--authorization-kubeconfig={self.cp.kubeconfig}",
+            "--v=1",
+        ]
+        log = self.workdir / "kube-scheduler.log"
+        self.popen = spawn(argv, log)
+        # /readyz turns 200 once informers and event handlers have synced (leader election is off,
+        # so scheduling starts then); anonymous requests may read it (--authorization-always-allow-
+        # paths defaults to /healthz,/readyz,/livez).
+        try:
+            await wait_ready(
+                f"https://127.0.0.1:{port}/readyz",
+                60,
+                "kube-scheduler ready",
+                lambda: self.popen.poll() is None,
+            )
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"{exc}\n--- {log} ---\n{tail(log)}") from exc
+        await asyncio.sleep(SETTLE_S)
+
+    @property
+    def pid(self) -> int:
+        return int(self.popen.pid)
+
+    def stop(self) -> None:
+        if self.popen is not None:
+            stop_process(self.popen)
+
+
+class Shoal:
+    name = "shoal"
+    scheduler_name = "gpu-scheduler"
+
+    def __init__(self, cp: ControlPlane, workdir: Path) -> None:
+        self.cp, self.workdir = cp, workdir
+        self.op: OperatorProcess | None = None
+
+    async def start(self, api: client.ApiClient) -> None:
+        await create(api, make_profile("gpu-scheduler", DEFAULT_PROFILE_SPEC))
+        self.op = OperatorProcess(self.cp.kubeconfig, self.workdir / "shoal.log", leader_elect=False).start()
+        op = self.op
+        try:
+            await wait_ready(f"http://127.0.0.1:{op.metrics_port}/readyz", 60, "shoal ready", op.alive)
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"{exc}\n--- {op.log} ---\n{op.tail()}") from exc
+        await asyncio.sleep(SETTLE_S)
+
+    @property
+    def pid(self) -> int:
+        assert self.op is not None
+        return self.op.pid
+
+    def stop(self) -> None:
+        if self.op is not None:
+            self.op.stop()

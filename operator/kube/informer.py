@@ -1,0 +1,242 @@
+"""The informer: watch events and listings become typed events for handlers.
+
+kube-scheduler's informers list, then watch, and say when they are synced; kopf watches (and
+re-lists after a 410) but gives no "synced" signal and never says which objects vanished while
+it was not watching. This module closes both gaps in one place, for every watched kind:
+
+* :meth:`Informer.prime` lists each kind once, in the order declared, before anything is
+  scheduled (as kube-scheduler waits for its caches to sync); the objects reach the handlers as
+  ``PRIMED`` events (kopf's replay of the same objects later is idempotent);
+* kopf's events reach the same handlers (:meth:`Informer.install`), as ``ADDED`` / ``MODIFIED`` /
+  ``DELETED`` or ``LISTED`` (kopf's initial listing or a re-list);
+* for a kind declared with an ``identity``, a listing is followed (``relist_delay`` later) by a
+  check against a fresh listing, and ``gone`` is called for what the API no longer has
+  (:meth:`Informer.run`, one long-lived task; no task per listing).
+
+Adding a watched kind: declare a :class:`Kind` (see ``kube/kinds.py``) and call
+:meth:`Informer.watch` with its handler. Events carry the raw object and decode it lazily into the
+kind's typed object (``PodInfo``, ``NodeSpec``, ...), so a handler that needs only the raw body
+(the scheduler parses nodes itself) costs no second parse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+from urllib.parse import urlencode
+
+import aiohttp
+import kopf
+
+from shoal.kube.listing import ListError, list_objects
+from shoal.kube.rest import RawClient, StreamError, message_of
+from shoal.kube.wire import Resource
+
+log = logging.getLogger("shoal.informer")
+
+T = TypeVar("T")
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+#: kopf's initial listing and its re-lists after a watch expired (kopf's event type None)
+LISTED = "LISTED"
+#: listed by :meth:`Informer.prime`, before kopf watches
+PRIMED = "PRIMED"
+
+
+@dataclass(frozen=True)
+class Kind(Generic[T]):
+    """A watched kind: where it lives, how an object becomes typed, how it is identified."""
+
+    resource: Resource
+    decode: Callable[[Mapping[str, Any]], T]
+    #: identity for the re-list check (None: not checked; handlers see DELETED only)
+    identity: Callable[[Mapping[str, Any]], str] | None = None
+    #: server-side field selector of the watch, the priming and the re-list check
+    field_selector: str | None = None
+    #: a CRD that may not be installed: a refused listing is logged, not raised
+    optional: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.resource.plural
+
+
+class Event(Generic[T]):
+    """One object seen: ``type`` (ADDED, MODIFIED, DELETED, LISTED, PRIMED), ``raw`` and ``obj``."""
+
+    __slots__ = ("_obj", "kind", "raw", "type")
+
+    def __init__(self, kind: Kind[T], type: str, raw: Mapping[str, Any]) -> None:
+        self.kind = kind
+        self.type = type
+        self.raw = raw
+        self._obj: T | None = None
+
+    @property
+    def obj(self) -> T:
+        """The typed object, decoded on first use."""
+        if self._obj is None:
+            self._obj = self.kind.decode(self.raw)
+        return self._obj
+
+    @property
+    def deleted(self) -> bool:
+        return self.type == DELETED
+
+
+Handler = Callable[[Event[T]], Awaitable[None]]
+
+
+@dataclass
+class _Watch(Generic[T]):
+    kind: Kind[T]
+    handler: Handler[T]
+    gone: Callable[[str], None] | None
+    #: identity -> monotonic time last seen (kinds with an identity only)
+    seen: dict[str, float]
+
+
+class Informer:
+    def __init__(self, relist_delay: float = 2.0) -> None:
+        self.relist_delay = relist_delay
+        self._watches: list[_Watch[Any]] = []
+        self._listed = asyncio.Event()
+
+    def watch(self, kind: Kind[T], handler: Handler[T], *, gone: Callable[[str], None] | None = None) -> None:
+        """Send ``kind``'s events to ``handler``; ``gone(identity)`` for objects found vanished."""
+        self._watches.append(_Watch(kind, handler, gone, {}))
+
+    @property
+    def kinds(self) -> list[Kind[Any]]:
+        return [w.kind for w in self._watches]
+
+    # -- kopf ----------------------------------------------------------------------------------
+    def install(self, registry: kopf.OperatorRegistry) -> None:
+        """One ``@kopf.on.event`` per kind: no annotation, finalizer or status written by kopf."""
+        for w in self._watches:
+            res = w.kind.resource
+            kopf.on.event(res.group, res.version, res.plural, registry=registry, id=f"watch-{res.plural}")(
+                self._kopf_handler(w)
+            )
+
+    def configure(self, settings: kopf.OperatorSettings) -> None:
+        for w in self._watches:
+            res = w.kind.resource
+            if w.kind.field_selector:  # the same selector as the decorator's (group, version, plural)
+                settings.watching.field_selectors[res.group, res.version, res.plural] = w.kind.field_selector
+
+    def _kopf_handler(self, w: _Watch[Any]) -> Callable[..., Awaitable[None]]:
+        async def on_event(event: Mapping[str, Any], **_: Any) -> None:
+            await self.dispatch(w, event.get("type") or LISTED, event["object"])
+
+        return on_event
+
+    async def dispatch(self, w: _Watch[T], type: str, raw: Mapping[str, Any]) -> None:
+        """Track what was seen (for the re-list check) and call the handler."""
+        if w.kind.identity is not None:
+            ident = w.kind.identity(raw)
+            if type == DELETED:
+                w.seen.pop(ident, None)
+            else:
+                w.seen[ident] = time.monotonic()
+                if type == LISTED:
+                    self._listed.set()
+        await w.handler(Event(w.kind, type, raw))
+
+    async def deliver(self, kind: Kind[T], type: str, raw: Mapping[str, Any]) -> None:
+        """Feed one event of ``kind`` as if it came from the watch (tests, simulations)."""
+        for w in self._watches:
+            if w.kind is kind:
+                await self.dispatch(w, type, raw)
+
+    # -- listings ------------------------------------------------------------------------------
+    async def prime(self, raw: RawClient) -> dict[str, int]:
+        """List every kind once, in declaration order, into the handlers. Returns counts per kind."""
+        counts: dict[str, int] = {}
+        for w in self._watches:
+            try:
+                objs = await list_objects(raw, w.kind.resource.path(), field_selector=w.kind.field_selector)
+            except ListError as exc:
+                if not w.kind.optional:
+                    raise
+                log.info("not priming %s.%s: HTTP %s", w.kind.name, w.kind.resource.group, exc.code)
+                continue
+            for obj in objs:
+                await self.dispatch(w, PRIMED, obj)
+            counts[w.kind.name] = len(objs)
+        return counts
+
+    async def run(self, raw: RawClient) -> None:
+        """Forever: ``relist_delay`` after the last listing kopf replayed, check for vanished objects."""
+        while True:
+            await self._listed.wait()
+            self._listed.clear()
+            with contextlib.suppress(TimeoutError):
+                while True:  # until relist_delay passes without another listed object
+                    await asyncio.wait_for(self._listed.wait(), self.relist_delay)
+                    self._listed.clear()
+            try:
+                await self.relist_check(raw)
+            except Exception:  # the check is an optimisation: its trouble must not end the loop
+                log.exception("re-list check failed")
+
+    async def relist_check(self, raw: RawClient) -> dict[str, int]:
+        """Call ``gone`` for objects the API no longer has. Returns how many per kind.
+
+        Only objects last seen *before* the listing started are gone, so an object created while
+        the list was being read is never dropped by mistake.
+        """
+        forgotten: dict[str, int] = {}
+        for w in self._watches:
+            if w.kind.identity is None or w.gone is None:
+                continue
+            started = time.monotonic()
+            try:
+                objs = await list_objects(raw, w.kind.resource.path(), field_selector=w.kind.field_selector)
+            except (ListError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+                log.warning("re-list check failed (%s); will try at the next listing", exc)
+                return forgotten
+            live = {w.kind.identity(obj) for obj in objs}
+            gone = [i for i, seen in w.seen.items() if i not in live and seen < started]
+            for ident in gone:
+                w.seen.pop(ident, None)
+                w.gone(ident)
+            forgotten[w.kind.name] = len(gone)
+        if any(forgotten.values()):
+            log.info("after a re-list: forgot %s deleted meanwhile", _counts(forgotten))
+        return forgotten
+
+
+async def stream(
+    raw: RawClient, kind: Kind[T], *, namespace: str = "", timeout: int = 3600
+) -> AsyncIterator[Event[T]]:
+    """Watch one kind without kopf (the benchmarks' client-side view): ADDED / MODIFIED / DELETED
+    events from now on, re-watching from the last resourceVersion when the server ends a watch;
+    bookmarks are skipped. Raises :class:`~shoal.kube.listing.ListError` or
+    :class:`~shoal.kube.rest.StreamError` if refused (410 included: no re-list here)."""
+    path = kind.resource.path(namespace=namespace)
+    code, body = await raw.request("GET", f"{path}?limit=1")
+    if code >= 300 or not isinstance(body, dict):
+        raise ListError(path, code, message_of(body))
+    version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+    while True:
+        params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": str(timeout)}
+        params["allowWatchBookmarks"] = "true"
+        if kind.field_selector:
+            params["fieldSelector"] = kind.field_selector
+        async for event in raw.stream(f"{path}?{urlencode(params)}", timeout=timeout + 100):
+            obj = event.get("object") or {}
+            if event.get("type") == "ERROR":
+                raise StreamError(f"watching {path}: {message_of(obj)}")
+            version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+            if event.get("type") != "BOOKMARK":
+                yield Event(kind, str(event.get("type")), obj)
+
+
+def _counts(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)

@@ -1,0 +1,278 @@
+"""PodGroup status: phase and counts, as scheduler-plugins' PodGroup controller reports them.
+
+Like its ``podgroup_controller.go``, this is two parts:
+
+* a **pure phase function** (:func:`pod_group_phase`, :func:`pod_group_counts`), tested alone;
+* a **writer loop** (:meth:`PodGroupStatus.run`): every ``interval`` the leader computes each
+  group's status from the cache and writes it when it differs from what was last seen/written.
+
+Members that finished are outside the pod watch (it drops terminated pods), so they are listed
+once at start-up (:meth:`PodGroupStatus.load_finished`), and a member leaving the watch (DELETED
+carries the *previous* object) is checked with one GET: deleted, or finished and counted.
+Finished and Failed are final and never rewritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from shoal.core.objects import POD_GROUP_LABEL, TERMINAL_PHASES, PodGroupInfo, PodInfo
+from shoal.core.scheduler import Scheduler
+from shoal.kube.informer import Event
+from shoal.kube.listing import list_objects
+from shoal.kube.rest import RawClient
+from shoal.kube.status import StatusWriter, same_status
+from shoal.kube.wire import PODGROUPS, PODS, phase_selector, rfc3339, split_key
+
+log = logging.getLogger("shoal.operator")
+
+FINAL_GROUP_PHASES = ("Finished", "Failed")
+
+
+@dataclass(frozen=True)
+class GroupCounts:
+    min_member: int
+    #: members in the watch (not terminated), bound or not
+    members: int
+    bound: int
+    running: int
+    succeeded: int
+    failed: int
+
+    @property
+    def scheduled(self) -> int:
+        """Members ever bound: bound now, or terminated."""
+        return self.bound + self.succeeded + self.failed
+
+
+def pod_group_phase(c: GroupCounts) -> str:
+    """The phase, as scheduler-plugins' controller and Coscheduling define it.
+
+    * ``Pending``: fewer pods exist than ``minMember``; ``PreScheduling``: enough pods, none
+      bound; ``Scheduling``: some bound; ``Scheduled``: ``minMember`` bound;
+    * ``Running``: running + succeeded reach ``minMember``;
+    * ``Failed`` (final): a member failed and failed + running + succeeded reach ``minMember``;
+    * ``Finished`` (final): ``minMember`` members succeeded.
+    """
+    minimum = c.min_member
+    if c.succeeded >= minimum:
+        return "Finished"
+    if c.failed and c.failed + c.running + c.succeeded >= minimum:
+        return "Failed"
+    if c.members + c.succeeded + c.failed < minimum:
+        return "Pending"
+    if c.scheduled >= minimum and c.running + c.succeeded >= minimum:
+        return "Running"
+    if c.scheduled >= minimum:
+        return "Scheduled"
+    return "Scheduling" if c.scheduled else "PreScheduling"
+
+
+def pod_group_counts(min_member: int, members: Iterable[PodInfo], succeeded: int, failed: int) -> GroupCounts:
+    """Counts of a group from its members in the cache and its terminated members' numbers."""
+    live = list(members)
+    return GroupCounts(
+        min_member=min_member,
+        members=len(live),
+        bound=sum(1 for p in live if p.bound),
+        running=sum(1 for p in live if p.phase == "Running"),
+        succeeded=succeeded,
+        failed=failed,
+    )
+
+
+def status_fields(c: GroupCounts) -> dict[str, Any]:
+    """``status`` without the times and owners: phase and counts."""
+    return {
+        "phase": pod_group_phase(c),
+        "scheduled": c.scheduled,
+        "running": c.running,
+        "succeeded": c.succeeded,
+        "failed": c.failed,
+    }
+
+
+class PodGroupStatus:
+    """What the cache does not keep about gangs (terminated members, owners, first binding) and
+    the loop that writes their status while ``leading()``."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        writer: StatusWriter,
+        leading: Callable[[], bool],
+        *,
+        raw: RawClient | None = None,
+        interval: float = 1.0,
+    ) -> None:
+        self.scheduler = scheduler
+        self.writer = writer
+        self.leading = leading
+        self.raw = raw
+        self.interval = interval
+        self._written: dict[str, dict[str, Any]] = {}
+        self._terminal: dict[str, dict[str, set[str]]] = {}
+        self._started: dict[str, str] = {}
+        #: PodGroups whose status is Finished or Failed: final, never rewritten (as scheduler-plugins)
+        self._final: set[str] = set()
+        #: PodGroup -> status.occupiedBy, from the owner references of its first member seen
+        self._owner: dict[str, str] = {}
+        #: PodGroup -> members that left the watch and are being checked (finished, or deleted?)
+        self._checking: dict[str, set[str]] = {}
+        self._checks: asyncio.TaskGroup | None = None
+        self._waiting_checks: list[PodInfo] = []
+
+    # -- what the watch says ---------------------------------------------------------------------
+    def on_group(self, event: Event[PodGroupInfo]) -> None:
+        key = event.obj.key
+        status = event.raw.get("status")
+        if event.deleted:
+            self._written.pop(key, None)
+            self._terminal.pop(key, None)
+            self._started.pop(key, None)
+            self._final.discard(key)
+            self._owner.pop(key, None)
+        elif status:
+            self._written.setdefault(key, dict(status))
+            if status.get("scheduleStartTime"):
+                self._started.setdefault(key, str(status["scheduleStartTime"]))
+            if status.get("phase") in FINAL_GROUP_PHASES:
+                self._final.add(key)
+
+    def on_member(self, pod: PodInfo, raw: Mapping[str, Any], deleted: bool) -> None:
+        """A gang member's event. Leaving the field selector (finished) arrives as DELETED with the
+        *previous* object: ask the API whether the member is gone or finished, for the counts."""
+        self.note_member(pod, raw)
+        if deleted and pod.phase not in TERMINAL_PHASES and self.raw is not None:
+            assert pod.group_key is not None
+            self._checking.setdefault(pod.group_key, set()).add(pod.uid)
+            if self._checks is not None:
+                self._checks.create_task(self._check_finished(pod))
+            else:
+                self._waiting_checks.append(pod)
+
+    def note_member(self, pod: PodInfo, raw: Mapping[str, Any]) -> None:
+        key = pod.group_key
+        assert key is not None
+        if pod.phase in TERMINAL_PHASES:
+            bucket = self._terminal.setdefault(key, {"Succeeded": set(), "Failed": set()})
+            bucket[pod.phase].add(pod.uid)
+        if key not in self._owner:
+            owners = sorted(
+                f"{pod.namespace}/{ref.get('name')}"
+                for ref in (raw.get("metadata") or {}).get("ownerReferences") or ()
+                if ref.get("name")
+            )
+            if owners:
+                self._owner[key] = ",".join(owners)
+
+    async def load_finished(self, raw: RawClient) -> None:
+        """Finished members of gangs are outside the pod watch, but PodGroup counts include them:
+        read them once, so a restart or fail-over does not send a gang's status backwards."""
+        for phase in TERMINAL_PHASES:
+            for obj in await list_objects(
+                raw, PODS.path(), label_selector=POD_GROUP_LABEL, field_selector=phase_selector(phase)
+            ):
+                pod = PodInfo.from_dict(obj)
+                if pod.group_key is not None:
+                    self.note_member(pod, obj)
+
+    async def _check_finished(self, pod: PodInfo, attempts: int = 6) -> None:
+        """Did this member finish (count it) or go away? Retries what may pass (429, 5xx, network);
+        meanwhile its group's status is not written, so it never shows a member missing."""
+        assert self.raw is not None
+        assert pod.group_key is not None
+        key = pod.group_key
+        try:
+            for attempt in range(attempts):
+                if attempt:
+                    await asyncio.sleep(min(0.5 * 2**attempt, 8.0))
+                try:
+                    code, obj = await self.raw.request("GET", PODS.path(pod.name, namespace=pod.namespace))
+                except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                    log.info("checking whether gang member %s finished: %s (will retry)", pod.key, exc)
+                    continue
+                if code == 429 or code >= 500:
+                    continue
+                same = isinstance(obj, dict) and (obj.get("metadata") or {}).get("uid") == pod.uid
+                if code == 200 and same:
+                    now = PodInfo.from_dict(obj)
+                    if now.phase in TERMINAL_PHASES and now.group_key is not None:
+                        self.note_member(now, obj)
+                return  # finished and counted, or gone (404 / another pod of that name)
+            log.warning("could not tell whether gang member %s finished; its group's counts may lag", pod.key)
+        except Exception:  # a bug here must not end the status loop
+            log.exception("checking whether gang member %s finished", pod.key)
+        finally:
+            checking = self._checking.get(key, set())
+            checking.discard(pod.uid)
+            if not checking:
+                self._checking.pop(key, None)
+
+    # -- status ----------------------------------------------------------------------------------
+    def status(self, key: str) -> dict[str, Any]:
+        """The status PodGroup ``key`` should have now (it must be in the cache).
+
+        ``scheduled`` counts members ever bound (terminated ones included), ``scheduleStartTime`` is
+        the first binding, ``occupiedBy`` the owners of the members. Counts of terminated members
+        survive restarts (they are listed at start-up) and a final phase is never rewritten.
+        """
+        cache = self.scheduler.cache
+        terminal = self._terminal.get(key, {"Succeeded": set(), "Failed": set()})
+        counts = pod_group_counts(
+            cache.pod_groups[key].min_member,
+            cache.group_members(key),
+            len(terminal["Succeeded"]),
+            len(terminal["Failed"]),
+        )
+        status = status_fields(counts)
+        if counts.scheduled:
+            status["scheduleStartTime"] = self._started.setdefault(key, rfc3339())
+        if key in self._owner:
+            status["occupiedBy"] = self._owner[key]
+        return status
+
+    def new_term(self) -> None:
+        """A new leader writes every status it disagrees with, whatever an earlier term wrote."""
+        self._written.clear()
+
+    async def run(self) -> None:
+        """The writer loop (forever); member checks run in its task group."""
+        async with asyncio.TaskGroup() as checks:
+            self._checks = checks
+            try:
+                for pod in self._waiting_checks:
+                    checks.create_task(self._check_finished(pod))
+                self._waiting_checks.clear()
+                while True:
+                    await asyncio.sleep(self.interval)
+                    if self.leading():
+                        await self.write_all()
+            finally:
+                self._checks = None
+
+    async def write_all(self) -> None:
+        for key in list(self.scheduler.cache.pod_groups):
+            try:
+                await self.write(key)
+            except Exception:  # one group's trouble must not end the loop (a vital task)
+                log.exception("writing the status of PodGroup %s", key)
+
+    async def write(self, key: str) -> None:
+        if key in self._final or key in self._checking:
+            return
+        if key not in self.scheduler.cache.pod_groups:
+            return  # deleted while another group's status was being written
+        status = self.status(key)
+        if same_status(self._written.get(key, {}), status):
+            return
+        namespace, name = split_key(key)
+        path = PODGROUPS.path(name, namespace=namespace, sub="status")
+        if await self.writer.write(path, status, f"PodGroup {key}"):
+            self._written[key] = status

@@ -1,0 +1,160 @@
+"""The informer (kube/informer.py) without a server: priming, typed events, the re-list check."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import kopf
+import pytest
+
+from shoal.core.objects import PodInfo
+from shoal.kube.informer import DELETED, LISTED, PRIMED, Event, Informer, Kind, stream
+from shoal.kube.kinds import KIND_NODES, KIND_PODGROUPS, KIND_PODS, KIND_PROFILES
+from shoal.kube.rest import RawClient
+from shoal.kube.wire import LIVE_PODS_SELECTOR
+from shoal.testing.objects import make_node, make_pod
+
+
+class FakeRaw:
+    """GETs of collections: ``objects[path]`` (a missing path is a 404), in pages of two."""
+
+    def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
+        self.objects = objects
+        self.queries: list[tuple[str, dict[str, list[str]]]] = []
+
+    async def request(self, method: str, path: str, body: Any = None, **_: Any) -> tuple[int, Any]:
+        parts = urlsplit(path)
+        query = parse_qs(parts.query)
+        self.queries.append((parts.path, query))
+        if parts.path not in self.objects:
+            return 404, {"message": "not found"}
+        start = int(query.get("continue", ["0"])[0])
+        items = self.objects[parts.path][start : start + 2]
+        more = start + 2 < len(self.objects[parts.path])
+        return 200, {"items": items, "metadata": {"continue": str(start + 2) if more else ""}}
+
+
+def raw(objects: dict[str, list[dict[str, Any]]]) -> RawClient:
+    return FakeRaw(objects)  # type: ignore[return-value]
+
+
+def recording(informer: Informer, seen: list[tuple[str, str, str]]) -> None:
+    for kind in (KIND_PROFILES, KIND_PODGROUPS, KIND_NODES, KIND_PODS):
+
+        async def handler(event: Event[Any], kind: str = kind.name) -> None:
+            seen.append((kind, event.type, str(event.raw["metadata"]["name"])))
+
+        informer.watch(kind, handler)
+
+
+async def test_prime_lists_in_declaration_order_pages_through_and_skips_missing_crds() -> None:
+    fake = FakeRaw(
+        {
+            "/api/v1/nodes": [make_node("n1"), make_node("n2"), make_node("n3")],
+            "/api/v1/pods": [make_pod("p1")],
+        }
+    )
+    informer = Informer()
+    seen: list[tuple[str, str, str]] = []
+    recording(informer, seen)
+    counts = await informer.prime(fake)  # type: ignore[arg-type]
+    assert counts == {"nodes": 3, "pods": 1}  # the CRDs answered 404: not primed, not fatal
+    assert seen == [
+        ("nodes", PRIMED, "n1"),
+        ("nodes", PRIMED, "n2"),
+        ("nodes", PRIMED, "n3"),
+        ("pods", PRIMED, "p1"),
+    ]
+    pod_queries = [q for path, q in fake.queries if path == "/api/v1/pods"]
+    assert pod_queries[0]["fieldSelector"] == [LIVE_PODS_SELECTOR]
+
+
+async def test_a_required_kind_that_cannot_be_listed_fails_priming() -> None:
+    informer = Informer()
+    recording(informer, [])
+    with pytest.raises(Exception, match="HTTP 404"):
+        await informer.prime(raw({}))
+
+
+async def test_events_decode_once_and_only_when_asked() -> None:
+    decoded: list[str] = []
+
+    def decode(obj: Mapping[str, Any]) -> PodInfo:
+        decoded.append(obj["metadata"]["name"])
+        return PodInfo.from_dict(obj)
+
+    event = Event(Kind(KIND_PODS.resource, decode), LISTED, make_pod("p1"))
+    assert decoded == []
+    assert isinstance(event.obj, PodInfo) and event.obj.name == "p1"
+    assert event.obj is event.obj and decoded == ["p1"]
+
+
+async def test_the_relist_check_forgets_only_what_vanished_before_the_listing() -> None:
+    informer = Informer(relist_delay=0.05)
+    gone: list[str] = []
+
+    async def ignore(event: Event[Any]) -> None:
+        pass
+
+    informer.watch(KIND_NODES, ignore, gone=gone.append)
+    for name in ("n1", "n2"):
+        await informer.deliver(KIND_NODES, LISTED, make_node(name))
+    await informer.deliver(KIND_NODES, DELETED, make_node("n1"))  # deleted while watched: not "gone"
+    fake = raw({"/api/v1/nodes": [make_node("n3")]})
+    task = asyncio.create_task(informer.run(fake))
+    try:
+        for _ in range(100):
+            if gone:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+    assert gone == ["n2"]
+    assert await informer.relist_check(fake) == {"nodes": 0}
+
+
+def test_field_selectors_reach_kopf() -> None:
+    informer = Informer()
+    recording(informer, [])
+    settings = kopf.OperatorSettings()
+    informer.configure(settings)
+    assert list(settings.watching.field_selectors.values()) == [LIVE_PODS_SELECTOR]
+    registry = kopf.OperatorRegistry()
+    informer.install(registry)
+
+
+class FakeWatch(FakeRaw):
+    """A list answering resourceVersion 7, then two watches that the server ends."""
+
+    def __init__(self, watches: list[list[dict[str, Any]]]) -> None:
+        super().__init__({"/api/v1/namespaces/ns/pods": []})
+        self.watches = watches
+        self.watched: list[dict[str, list[str]]] = []
+
+    async def request(self, method: str, path: str, body: Any = None, **_: Any) -> tuple[int, Any]:
+        return 200, {"items": [], "metadata": {"resourceVersion": "7"}}
+
+    async def stream(self, path: str, *, timeout: float) -> Any:
+        self.watched.append(parse_qs(urlsplit(path).query))
+        for event in self.watches.pop(0) if self.watches else []:
+            yield event
+        if not self.watches:
+            await asyncio.sleep(3600)
+
+
+async def test_stream_rewatches_from_the_last_version_and_skips_bookmarks() -> None:
+    pod = make_pod("p1", namespace="ns")
+    pod["metadata"]["resourceVersion"] = "8"
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}}
+    fake = FakeWatch([[{"type": "ADDED", "object": pod}, bookmark], []])
+    events = stream(fake, KIND_PODS, namespace="ns")  # type: ignore[arg-type]
+    first = await anext(events)
+    assert first.type == "ADDED" and first.obj.name == "p1"
+    pending = asyncio.ensure_future(anext(events))
+    await asyncio.sleep(0.05)
+    pending.cancel()
+    assert [w["resourceVersion"] for w in fake.watched] == [["7"], ["9"]]
+    assert fake.watched[0]["fieldSelector"] == [LIVE_PODS_SELECTOR]

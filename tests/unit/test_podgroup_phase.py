@@ -1,0 +1,74 @@
+"""PodGroup phase and counts (operator_app/podgroups.py), without a server.
+
+The phases follow scheduler-plugins' PodGroup controller and Coscheduling: Pending →
+PreScheduling → Scheduling → Scheduled → Running → Finished / Failed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from shoal.core.objects import PodInfo
+from shoal.operator_app.podgroups import GroupCounts, pod_group_counts, pod_group_phase, status_fields
+
+
+def counts(
+    min_member: int = 3,
+    *,
+    members: int = 0,
+    bound: int = 0,
+    running: int = 0,
+    succeeded: int = 0,
+    failed: int = 0,
+) -> GroupCounts:
+    return GroupCounts(min_member, members, bound, running, succeeded, failed)
+
+
+@pytest.mark.parametrize(
+    ("c", "phase"),
+    [
+        pytest.param(counts(members=2), "Pending", id="fewer-pods-than-minMember"),
+        pytest.param(counts(members=0), "Pending", id="no-pods"),
+        pytest.param(counts(members=3), "PreScheduling", id="enough-pods-none-bound"),
+        pytest.param(counts(members=5), "PreScheduling", id="more-pods-than-minMember"),
+        pytest.param(counts(members=3, bound=1), "Scheduling", id="some-bound"),
+        pytest.param(counts(members=3, bound=3), "Scheduled", id="minMember-bound"),
+        pytest.param(counts(members=3, bound=3, running=2), "Scheduled", id="not-all-running-yet"),
+        pytest.param(counts(members=3, bound=3, running=3), "Running", id="minMember-running"),
+        pytest.param(
+            counts(members=2, bound=2, running=2, succeeded=1), "Running", id="running-plus-succeeded"
+        ),
+        pytest.param(counts(members=0, succeeded=3), "Finished", id="minMember-succeeded"),
+        pytest.param(counts(members=1, bound=1, running=1, succeeded=3), "Finished", id="finished-wins"),
+        pytest.param(
+            counts(members=2, bound=2, running=2, failed=1), "Failed", id="failed-and-quorum-reached"
+        ),
+        pytest.param(counts(members=2, bound=1, running=1, failed=1), "Scheduling", id="failed-no-quorum"),
+        pytest.param(counts(members=2, failed=1), "Scheduling", id="a-failed-member-was-scheduled"),
+        pytest.param(counts(members=1, failed=1), "Pending", id="failed-members-count-as-pods"),
+        pytest.param(counts(1, members=1, bound=1, running=1), "Running", id="minMember-1"),
+    ],
+)
+def test_phase(c: GroupCounts, phase: str) -> None:
+    assert pod_group_phase(c) == phase
+
+
+def test_scheduled_counts_members_ever_bound() -> None:
+    assert counts(members=2, bound=2, succeeded=1, failed=1).scheduled == 4
+
+
+def _pod(name: str, *, node: str = "", phase: str = "Pending") -> PodInfo:
+    return PodInfo(uid=name, namespace="default", name=name, node_name=node, phase=phase)
+
+
+def test_counts_from_members() -> None:
+    members = [_pod("a"), _pod("b", node="n1"), _pod("c", node="n1", phase="Running")]
+    c = pod_group_counts(3, members, succeeded=1, failed=0)
+    assert c == GroupCounts(min_member=3, members=3, bound=2, running=1, succeeded=1, failed=0)
+    assert status_fields(c) == {
+        "phase": "Scheduled",
+        "scheduled": 3,
+        "running": 1,
+        "succeeded": 1,
+        "failed": 0,
+    }
