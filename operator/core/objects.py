@@ -79,16 +79,20 @@ class Toleration:
     effect: str = ""
 
     def tolerates(self, taint: Taint) -> bool:
-        """Kubernetes semantics: empty effect matches all; empty key with Exists matches all."""
+        """``Toleration.ToleratesTaint`` of k8s.io/api 1.37, with its default feature gates.
+
+        An empty effect matches every effect and an empty key every key; ``Equal`` (or no
+        operator) compares values, ``Exists`` matches any value. ``Lt``/``Gt`` belong to the alpha
+        gate ``TaintTolerationComparisonOperators`` (off by default in 1.37), so, like any other
+        operator, they tolerate nothing: an unknown operator is never read as ``Equal``.
+        """
         if self.effect and self.effect != taint.effect:
             return False
-        if not self.key:
-            return self.operator == "Exists"
-        if self.key != taint.key:
+        if self.key and self.key != taint.key:
             return False
-        if self.operator == "Exists":
-            return True
-        return self.value == taint.value
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return self.operator == "Exists"
 
 
 # -- node affinity --------------------------------------------------------------------------------
