@@ -217,7 +217,7 @@ class PodInfo:
         problems: dict[str, str] = {}
         labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
         annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
-        requests, nonzero_cpu, nonzero_mem, ports = _pod_requests(spec, problems)
+        requests, nonzero_cpu, nonzero_mem = _pod_requests(spec, problems)
         affinity = ((spec.get("affinity") or {}).get("nodeAffinity")) or {}
         required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
         required_terms = (
@@ -259,7 +259,7 @@ class PodInfo:
             requests=requests,
             nonzero_cpu=nonzero_cpu,
             nonzero_memory=nonzero_mem,
-            host_ports=ports,
+            host_ports=pod_host_ports(spec),
             tolerations=tolerations,
             node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
             required_terms=required_terms,
@@ -299,23 +299,15 @@ def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
         into[k] = into.get(k, 0) + v
 
 
-def _pod_requests(
-    spec: JSON, problems: dict[str, str]
-) -> tuple[dict[str, int], int, int, tuple[tuple[str, str, int], ...]]:
+def _pod_requests(spec: JSON, problems: dict[str, str]) -> tuple[dict[str, int], int, int]:
     """Effective requests as kube-scheduler computes them (containers, sidecars, init, overhead)."""
     total: dict[str, int] = {}
-    ports: list[tuple[str, str, int]] = []
     nonzero_cpu = nonzero_mem = 0
     for c in spec.get("containers") or ():
         req = _container_requests(c, problems)
         _add(total, req)
         nonzero_cpu += req.get("cpu", DEFAULT_MILLI_CPU_REQUEST)
         nonzero_mem += req.get("memory", DEFAULT_MEMORY_REQUEST)
-        for p in c.get("ports") or ():
-            if p.get("hostPort"):
-                ports.append(
-                    (str(p.get("protocol") or "TCP"), str(p.get("hostIP") or "0.0.0.0"), int(p["hostPort"]))
-                )
     sidecars: dict[str, int] = {}
     for c in spec.get("initContainers") or ():
         req = _container_requests(c, problems)
@@ -338,8 +330,30 @@ def _pod_requests(
         total,
         max(nonzero_cpu, total.get("cpu", 0)),
         max(nonzero_mem, total.get("memory", 0)),
-        tuple(ports),
     )
+
+
+def pod_host_ports(spec: JSON) -> tuple[tuple[str, str, int], ...]:
+    """The host ports a pod holds on its node: ``(protocol, hostIP, hostPort)``.
+
+    As kube-scheduler's ``util.GetHostPorts``: sidecars (init containers with
+    ``restartPolicy: Always``, which run for the pod's whole life) first, then the app containers;
+    plain init containers hold no port. ``hostPort`` ≤ 0 (or absent) binds nothing; an empty protocol
+    is TCP and an empty host IP is ``0.0.0.0``. The same list is what a pod asks for and what it
+    holds once placed (``NodeTable.account``).
+    """
+    containers = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+    containers += list(spec.get("containers") or ())
+    ports: list[tuple[str, str, int]] = []
+    for c in containers:
+        for p in c.get("ports") or ():
+            try:
+                host_port = int(p.get("hostPort") or 0)
+            except (TypeError, ValueError):
+                continue
+            if host_port > 0:
+                ports.append((str(p.get("protocol") or "TCP"), str(p.get("hostIP") or "0.0.0.0"), host_port))
+    return tuple(ports)
 
 
 # -- nodes and pod groups -------------------------------------------------------------------------
