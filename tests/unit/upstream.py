@@ -12,6 +12,7 @@ day shoal starts to agree with upstream and the mark can go.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ from shoal.core.cyclestate import CycleState
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import PodInfo
 from shoal.core.status import Code, Status
-from tests.unit.helpers import all_rows, cache_with, scores_by_name
+from tests.unit.helpers import all_rows, cache_with, handle_for, scores_by_name
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "upstream"
 FITS = "fits"
@@ -75,10 +76,6 @@ def params(plugin: str) -> list[Any]:
     return out
 
 
-def code_of(name: str) -> Code:
-    return {c.title: c for c in Code}[name]
-
-
 @dataclass
 class World:
     table: NodeTable
@@ -87,11 +84,10 @@ class World:
 
 
 def build(case: Case) -> World:
-    from tests.unit.helpers import handle_for
-
+    """The cluster of one case: its nodes, the pods already bound to them, and the incoming pod."""
     existing = []
     for i, raw in enumerate(case.existing_pods):
-        obj = dict(raw)
+        obj = copy.deepcopy(raw)
         obj.setdefault("metadata", {}).setdefault("name", f"existing-{i}")
         existing.append(obj)
     cache = cache_with(case.nodes, existing)
@@ -106,6 +102,7 @@ def check_status(what: str, got: Status, want: Mapping[str, Any] | str | None) -
         want = "Success"
     if isinstance(want, str):
         want = {"code": want}
+    assert want["code"] in {c.title for c in Code}, f"{what}: no code {want['code']!r}"
     assert got.code.title == want["code"], f"{what}: got {got.code.title} {got.reasons}, want {want}"
     if "reasons" in want:
         assert list(got.reasons) == list(want["reasons"]), f"{what}: reasons {got.reasons}"
@@ -146,6 +143,7 @@ def run_filter(case: Case, world: World, plugin: Any, state: CycleState) -> None
             assert verdict["code"] == rej.code.title, f"{name}: two codes from one plugin"
             verdict["reasons"].append(rej.reason)
     for name, verdict in want.items():
+        assert verdict == FITS or verdict["code"] in {c.title for c in Code}, f"{name}: bad verdict {verdict}"
         assert got[name] == verdict, f"Filter on {name}: got {got[name]}, want {verdict}"
     # kube-scheduler narrows the nodes by a PreFilterResult; shoal's Filter must reject the others
     named = expect.get("pre_filter_result")
