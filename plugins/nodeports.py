@@ -1,7 +1,11 @@
 """NodePorts (PreFilter, Filter): a pod's host ports must be free on the node.
 
 Two ports conflict when protocol and port match and their host IPs are equal or either is
-``0.0.0.0``. Only nodes that have any host port in use are looked at one by one.
+``0.0.0.0``. A pod's host ports are those of its app containers and of its sidecars (init
+containers with ``restartPolicy: Always``), both for what it asks and for what it holds on its node
+(``objects.pod_host_ports``, kube-scheduler's ``util.GetHostPorts``). A conflict is
+``Unschedulable`` (another pod may leave). Only nodes that have any host port in use are looked at
+one by one.
 """
 
 from __future__ import annotations

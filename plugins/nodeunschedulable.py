@@ -1,5 +1,7 @@
-"""NodeUnschedulable (Filter): cordoned nodes (``spec.unschedulable``) take no new pods,
-unless the pod tolerates the ``node.kubernetes.io/unschedulable:NoSchedule`` taint."""
+"""NodeUnschedulable (Filter): cordoned nodes (``spec.unschedulable``) take no new pods
+(``node(s) were unschedulable``, unresolvable), unless the pod tolerates the taint
+``node.kubernetes.io/unschedulable:NoSchedule`` (empty value) by ``Toleration.tolerates``, whether
+or not the node carries that taint — as kube-scheduler 1.37 does."""
 
 from __future__ import annotations
 

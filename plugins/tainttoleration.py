@@ -1,8 +1,9 @@
 """TaintToleration (Filter, Score): taints a pod does not tolerate keep it off a node.
 
-Filter: an untolerated ``NoSchedule`` or ``NoExecute`` taint rejects the node
-(``node(s) had untolerated taint {key: value}``). Score: fewer untolerated ``PreferNoSchedule``
-taints is better (normalised, reversed).
+Filter: an untolerated ``NoSchedule`` or ``NoExecute`` taint rejects the node, unresolvable, with
+kube-scheduler 1.37's reason ``node(s) had untolerated taint(s)`` (which taint is not named, so
+nodes with different taints count under one reason). Score: fewer untolerated ``PreferNoSchedule``
+taints is better (normalised, reversed). Toleration matching is ``Toleration.tolerates``.
 
 Vectorised by taint *set*: nodes share few distinct taint lists, so each distinct list is checked
 once per pod and the verdict is spread to the nodes through ``NodeTable.taint_set``.
@@ -23,6 +24,7 @@ from shoal.core.scoring import default_normalize
 from shoal.core.status import Code
 
 NAME = "TaintToleration"
+REASON = "node(s) had untolerated taint(s)"
 FILTER_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
@@ -51,18 +53,15 @@ class TaintToleration:
     ) -> Sequence[Rejection]:
         if len(table.taint_sets) == 1:
             return ()  # no node has a taint
-        ids = table.taint_set[: table.n]
-        out: list[Rejection] = []
-        reasons: dict[str, list[int]] = {}
-        for tid, taints in enumerate(table.taint_sets):
-            if not taints:
-                continue
-            bad = first_untolerated(taints, pod.tolerations)
-            if bad is not None:
-                reasons.setdefault(f"node(s) had untolerated taint {bad}", []).append(tid)
-        for reason, tids in reasons.items():
-            out.append(Rejection(np.isin(ids, tids), reason, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
-        return out
+        bad = [
+            tid
+            for tid, taints in enumerate(table.taint_sets)
+            if taints and first_untolerated(taints, pod.tolerations) is not None
+        ]
+        if not bad:
+            return ()
+        mask = np.isin(table.taint_set[: table.n], bad)
+        return (Rejection(mask, REASON, Code.UNSCHEDULABLE_AND_UNRESOLVABLE),)
 
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
         counts = np.array(

@@ -88,26 +88,100 @@ class Toleration:
     effect: str = ""
 
     def tolerates(self, taint: Taint) -> bool:
-        """Kubernetes semantics: empty effect matches all; empty key with Exists matches all."""
+        """``Toleration.ToleratesTaint`` of k8s.io/api 1.37, with its default feature gates.
+
+        An empty effect matches every effect and an empty key every key; ``Equal`` (or no
+        operator) compares values, ``Exists`` matches any value. ``Lt``/``Gt`` belong to the alpha
+        gate ``TaintTolerationComparisonOperators`` (off by default in 1.37), so, like any other
+        operator, they tolerate nothing: an unknown operator is never read as ``Equal``.
+        """
         if self.effect and self.effect != taint.effect:
             return False
-        if not self.key:
-            return self.operator == "Exists"
-        if self.key != taint.key:
+        if self.key and self.key != taint.key:
             return False
-        if self.operator == "Exists":
-            return True
-        return self.value == taint.value
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return self.operator == "Exists"
 
 
 # -- node affinity --------------------------------------------------------------------------------
+_LABEL_NAME = re.compile(r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
+_INT64 = re.compile(r"[+-]?[0-9]+")
+LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+def parse_int64(text: str) -> int | None:
+    """A label or selector value as Go's ``strconv.ParseInt(s, 10, 64)`` reads it (None: not one)."""
+    if not _INT64.fullmatch(text):
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
+
+
+def label_key_error(key: str) -> str:
+    """Why ``key`` is not a label key (apimachinery's ``IsLabelKey``); "" if it is one."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        return f"{key!r}: a label key is a name with an optional DNS subdomain prefix and '/'"
+    name = parts[-1]
+    if len(parts) == 2 and not (0 < len(parts[0]) <= 253 and _DNS_SUBDOMAIN.fullmatch(parts[0])):
+        return f"{key!r}: prefix part must be a DNS subdomain"
+    if not name or len(name) > 63 or not _LABEL_NAME.fullmatch(name):
+        return (
+            f"{key!r}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start"
+            " and end with an alphanumeric character (at most 63)"
+        )
+    return ""
+
+
+def label_value_error(value: str) -> str:
+    """Why ``value`` is not a label value (``IsValidLabelValue``); "" if it is one."""
+    if value and (len(value) > 63 or not _LABEL_NAME.fullmatch(value)):
+        return (
+            f"{value!r}: a label value must be empty or consist of alphanumeric characters, '-', '_' or"
+            " '.', and must start and end with an alphanumeric character (at most 63)"
+        )
+    return ""
+
+
+def requirement_error(key: str, operator: str, values: Sequence[str], *, field: bool = False) -> str:
+    """Why kube-scheduler cannot parse this node selector requirement ("" if it can).
+
+    ``labels.NewRequirement`` for matchExpressions; for matchFields only ``In``/``NotIn`` with
+    exactly one value. A term holding such a requirement matches no node.
+    """
+    if field:
+        if operator not in ("In", "NotIn"):
+            return f"matchFields operator {operator!r} is not supported (In, NotIn)"
+        return "" if len(values) == 1 else f"matchFields {operator} must have exactly one value"
+    why = [label_key_error(key)]
+    if operator in ("In", "NotIn"):
+        if not values:
+            why.append(f"{key}: values can't be empty for {operator}")
+    elif operator in ("Exists", "DoesNotExist"):
+        if values:
+            why.append(f"{key}: values must be empty for {operator}")
+    elif operator in ("Gt", "Lt"):
+        if len(values) != 1 or parse_int64(values[0]) is None:
+            why.append(f"{key}: {operator} needs exactly one integer value")
+    else:
+        why.append(f"{key}: operator {operator!r} is not supported ({', '.join(LABEL_OPERATORS)})")
+    why.extend(label_value_error(v) for v in values)
+    return "; ".join(w for w in why if w)
+
+
 @dataclass(frozen=True, slots=True)
 class Requirement:
     key: str
     operator: str  # In NotIn Exists DoesNotExist Gt Lt
     values: tuple[str, ...] = ()
+    #: why kube-scheduler could not parse it ("" if it can); a term holding it matches nothing
+    error: str = field(default="", compare=False)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.error:
+            return False
         present = self.key in labels
         op = self.operator
         if op == "In":
@@ -119,9 +193,8 @@ class Requirement:
         if op == "DoesNotExist":
             return not present
         if op in ("Gt", "Lt") and present and len(self.values) == 1:
-            try:
-                have, want = int(labels[self.key]), int(self.values[0])
-            except ValueError:
+            have, want = parse_int64(labels[self.key]), parse_int64(self.values[0])
+            if have is None or want is None:
                 return False
             return have > want if op == "Gt" else have < want
         return False
@@ -138,31 +211,36 @@ class SelectorTerm:
     def empty(self) -> bool:
         return not self.expressions and not self.fields
 
+    @property
+    def error(self) -> str:
+        """The first requirement kube-scheduler cannot parse ("" if none): the term matches nothing."""
+        return next((r.error for r in (*self.expressions, *self.fields) if r.error), "")
+
     def matches(self, name: str, labels: Mapping[str, str]) -> bool:
-        if self.empty:
+        if self.empty or self.error:
             return False
         if not all(r.matches(labels) for r in self.expressions):
             return False
-        return all(r.matches({"metadata.name": name}) for r in self.fields)
+        # a field selector reads a field the node does not have as "" (only metadata.name exists)
+        return all(r.matches({r.key: name if r.key == "metadata.name" else ""}) for r in self.fields)
 
 
-def _parse_requirements(items: Any) -> tuple[Requirement, ...]:
+def _parse_requirements(items: Any, *, fields: bool = False) -> tuple[Requirement, ...]:
     out = []
     for item in items or ():
-        out.append(
-            Requirement(
-                key=str(item.get("key", "")),
-                operator=str(item.get("operator", "In")),
-                values=tuple(str(v) for v in item.get("values") or ()),
-            )
-        )
+        key = str(item.get("key", ""))
+        operator = str(item.get("operator", ""))
+        values = tuple(str(v) for v in item.get("values") or ())
+        error = requirement_error(key, operator, values, field=fields)
+        out.append(Requirement(key=key, operator=operator, values=values, error=error))
     return tuple(out)
 
 
 def _parse_term(term: Any) -> SelectorTerm:
     term = term or {}
     return SelectorTerm(
-        _parse_requirements(term.get("matchExpressions")), _parse_requirements(term.get("matchFields"))
+        _parse_requirements(term.get("matchExpressions")),
+        _parse_requirements(term.get("matchFields"), fields=True),
     )
 
 
@@ -230,7 +308,7 @@ class PodInfo:
         problems: dict[str, str] = {}
         labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
         annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
-        requests, nonzero_cpu, nonzero_mem, ports = _pod_requests(spec, problems)
+        requests, nonzero_cpu, nonzero_mem = _pod_requests(spec, problems)
         affinity = ((spec.get("affinity") or {}).get("nodeAffinity")) or {}
         required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
         required_terms = (
@@ -278,7 +356,7 @@ class PodInfo:
             requests=requests,
             nonzero_cpu=nonzero_cpu,
             nonzero_memory=nonzero_mem,
-            host_ports=ports,
+            host_ports=pod_host_ports(spec),
             tolerations=tolerations,
             node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
             required_terms=required_terms,
@@ -387,25 +465,14 @@ def aggregate_requests(
     return total
 
 
-def _pod_requests(
-    spec: JSON, problems: dict[str, str]
-) -> tuple[dict[str, int], int, int, tuple[tuple[str, str, int], ...]]:
+def _pod_requests(spec: JSON, problems: dict[str, str]) -> tuple[dict[str, int], int, int]:
     """Effective requests as kube-scheduler computes them (containers, sidecars, init, overhead).
 
-    Returns (requests without zeros, non-zero cpu, non-zero memory, host ports). The non-zero
+    Returns (requests without zeros, non-zero cpu, non-zero memory). The non-zero
     figures are what scoring and the node table's ``nonzero_requested`` count: the same sum with
     kube-scheduler's defaults for a container that leaves cpu or memory out.
     """
-    ports: list[tuple[str, str, int]] = []
-    containers: list[dict[str, int]] = []
-    for c in spec.get("containers") or ():
-        req = _container_requests(c, problems)
-        containers.append(req)
-        for p in c.get("ports") or ():
-            if p.get("hostPort"):
-                ports.append(
-                    (str(p.get("protocol") or "TCP"), str(p.get("hostIP") or "0.0.0.0"), int(p["hostPort"]))
-                )
+    containers = [_container_requests(c, problems) for c in spec.get("containers") or ()]
     init: list[tuple[dict[str, int], bool]] = []
     for c in spec.get("initContainers") or ():
         # a sidecar (restartPolicy: Always) runs beside the app containers
@@ -422,8 +489,30 @@ def _pod_requests(
         {k: v for k, v in total.items() if v > 0},
         nonzero.get("cpu", 0),
         nonzero.get("memory", 0),
-        tuple(ports),
     )
+
+
+def pod_host_ports(spec: JSON) -> tuple[tuple[str, str, int], ...]:
+    """The host ports a pod holds on its node: ``(protocol, hostIP, hostPort)``.
+
+    As kube-scheduler's ``util.GetHostPorts``: sidecars (init containers with
+    ``restartPolicy: Always``, which run for the pod's whole life) first, then the app containers;
+    plain init containers hold no port. ``hostPort`` ≤ 0 (or absent) binds nothing; an empty protocol
+    is TCP and an empty host IP is ``0.0.0.0``. The same list is what a pod asks for and what it
+    holds once placed (``NodeTable.account``).
+    """
+    containers = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+    containers += list(spec.get("containers") or ())
+    ports: list[tuple[str, str, int]] = []
+    for c in containers:
+        for p in c.get("ports") or ():
+            try:
+                host_port = int(p.get("hostPort") or 0)
+            except (TypeError, ValueError):
+                continue
+            if host_port > 0:
+                ports.append((str(p.get("protocol") or "TCP"), str(p.get("hostIP") or "0.0.0.0"), host_port))
+    return tuple(ports)
 
 
 # -- nodes and pod groups -------------------------------------------------------------------------

@@ -314,7 +314,7 @@ async def test_explain_cli(
     assert out.returncode == 0, out.stderr
     assert (
         "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, "
-        "1 node(s) had untolerated taint {dedicated: infra}." in out.stdout
+        "1 node(s) had untolerated taint(s)." in out.stdout
     )
     assert "rejected by TaintToleration" in out.stdout
     assert "rejected by NodeResourcesFit" in out.stdout

@@ -51,8 +51,7 @@ async def test_failed_scheduling_message_in_kube_wording() -> None:
     (outcome,) = outcomes.values()
     assert outcome.node is None
     assert outcome.message == (
-        "0/5 nodes are available: 2 Insufficient nvidia.com/gpu, "
-        "3 node(s) had untolerated taint {dedicated: infra}."
+        "0/5 nodes are available: 2 Insufficient nvidia.com/gpu, 3 node(s) had untolerated taint(s)."
     )
     assert [e[1] for e in s.reporter.events] == ["FailedScheduling"]  # one event per attempt
 

@@ -60,7 +60,7 @@ def test_simulate_cli_prints_placements_and_reasons(capsys: pytest.CaptureFixtur
     assert lines["team-a/wants-15gb"].split()[1] == "gpu-a"
     assert "GPUMemory=" in lines["team-a/wants-15gb"]
     assert "<pending>" in lines["team-a/wants-30gb"]
-    assert "0/2 nodes are available: 1 Insufficient GPU memory, 1 node(s) had untolerated taint" in out
+    assert "0/2 nodes are available: 1 Insufficient GPU memory, 1 node(s) had untolerated taint(s)." in out
     assert "1/2 pending pods placed on 2 nodes" in out
 
 

@@ -130,3 +130,78 @@ def test_label_change_is_seen() -> None:
     assert feasible(
         table, nodeaffinity.NodeAffinity().filter_nodes(state(), p, table, table.valid_rows())
     ) == {"a2", "b1"}
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        # kube-scheduler cannot parse these requirements, so their term matches no node
+        pytest.param(
+            {"key": "pool", "operator": "NotIn", "values": ["not a label value!"]}, set(), id="bad-value"
+        ),
+        pytest.param({"key": "bad key", "operator": "DoesNotExist"}, set(), id="bad-key"),
+        pytest.param({"key": "pool", "operator": "In", "values": []}, set(), id="in-without-values"),
+        pytest.param({"key": "pool", "operator": "Exists", "values": ["x"]}, set(), id="exists-with-values"),
+        pytest.param({"key": "gpu-gen", "operator": "Gt", "values": ["7", "8"]}, set(), id="gt-two-values"),
+        pytest.param({"key": "gpu-gen", "operator": "Gt", "values": ["x"]}, set(), id="gt-not-integer"),
+        pytest.param(
+            {"key": "pool", "operator": "Equals", "values": ["train"]}, set(), id="unknown-operator"
+        ),
+        pytest.param(
+            {"key": "gpu-gen", "operator": "Gt", "values": ["+7"]}, set(), id="gt-sign-is-no-label-value"
+        ),
+        pytest.param(
+            {"key": "gpu-gen", "operator": "Gt", "values": ["07"]}, {"a1", "a2"}, id="gt-leading-zero"
+        ),
+    ],
+)
+def test_unparsable_requirement_matches_nothing(expression: dict[str, Any], expected: set[str]) -> None:
+    cache = cache_with(NODES)
+    table = cache.table
+    p = pod(affinity=required(expression))
+    rej = nodeaffinity.NodeAffinity().filter_nodes(state(), p, table, table.valid_rows())
+    assert feasible(table, rej) == expected
+    # the per-node form agrees with the vectorised one
+    assert p.required_terms is not None
+    per_node = {
+        n for n in table.index if p.required_terms[0].matches(n, table.node_info(table.index[n]).labels)
+    }
+    assert per_node == expected
+
+
+def test_match_fields_need_exactly_one_value() -> None:
+    cache = cache_with(NODES)
+    table = cache.table
+    two = required(fields=({"key": "metadata.name", "operator": "In", "values": ["a1", "a2"]},))
+    rej = nodeaffinity.NodeAffinity().filter_nodes(state(), pod(affinity=two), table, table.valid_rows())
+    assert feasible(table, rej) == set()
+    not_in = required(fields=({"key": "metadata.name", "operator": "NotIn", "values": ["a1"]},))
+    rej = nodeaffinity.NodeAffinity().filter_nodes(state(), pod(affinity=not_in), table, table.valid_rows())
+    assert feasible(table, rej) == {"a2", "b1"}
+
+
+def test_conflicting_node_names_fail_pre_filter() -> None:
+    affinity = required(
+        fields=(
+            {"key": "metadata.name", "operator": "In", "values": ["a1"]},
+            {"key": "metadata.name", "operator": "In", "values": ["a2"]},
+        )
+    )
+    _, status = nodeaffinity.NodeAffinity().pre_filter(state(), pod(affinity=affinity))
+    assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert status.reasons == ("pod affinity terms conflict",)
+
+
+def test_unparsable_preferred_term_is_a_pre_score_error() -> None:
+    cache = cache_with(NODES)
+    table = cache.table
+    affinity = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "preference": {"matchExpressions": [{"key": "bad key", "operator": "Exists"}]}}
+            ]
+        }
+    }
+    status = nodeaffinity.NodeAffinity().pre_score(state(), pod(affinity=affinity), all_rows(table), table)
+    assert status.code is Code.ERROR
+    assert "bad key" in status.message

@@ -16,6 +16,36 @@ from tests.unit.helpers import cache_with, feasible, pod, state
             id="toleration-admits-cordoned",
         ),
         pytest.param(({"operator": "Exists"},), {"ok", "cordoned"}, id="tolerate-everything"),
+        # upstream's own case: no operator means Equal, and the taint's value is empty
+        pytest.param(
+            ({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},),
+            {"ok", "cordoned"},
+            id="equal-empty-value",
+        ),
+        pytest.param(
+            ({"key": "node.kubernetes.io/unschedulable", "operator": "Exists"},),
+            {"ok", "cordoned"},
+            id="any-effect",
+        ),
+        pytest.param(
+            ({"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoExecute"},),
+            {"ok"},
+            id="other-effect",
+        ),
+        pytest.param(
+            ({"key": "node.kubernetes.io/unschedulable", "value": "true", "effect": "NoSchedule"},),
+            {"ok"},
+            id="wrong-value",
+        ),
+        # read as Equal, these would match the taint's empty value; upstream they tolerate nothing
+        pytest.param(
+            ({"key": "node.kubernetes.io/unschedulable", "operator": "Gt"},), {"ok"}, id="gt-gate-off"
+        ),
+        pytest.param(
+            ({"key": "node.kubernetes.io/unschedulable", "operator": "Equals"},),
+            {"ok"},
+            id="unknown-operator",
+        ),
     ],
 )
 def test_filter(tolerations: tuple[dict[str, str], ...], expected: set[str]) -> None:
