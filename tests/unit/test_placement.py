@@ -116,6 +116,5 @@ def test_explain_and_the_cycle_share_the_algorithm() -> None:
     too_big = s.scheduler.explain(PodInfo.from_dict(make_pod("q", gpus=16)))
     assert too_big.best is None and too_big.totals == {}
     assert too_big.message == (
-        "0/3 nodes are available: 1 node(s) had untolerated taint(s), "
-        "2 Insufficient nvidia.com/gpu."
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient nvidia.com/gpu."
     )
