@@ -78,7 +78,15 @@ async def _snapshot(
     the pod ``namespace/name`` or None)."""
     from shoal.core.objects import NodeSpec, PodGroupInfo
     from shoal.kube.informer import Event, Informer
-    from shoal.kube.kinds import KIND_NODES, KIND_PODGROUPS, KIND_PODS, KIND_PROFILES, ProfileObject
+    from shoal.kube.kinds import (
+        KIND_NAMESPACES,
+        KIND_NODES,
+        KIND_PODGROUPS,
+        KIND_PODS,
+        KIND_PROFILES,
+        NamespaceInfo,
+        ProfileObject,
+    )
     from shoal.operator_app.profiles import Profiles
 
     profiles = Profiles(sched, sched.registry, sched.defaults)
@@ -93,6 +101,9 @@ async def _snapshot(
     async def on_node(event: Event[NodeSpec]) -> None:
         sched.on_node(event.raw)
 
+    async def on_namespace(event: Event[NamespaceInfo]) -> None:
+        sched.on_namespace(event.obj.name, event.obj.labels)
+
     async def on_pod(event: Event[PodInfo]) -> None:
         sched.cache.upsert_pod(event.obj)
         if event.obj.namespace == namespace and event.obj.name == name:
@@ -101,6 +112,7 @@ async def _snapshot(
     informer = Informer()
     informer.watch(KIND_PROFILES, on_profile)
     informer.watch(KIND_PODGROUPS, on_group)
+    informer.watch(KIND_NAMESPACES, on_namespace)
     informer.watch(KIND_NODES, on_node)
     informer.watch(KIND_PODS, on_pod)
     await informer.prime(raw)

@@ -12,7 +12,7 @@ from typing import Any
 
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo, parse_time
 from shoal.kube.informer import Kind
-from shoal.kube.wire import LIVE_PODS_SELECTOR, NODES, PODGROUPS, PODS, PROFILES, name_of, pod_uid
+from shoal.kube.wire import LIVE_PODS_SELECTOR, NAMESPACES, NODES, PODGROUPS, PODS, PROFILES, name_of, pod_uid
 
 
 @dataclass
@@ -43,5 +43,21 @@ class ProfileObject:
 KIND_PROFILES: Kind[ProfileObject] = Kind(PROFILES, ProfileObject.from_dict, optional=True)
 KIND_PODGROUPS: Kind[PodGroupInfo] = Kind(PODGROUPS, PodGroupInfo.from_dict, optional=True)
 KIND_NODES: Kind[NodeSpec] = Kind(NODES, NodeSpec.from_dict, identity=name_of)
+
+
+@dataclass
+class NamespaceInfo:
+    """A namespace's labels: pod affinity terms select namespaces by label."""
+
+    name: str
+    labels: dict[str, str]
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> NamespaceInfo:
+        meta = obj.get("metadata") or {}
+        return cls(str(meta.get("name") or ""), {str(k): str(v) for k, v in (meta.get("labels") or {}).items()})
+
+
+KIND_NAMESPACES: Kind[NamespaceInfo] = Kind(NAMESPACES, NamespaceInfo.from_dict, identity=name_of)
 #: non-terminated pods only: a pod that finishes arrives as DELETED, which frees its resources
 KIND_PODS: Kind[PodInfo] = Kind(PODS, PodInfo.from_dict, identity=pod_uid, field_selector=LIVE_PODS_SELECTOR)

@@ -65,6 +65,7 @@ class Resource:
 
 PODS = Resource("", "v1", "pods", namespaced=True)
 NODES = Resource("", "v1", "nodes")
+NAMESPACES = Resource("", "v1", "namespaces")
 PROFILES = Resource(PROFILE_GROUP, PROFILE_VERSION, PROFILE_PLURAL)
 PODGROUPS = Resource(PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL, namespaced=True)
 EVENTS = Resource("events.k8s.io", "v1", "events", namespaced=True)

@@ -39,7 +39,15 @@ from shoal.core.scheduler import Scheduler
 from shoal.kube.binder import KubeBinder
 from shoal.kube.bootstrap import bootstrap_profiles
 from shoal.kube.informer import Event, Informer
-from shoal.kube.kinds import KIND_NODES, KIND_PODGROUPS, KIND_PODS, KIND_PROFILES, ProfileObject
+from shoal.kube.kinds import (
+    KIND_NAMESPACES,
+    KIND_NODES,
+    KIND_PODGROUPS,
+    KIND_PODS,
+    KIND_PROFILES,
+    NamespaceInfo,
+    ProfileObject,
+)
 from shoal.kube.leader import LeaseElector
 from shoal.kube.reporter import KubeReporter
 from shoal.kube.rest import RawClient, connect
@@ -70,6 +78,7 @@ class ShoalOperator:
         self.informer = Informer()
         self.informer.watch(KIND_PROFILES, self._on_profile)
         self.informer.watch(KIND_PODGROUPS, self._on_pod_group)
+        self.informer.watch(KIND_NAMESPACES, self._on_namespace, gone=self._namespace_gone)
         self.informer.watch(KIND_NODES, self._on_node, gone=self._node_gone)
         self.informer.watch(KIND_PODS, self._on_pod, gone=self._pod_gone)
         self.api: client.ApiClient | None = None
@@ -282,6 +291,15 @@ class ShoalOperator:
         }
 
     # -- watch handlers --------------------------------------------------------------------------
+    async def _on_namespace(self, event: Event[NamespaceInfo]) -> None:
+        if self.scheduler is not None:
+            ns = event.obj
+            self.scheduler.on_namespace(ns.name, ns.labels, deleted=event.deleted)
+
+    def _namespace_gone(self, name: str) -> None:
+        if self.scheduler is not None:
+            self.scheduler.on_namespace(name, None, deleted=True)
+
     async def _on_node(self, event: Event[NodeSpec]) -> None:
         if self.scheduler is not None:
             self.scheduler.on_node(event.raw, deleted=event.deleted)  # parses what it needs

@@ -123,3 +123,39 @@ async def test_real_objects_on_the_real_api_server(
         return node
 
     assert await wait_for(ungated_bound, 30, what="the ungated pod bound")
+
+
+async def test_namespace_selector_reads_namespace_labels(
+    clean: client.ApiClient, operator: OperatorProcess
+) -> None:
+    """Anti-affinity against pods of namespaces labelled team=b: the operator watches namespaces."""
+    api = clean
+    sched = f"s-{uuid.uuid4().hex[:6]}"
+    suffix = uuid.uuid4().hex[:6]
+    ns_a, ns_b = f"team-a-{suffix}", f"team-b-{suffix}"
+    for ns, team in ((ns_a, "a"), (ns_b, "b")):
+        await create(
+            api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"team": team}}}
+        )
+    await create_many(api, [make_node("n1"), make_node("n2")])
+    await create(api, make_pod("noisy", namespace=ns_b, node_name="n1", labels={"app": "x"}))
+    await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+    picky = make_pod("picky", namespace=ns_a, scheduler_name=sched)
+    picky["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "x"}},
+                    "namespaceSelector": {"matchLabels": {"team": "b"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    await create(api, picky)
+
+    async def placed() -> str | None:
+        node: str | None = (await pod(api, ns_a, "picky"))["spec"].get("nodeName")
+        return node
+
+    assert await wait_for(placed, 30, what="the anti-affine pod bound") == "n2"
