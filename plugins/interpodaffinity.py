@@ -22,6 +22,18 @@ terms that match it; a node scores the sum over the domains it is in, normalised
 "Placed" pods are every pod counted on a node (bound or assumed, whoever scheduled it), so the
 members of a gang placed earlier in the same cycle count. Terms are matched against pods, not
 nodes; the per-node part is numpy over the node table's label columns.
+
+Namespaces, as upstream: the incoming pod's ``namespaceSelector`` selects the namespaces whose
+labels the cache knows (an unknown namespace matches only the empty selector, ``{}``); placed pods'
+terms are matched against the incoming pod's namespace labels, empty when unknown (so a
+``DoesNotExist`` selector matches). A pod whose terms do not parse: PreFilter refuses it
+(UnschedulableAndUnresolvable, ``parsing pod: ...``), PreScore returns Error.
+
+This is the algorithm kube-scheduler 1.37 runs by default: the ``InterPodAffinityHostnameFastPath``
+feature gate (alpha, off) checks ``kubernetes.io/hostname`` terms per node instead of per label
+value, which differs only when nodes share a hostname label value or a matching pod sits on a node
+without one.
+Checked against upstream's unit-test tables (tests/data/upstream/interpodaffinity.yaml).
 """
 
 from __future__ import annotations

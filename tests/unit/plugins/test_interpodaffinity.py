@@ -20,7 +20,7 @@ from shoal.plugins.interpodaffinity import (
 )
 from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import ZONE_LABEL, make_node, make_pod, make_pod_group
-from tests.unit.helpers import cache_with, feasible, handle_for, pod, rejected_names, state
+from tests.unit.helpers import cache_with, feasible, handle_for, pod, rejected_names, scores_by_name, state
 
 HOST = "kubernetes.io/hostname"
 JOB_KEY = "jobset.sigs.k8s.io/job-key"
@@ -258,3 +258,24 @@ def test_invalid_selector_key_or_value_is_refused_at_prefilter_and_an_error_at_p
         assert status.message.startswith("parsing pod: spec.affinity: ")
         status = plugin.pre_score(state(), incoming, cache.table.valid_rows().nonzero()[0], cache.table)
         assert status.code is Code.ERROR
+
+
+def test_placed_pods_preferred_terms_see_an_unknown_namespace_as_unlabelled() -> None:
+    negative = {"matchExpressions": [{"key": "trusted", "operator": "DoesNotExist"}]}
+    avoid = {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 50, "podAffinityTerm": term(HOST, {}, namespaceSelector=negative)}
+            ]
+        }
+    }
+    cache = cache_with(NS_NODES, [make_pod("shy", namespace="secure", node_name="n1", affinity=avoid)])
+    plugin = interpodaffinity.new(Args(), handle_for(cache))
+    incoming = pod("x", namespace="somewhere")
+    rows = cache.table.valid_rows().nonzero()[0]
+    st = state()
+    assert plugin.pre_score(st, incoming, rows, cache.table).ok
+    scores = plugin.normalize_scores(st, incoming, plugin.score_nodes(st, incoming, cache.table, rows))
+    assert scores_by_name(cache.table, scores) == {"n1": 0, "n2": 100, "n3": 100}
+    cache.set_namespace("somewhere", {"trusted": "yes"})
+    assert plugin.pre_score(state(), incoming, rows, cache.table).is_skip
