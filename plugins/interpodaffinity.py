@@ -22,6 +22,18 @@ terms that match it; a node scores the sum over the domains it is in, normalised
 "Placed" pods are every pod counted on a node (bound or assumed, whoever scheduled it), so the
 members of a gang placed earlier in the same cycle count. Terms are matched against pods, not
 nodes; the per-node part is numpy over the node table's label columns.
+
+Namespaces, as upstream: the incoming pod's ``namespaceSelector`` selects the namespaces whose
+labels the cache knows (an unknown namespace matches only the empty selector, ``{}``); placed pods'
+terms are matched against the incoming pod's namespace labels, empty when unknown (so a
+``DoesNotExist`` selector matches). A pod whose terms do not parse: PreFilter refuses it
+(UnschedulableAndUnresolvable, ``parsing pod: ...``), PreScore returns Error.
+
+This is the algorithm kube-scheduler 1.37 runs by default: the ``InterPodAffinityHostnameFastPath``
+feature gate (alpha, off) checks ``kubernetes.io/hostname`` terms per node instead of per label
+value, which differs only when nodes share a hostname label value or a matching pod sits on a node
+without one.
+Checked against upstream's unit-test tables (tests/data/upstream/interpodaffinity.yaml).
 """
 
 from __future__ import annotations
@@ -117,7 +129,15 @@ class InterPodAffinity:
         self.cache = cache
 
     def _ns_labels(self, namespace: str) -> dict[str, str] | None:
+        """A placed pod's namespace labels, for the incoming pod's terms: ``None`` when unknown, so
+        only an empty namespaceSelector matches it (upstream lists the known namespaces a selector
+        matches)."""
         return self.cache.namespace_labels.get(namespace)
+
+    def _own_ns_labels(self, namespace: str) -> dict[str, str]:
+        """The incoming pod's namespace labels, for placed pods' terms: empty when unknown (as
+        upstream, so a ``DoesNotExist`` / ``NotIn`` namespaceSelector matches it)."""
+        return self.cache.namespace_labels.get(namespace) or {}
 
     def _candidates(self, terms: Iterable[PodAffinityTerm]) -> Iterator[tuple[PodInfo, int]]:
         """Placed pods that may match any of ``terms``: their namespaces, unless a term selects
@@ -136,7 +156,7 @@ class InterPodAffinity:
         table = self.cache.table
         aff = pod.pod_affinity
         st = _FilterState(pod)
-        own_ns = self._ns_labels(pod.namespace)
+        own_ns = self._own_ns_labels(pod.namespace)
         for existing, row in self.cache.placed_with_affinity(required_anti_only=True):
             for t in existing.pod_affinity.required_anti:
                 if t.matches(pod.namespace, pod.labels, own_ns):
@@ -150,7 +170,7 @@ class InterPodAffinity:
                 for t in aff.required_anti:
                     if t.matches(existing.namespace, existing.labels, ns):
                         _add(st.anti, table, t.topology_key, row, 1)
-            st.self_match = matches_all(aff.required, pod, own_ns)
+            st.self_match = matches_all(aff.required, pod, self._ns_labels(pod.namespace))
         if not st.existing_anti and not aff.required and not aff.required_anti:
             return None, Status.skip()
         state.write(FILTER_KEY, st)
@@ -193,13 +213,15 @@ class InterPodAffinity:
 
     # -- PreScore / Score ----------------------------------------------------------------------
     def pre_score(self, state: CycleState, pod: PodInfo, rows: IntArray, table: NodeTable) -> Status:
+        if pod.pod_affinity_error:  # PreFilter refuses such a pod first; as upstream, an Error here
+            return Status.error(f"parsing pod: {pod.pod_affinity_error}")
         aff = pod.pod_affinity
         preferred = bool(aff.preferred or aff.preferred_anti)
         if self.args.ignore_preferred_terms_of_existing_pods and not preferred:
             return Status.skip()
         scores: Counts = {}
         recorded = False
-        own_ns = self._ns_labels(pod.namespace)
+        own_ns = self._own_ns_labels(pod.namespace)
         hard = self.args.hard_pod_affinity_weight
         placed = self.cache.placed_pods() if preferred else self.cache.placed_with_affinity()
         for existing, row in placed:

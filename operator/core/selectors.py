@@ -3,10 +3,12 @@
 Semantics are the API's (``metav1.LabelSelector``): every ``matchLabels`` pair and every
 ``matchExpressions`` requirement must hold; an empty selector (``{}``) matches everything, an absent
 one (``None`` here) matches nothing. Operators: In, NotIn, Exists, DoesNotExist; anything else
-makes the selector invalid (the API server refuses such pods, so one only comes from a snapshot
-file). A pod affinity term matches a pod when the pod's namespace is one of the term's namespaces
-or the term's ``namespaceSelector`` matches the labels of the pod's namespace, and its
-``labelSelector`` matches the pod's labels (kube-scheduler's ``AffinityTerm.Matches``).
+makes the selector invalid, and so does a key that is not a qualified name or a value that is
+not a label value (apimachinery's ``LabelSelectorAsSelector``; the API server refuses such pods, so
+one only comes from a snapshot file). A pod affinity term matches a pod when the pod's namespace
+is one of the term's namespaces or the term's ``namespaceSelector`` matches the labels of the
+pod's namespace, and its ``labelSelector`` matches the pod's labels (kube-scheduler's
+``AffinityTerm.Matches``).
 
 ``matchLabelKeys`` / ``mismatchLabelKeys`` need no work here: since Kubernetes 1.33 the API server
 merges them into ``labelSelector`` when the pod is created, and kube-scheduler reads the merged
@@ -15,11 +17,19 @@ selector too.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 _OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+# apimachinery's validation: a label value (empty allowed) and a qualified key ([prefix/]name)
+_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_VALUE_HELP = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start and end with an alphanumeric character"
+)
 
 
 class SelectorError(ValueError):
@@ -61,27 +71,50 @@ class LabelSelector:
         return [(r.key, r.values) for r in self.requirements if r.operator == "In"]
 
 
+def _check_key(key: str) -> None:
+    prefix, _, name = key.rpartition("/")
+    if (
+        not name
+        or len(name) > 63
+        or not _NAME.fullmatch(name)
+        or ("/" in key and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)))
+    ):
+        raise SelectorError(f'key: Invalid value: "{key}": not a qualified label key ([prefix/]name)')
+
+
+def _check_values(key: str, values: Any) -> None:
+    for i, value in enumerate(values):
+        if len(value) > 63 or (value and not _NAME.fullmatch(value)):
+            raise SelectorError(f'values[{i}][{key}]: Invalid value: "{value}": {_VALUE_HELP}')
+
+
 def parse_selector(obj: Any) -> LabelSelector | None:
-    """``None`` for an absent selector (matches nothing); raises SelectorError when invalid."""
+    """``None`` for an absent selector (matches nothing); raises SelectorError when invalid
+    (as apimachinery's ``LabelSelectorAsSelector``: operators, keys, values)."""
     if obj is None:
         return None
     if not isinstance(obj, Mapping):
         raise SelectorError(f"not a label selector: {obj!r}")
-    reqs = [
-        LabelRequirement(str(k), "In", frozenset({str(v)})) for k, v in (obj.get("matchLabels") or {}).items()
-    ]
+    reqs: list[LabelRequirement] = []
+    for k, v in (obj.get("matchLabels") or {}).items():
+        _check_key(str(k))
+        _check_values(str(k), [str(v)])
+        reqs.append(LabelRequirement(str(k), "In", frozenset({str(v)})))
     for expr in obj.get("matchExpressions") or ():
         if not isinstance(expr, Mapping):
             raise SelectorError(f"not a selector requirement: {expr!r}")
         op = str(expr.get("operator") or "")
-        values = frozenset(str(v) for v in expr.get("values") or ())
+        key = str(expr.get("key") or "")
+        listed = [str(v) for v in expr.get("values") or ()]
         if op not in _OPERATORS:
             raise SelectorError(f"{op!r} is not a valid label selector operator")
-        if op in ("In", "NotIn") and not values:
-            raise SelectorError(f"operator {op} needs values (key {expr.get('key')!r})")
-        if op in ("Exists", "DoesNotExist") and values:
-            raise SelectorError(f"operator {op} takes no values (key {expr.get('key')!r})")
-        reqs.append(LabelRequirement(str(expr.get("key") or ""), op, values))
+        if op in ("In", "NotIn") and not listed:
+            raise SelectorError(f"operator {op} needs values (key {key!r})")
+        if op in ("Exists", "DoesNotExist") and listed:
+            raise SelectorError(f"operator {op} takes no values (key {key!r})")
+        _check_key(key)
+        _check_values(key, listed)
+        reqs.append(LabelRequirement(key, op, frozenset(listed)))
     return LabelSelector(tuple(reqs))
 
 
