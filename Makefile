@@ -35,11 +35,11 @@ venv: $(STAMP) ## create .venv with shoal and the test tools
 cluster-bin: ## build etcd, kube-apiserver, kube-scheduler and helm from Go modules (only what is missing)
 	@hack/k8s/build.sh
 
-lint: $(STAMP) ## ruff, mypy --strict, import-linter layers, CRDs up to date
+lint: $(STAMP) ## ruff, mypy --strict (product, tests, bench), import-linter layers
 	@$(PY) tools/linkfarm.py
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	MYPYPATH=.typecheck $(VENV)/bin/mypy -p shoal
+	MYPYPATH=.typecheck $(VENV)/bin/mypy -p shoal -p tests -p bench
 	PYTHONPATH=.typecheck $(VENV)/bin/lint-imports
 
 test: $(STAMP) cluster-bin lint ## the one command: install, build, lint, run every test (real control plane)

@@ -22,9 +22,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script, imported by tests
-from report import write_section
-
+# Run as a script (`python bench/x.py`, PYTHONSAFEPATH=1): the repository root goes at the *end*
+# of sys.path, so `bench` is found and the checkout's operator/ never shadows the standard library.
+if __package__ in (None, ""):
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+from bench.report import write_section
 from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 

@@ -41,12 +41,14 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client, config
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script, imported by tests
-from e2e_report import plot, write_doc
-from e2e_schedulers import SETTLE_S, KubeScheduler, Shoal, proc_stats
-from e2e_workloads import CONSTRAINED, workload_node, workload_pod
-from report import DOC
-
+# Run as a script (`python bench/x.py`, PYTHONSAFEPATH=1): the repository root goes at the *end*
+# of sys.path, so `bench` is found and the checkout's operator/ never shadows the standard library.
+if __package__ in (None, ""):
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+from bench.e2e_report import plot, write_doc
+from bench.e2e_schedulers import SETTLE_S, KubeScheduler, Shoal, proc_stats
+from bench.e2e_workloads import CONSTRAINED, workload_node, workload_pod
+from bench.report import DOC
 from shoal.kube.informer import stream
 from shoal.kube.kinds import KIND_PODS
 from shoal.kube.rest import RawClient

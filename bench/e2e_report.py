@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from report import DOC, write_section
+from bench.report import DOC, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -96,10 +96,10 @@ async def _snapshot(
         profiles.observe(event)
 
     async def on_group(event: Event[PodGroupInfo]) -> None:
-        sched.on_pod_group(event.raw)
+        sched.on_pod_group(event.obj)
 
     async def on_node(event: Event[NodeSpec]) -> None:
-        sched.on_node(event.raw)
+        sched.on_node(event.obj)
 
     async def on_namespace(event: Event[NamespaceInfo]) -> None:
         sched.on_namespace(event.obj.name, event.obj.labels)

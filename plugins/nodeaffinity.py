@@ -27,8 +27,9 @@ from shoal.core.interfaces import (
     PreFilterResult,
     Rejection,
 )
+from shoal.core.nodeselectors import Requirement, SelectorTerm, parse_int64
 from shoal.core.nodetable import NodeTable
-from shoal.core.objects import PodInfo, Requirement, SelectorTerm, parse_int64
+from shoal.core.objects import PodInfo
 from shoal.core.profile import PluginEntry
 from shoal.core.scoring import default_normalize
 from shoal.core.status import SKIP, SUCCESS, Code, Status

@@ -22,9 +22,9 @@ import contextlib
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from shoal.core.interfaces import ClusterEvent, EventRegistration
 from shoal.core.metrics import Metrics, NullMetrics
@@ -62,6 +62,32 @@ PreEnqueue = Callable[[PodInfo], Status]
 SortKey = Callable[[PodInfo, float], tuple[Any, ...]]
 
 
+class ProfileHooks(Protocol):
+    """What the queue asks of the profiles, given when it is built (the Scheduler answers)."""
+
+    def sort_key_for(self, profile: str) -> SortKey | None: ...
+
+    def pre_enqueue_for(self, profile: str) -> PreEnqueue | None: ...
+
+    def hints_for(self, profile: str) -> Sequence[tuple[str, EventRegistration]]: ...
+
+
+class _NoProfiles:
+    """No profile: FIFO by time queued, no gate, every event may help (kube's default)."""
+
+    def sort_key_for(self, profile: str) -> SortKey | None:
+        return None
+
+    def pre_enqueue_for(self, profile: str) -> PreEnqueue | None:
+        return None
+
+    def hints_for(self, profile: str) -> Sequence[tuple[str, EventRegistration]]:
+        return ()
+
+
+NO_PROFILES = _NoProfiles()
+
+
 class SchedulingQueue:
     def __init__(
         self,
@@ -71,6 +97,7 @@ class SchedulingQueue:
         max_backoff: float = MAX_BACKOFF,
         max_unschedulable: float = MAX_UNSCHEDULABLE_SECONDS,
         metrics: Metrics | None = None,
+        profiles: ProfileHooks | None = None,
     ) -> None:
         self.clock = clock
         self.initial_backoff = initial_backoff
@@ -87,9 +114,8 @@ class SchedulingQueue:
         #: cluster event costs O(parked pods), not O(every pod in the queue)
         self._parked: dict[str, QueuedPodInfo] = {}
         self._last_flush = 0.0
-        #: per profile: plugin -> the events it registered (set by the scheduler)
-        self.hints: dict[str, list[tuple[str, EventRegistration]]] = {}
-        self.sort_keys: dict[str, SortKey] = {}
+        #: what the queue asks of the profiles (QueueSort key, PreEnqueue, queueing hints)
+        self.profiles: ProfileHooks = profiles if profiles is not None else NO_PROFILES
         self._closed = False
 
     # -- bookkeeping ---------------------------------------------------------------------------
@@ -122,7 +148,7 @@ class SchedulingQueue:
 
     def _push_active(self, qpi: QueuedPodInfo) -> None:
         self._move(qpi, ACTIVE)
-        sort_key = self.sort_keys.get(qpi.profile)
+        sort_key = self.profiles.sort_key_for(qpi.profile)
         key = sort_key(qpi.pod, qpi.enqueued) if sort_key else (qpi.enqueued,)
         heapq.heappush(self._active, (key, next(self._seq), qpi.uid, qpi.generation))
         self._wakeup.set()
@@ -141,21 +167,22 @@ class SchedulingQueue:
                 self.metrics.pending(name, count)
 
     # -- adding and removing -------------------------------------------------------------------
-    def add(self, pod: PodInfo, profile: str, pre_enqueue: PreEnqueue | None = None) -> QueuedPodInfo:
+    def add(self, pod: PodInfo, profile: str) -> QueuedPodInfo:
         """A new or updated pending pod. PreEnqueue decides between active and gated."""
         qpi = self._pods.get(pod.uid)
         if qpi is not None:
             qpi.pod = pod
             if qpi.where in (UNSCHEDULABLE, GATED):
                 # the pod itself changed (kube: an update may make it schedulable)
-                self._admit(qpi, pre_enqueue)
+                self._admit(qpi)
             return qpi
         qpi = QueuedPodInfo(pod=pod, profile=profile, enqueued=self.clock())
         self._pods[pod.uid] = qpi
-        self._admit(qpi, pre_enqueue)
+        self._admit(qpi)
         return qpi
 
-    def _admit(self, qpi: QueuedPodInfo, pre_enqueue: PreEnqueue | None) -> None:
+    def _admit(self, qpi: QueuedPodInfo) -> None:
+        pre_enqueue = self.profiles.pre_enqueue_for(qpi.profile)
         status = pre_enqueue(qpi.pod) if pre_enqueue is not None else None
         if status is not None and not status.ok:
             qpi.gate = status
@@ -264,7 +291,7 @@ class SchedulingQueue:
 
     # -- events --------------------------------------------------------------------------------
     def _wants(self, qpi: QueuedPodInfo, event: ClusterEvent) -> bool:
-        regs = self.hints.get(qpi.profile, [])
+        regs = self.profiles.hints_for(qpi.profile)
         plugins = qpi.unschedulable_plugins
         if not plugins:
             return True
@@ -279,7 +306,7 @@ class SchedulingQueue:
         else:
             self._push_active(qpi)
 
-    def on_event(self, event: ClusterEvent, pre_enqueue: Callable[[str], PreEnqueue | None]) -> int:
+    def on_event(self, event: ClusterEvent) -> int:
         """A cluster event: move the parked pods it may help. Returns how many moved."""
         if not self._counts[UNSCHEDULABLE] and not self._counts[GATED]:
             return 0
@@ -290,7 +317,7 @@ class SchedulingQueue:
                 self._requeue_after_event(qpi, now)
                 moved += 1
             elif qpi.where == GATED and self._wants(qpi, event):
-                self._admit(qpi, pre_enqueue(qpi.profile))
+                self._admit(qpi)
                 moved += qpi.where != GATED
         return moved
 

@@ -16,8 +16,7 @@ Why it is shaped this way:
   is rolled back before the cycle ends: a gang that does not fit holds nothing, two gangs can never
   hold half the cluster each (no deadlock), and small pods behind it are scheduled normally.
 
-Outcomes go to a :class:`Reporter` (events and pod conditions in the operator, a log in the
-simulator); the core itself does no I/O.
+Outcomes go to a :class:`~shoal.core.reporting.Reporter`; the core itself does no I/O.
 """
 
 from __future__ import annotations
@@ -26,41 +25,26 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from shoal.core.cache import ClusterCache
 from shoal.core.cycle import Assumed, Cycle
 from shoal.core.cyclestate import CycleState
 from shoal.core.gates import WaitingPods
-from shoal.core.interfaces import Binder, ClusterEvent, EventKind, Handle
+from shoal.core.interfaces import Binder, ClusterEvent, EventKind, EventRegistration, Handle
 from shoal.core.metrics import Metrics, NullMetrics
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.placement import Explanation as Explanation  # re-exported (was defined here)
 from shoal.core.placement import Placement as Placement  # re-exported (was defined here)
 from shoal.core.placement import first_reason, schedule_pod
 from shoal.core.profile import PluginEntry, PluginSet
-from shoal.core.queue import QueuedPodInfo, SchedulingQueue
+from shoal.core.queue import PreEnqueue, QueuedPodInfo, SchedulingQueue, SortKey
+from shoal.core.reporting import NullReporter, Reporter
 from shoal.core.runtime import Framework
 from shoal.core.status import Code, Status
 
 log = logging.getLogger("shoal.scheduler")
-
-
-class Reporter(Protocol):
-    """Where the outcome of each attempt goes (one call per pod per attempt, at most)."""
-
-    def scheduled(self, pod: PodInfo, node: str, profile: str) -> None: ...
-
-    def unschedulable(self, pod: PodInfo, message: str, profile: str, *, error: bool = False) -> None: ...
-
-
-class NullReporter:
-    def scheduled(self, pod: PodInfo, node: str, profile: str) -> None:
-        pass
-
-    def unschedulable(self, pod: PodInfo, message: str, profile: str, *, error: bool = False) -> None:
-        pass
 
 
 def _error_message(status: Status) -> str:
@@ -92,10 +76,15 @@ class Scheduler:
         self.cache = ClusterCache(assumed_ttl=assumed_ttl, clock=clock)
         self.waiting = WaitingPods()
         self.handle = Handle(self.cache, self.waiting, binder, clock)
-        self.queue = SchedulingQueue(
-            clock=clock, initial_backoff=initial_backoff, max_backoff=max_backoff, metrics=self.metrics
-        )
         self.profiles: dict[str, Framework] = {}
+        self._hints: dict[str, list[tuple[str, EventRegistration]]] = {}
+        self.queue = SchedulingQueue(
+            clock=clock,
+            initial_backoff=initial_backoff,
+            max_backoff=max_backoff,
+            metrics=self.metrics,
+            profiles=self,
+        )
         self._binding: set[asyncio.Task[None]] = set()
         #: binding cycles past their Permit gate (PreBind/Bind under way); the loop waits when
         #: there are ``max_binds_in_flight`` so a burst cannot pile up thousands of tasks
@@ -115,15 +104,13 @@ class Scheduler:
             spec, self.registry, self.handle, defaults=self.defaults, metrics=self.metrics, rng=self.rng
         )
         self.profiles[fw.name] = fw
-        self.queue.sort_keys[fw.name] = fw.sort_key
-        self.queue.hints[fw.name] = fw.events()
+        self._hints[fw.name] = fw.events()
         self._requeue_profile_pods(fw.name)
         return fw
 
     def remove_profile(self, name: str) -> None:
         self.profiles.pop(name, None)
-        self.queue.sort_keys.pop(name, None)
-        self.queue.hints.pop(name, None)
+        self._hints.pop(name, None)
         for qpi in list(self.queue.pods_in("active") + self.queue.pods_in("backoff")):
             if qpi.profile == name:
                 self.queue.delete(qpi.uid)
@@ -133,7 +120,6 @@ class Scheduler:
 
     def _requeue_profile_pods(self, name: str) -> None:
         """A new or edited profile: pending pods of that schedulerName are (re)considered."""
-        fw = self.profiles[name]
         for pod in list(self.cache.pods.values()):
             if (
                 pod.scheduler_name == name
@@ -143,25 +129,29 @@ class Scheduler:
             ):
                 qpi = self.queue.get(pod.uid)
                 if qpi is None or qpi.where in ("unschedulable", "gated"):
-                    self.queue.add(pod, name, fw.run_pre_enqueue)
+                    self.queue.add(pod, name)
         self.queue.move_all()
 
     # -- informer entry points -------------------------------------------------------------------
     def _event(self, kind: EventKind, obj: object) -> None:
-        self.queue.on_event(ClusterEvent(kind, obj), self._pre_enqueue_for)
+        self.queue.on_event(ClusterEvent(kind, obj))
 
-    def _pre_enqueue_for(self, profile: str) -> Callable[[PodInfo], Status] | None:
+    # -- what the queue asks of the profiles (queue.ProfileHooks) ----------------------------------
+    def sort_key_for(self, profile: str) -> SortKey | None:
+        fw = self.profiles.get(profile)
+        return fw.sort_key if fw is not None else None
+
+    def pre_enqueue_for(self, profile: str) -> PreEnqueue | None:
         fw = self.profiles.get(profile)
         return fw.run_pre_enqueue if fw is not None else None
 
-    def on_node(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
-        name = str((obj.get("metadata") or {}).get("name") or "")
-        if deleted:
-            if name in self.cache.table:
-                self.cache.remove_node(name)
-                self._event(EventKind.NODE_DELETE, name)
-            return
-        spec = NodeSpec.from_dict(obj)
+    def hints_for(self, profile: str) -> Sequence[tuple[str, EventRegistration]]:
+        return self._hints.get(profile, ())
+
+    # -- typed objects from the informer (kube/informer.py) or the simulator ---------------------
+    def on_node(self, spec: NodeSpec) -> None:
+        """A node added or changed."""
+        name = spec.name
         row = self.cache.table.index.get(name)
         old = self.cache.table.specs[row] if row is not None else None
         if old == spec:
@@ -169,8 +159,12 @@ class Scheduler:
         new = self.cache.set_node(spec)
         self._event(EventKind.NODE_ADD if new else EventKind.NODE_UPDATE, spec)
 
-    def on_pod(self, obj: Mapping[str, Any] | PodInfo, deleted: bool = False) -> None:
-        pod = obj if isinstance(obj, PodInfo) else PodInfo.from_dict(obj)
+    def on_node_deleted(self, name: str) -> None:
+        if name in self.cache.table:
+            self.cache.remove_node(name)
+            self._event(EventKind.NODE_DELETE, name)
+
+    def on_pod(self, pod: PodInfo, deleted: bool = False) -> None:
         if deleted or pod.terminated:
             old = self.cache.remove_pod(pod.uid)
             self.queue.delete(pod.uid)
@@ -186,13 +180,12 @@ class Scheduler:
             return
         fw = self.profiles.get(pod.scheduler_name)
         if fw is not None and not pod.terminating and not self.cache.is_assumed(pod.uid):
-            self.queue.add(pod, fw.name, fw.run_pre_enqueue)
+            self.queue.add(pod, fw.name)
         elif pod.terminating:
             self.queue.delete(pod.uid)
         self._event(EventKind.POD_ADD if old is None else EventKind.POD_UPDATE, pod)
 
-    def on_pod_group(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
-        group = PodGroupInfo.from_dict(obj)
+    def on_pod_group(self, group: PodGroupInfo, deleted: bool = False) -> None:
         if deleted:
             self.cache.remove_pod_group(group.key)
         else:

@@ -55,7 +55,8 @@ class NamespaceInfo:
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> NamespaceInfo:
         meta = obj.get("metadata") or {}
-        return cls(str(meta.get("name") or ""), {str(k): str(v) for k, v in (meta.get("labels") or {}).items()})
+        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        return cls(str(meta.get("name") or ""), labels)
 
 
 KIND_NAMESPACES: Kind[NamespaceInfo] = Kind(NAMESPACES, NamespaceInfo.from_dict, identity=name_of)

@@ -302,11 +302,14 @@ class ShoalOperator:
 
     async def _on_node(self, event: Event[NodeSpec]) -> None:
         if self.scheduler is not None:
-            self.scheduler.on_node(event.raw, deleted=event.deleted)  # parses what it needs
+            if event.deleted:
+                self.scheduler.on_node_deleted(event.obj.name)
+            else:
+                self.scheduler.on_node(event.obj)
 
     def _node_gone(self, name: str) -> None:
         if self.scheduler is not None:
-            self.scheduler.on_node({"metadata": {"name": name}}, deleted=True)
+            self.scheduler.on_node_deleted(name)
 
     async def _on_pod(self, event: Event[PodInfo]) -> None:
         if self.scheduler is None:
@@ -329,5 +332,5 @@ class ShoalOperator:
     async def _on_pod_group(self, event: Event[PodGroupInfo]) -> None:
         if self.scheduler is None or self.podgroups is None:
             return
-        self.scheduler.on_pod_group(event.raw, deleted=event.deleted)
+        self.scheduler.on_pod_group(event.obj, deleted=event.deleted)
         self.podgroups.on_group(event)

@@ -20,7 +20,7 @@ import numpy as np
 import yaml
 
 from shoal.core.nodetable import NodeTable
-from shoal.core.objects import PodInfo
+from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.outcomes import ScoreOutcome
 from shoal.core.placement import Placement
 from shoal.core.profile import PluginEntry
@@ -122,7 +122,7 @@ class MemoryBinder:
             return Status.error(f"node {node} not found")
         stored.setdefault("spec", {})["nodeName"] = node
         if self.scheduler is not None:
-            self.scheduler.on_pod(stored)
+            self.scheduler.on_pod(PodInfo.from_dict(stored))
         return Status()
 
 
@@ -210,21 +210,21 @@ class Simulation:
         for name, ns in cluster.namespaces.items():
             self.scheduler.on_namespace(name, (ns.get("metadata") or {}).get("labels"))
         for node in cluster.nodes.values():
-            self.scheduler.on_node(node)
+            self.scheduler.on_node(NodeSpec.from_dict(node))
         for group in cluster.pod_groups.values():
-            self.scheduler.on_pod_group(group)
+            self.scheduler.on_pod_group(PodGroupInfo.from_dict(group))
         for pod in cluster.pods.values():
-            self.scheduler.on_pod(pod)
+            self.scheduler.on_pod(PodInfo.from_dict(pod))
 
     def submit(self, obj: Mapping[str, Any]) -> JSON:
         stored = self.cluster.add(obj)
         kind = stored["kind"]
         if kind == "Pod":
-            self.scheduler.on_pod(stored)
+            self.scheduler.on_pod(PodInfo.from_dict(stored))
         elif kind == "Node":
-            self.scheduler.on_node(stored)
+            self.scheduler.on_node(NodeSpec.from_dict(stored))
         elif kind == "PodGroup":
-            self.scheduler.on_pod_group(stored)
+            self.scheduler.on_pod_group(PodGroupInfo.from_dict(stored))
         elif kind == "Namespace":
             self.scheduler.on_namespace(stored["metadata"]["name"], stored["metadata"].get("labels"))
         return stored
@@ -232,7 +232,7 @@ class Simulation:
     def delete_pod(self, uid: str) -> None:
         stored = self.cluster.pods.pop(uid, None)
         if stored is not None:
-            self.scheduler.on_pod(stored, deleted=True)
+            self.scheduler.on_pod(PodInfo.from_dict(stored), deleted=True)
 
     async def run(self, settle: float = 0.0) -> dict[str, Outcome]:
         """Schedule until idle; every pending pod gets an outcome, held ones included."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ async def test_a_gang_not_fully_bound_fails_the_run(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(e2e, "gang", fake_gang)
     monkeypatch.setattr(e2e, "RESULTS", tmp_path / "results" / "e2e.json")
     monkeypatch.setattr(e2e, "write_doc", lambda *a, **k: written.append("doc"))
-    monkeypatch.setattr(e2e.tempfile, "mkdtemp", lambda prefix: str(tmp_path / "run"))
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda prefix: str(tmp_path / "run"))
     (tmp_path / "run").mkdir()
     args = argparse.Namespace(nodes=10, pods=10, large=False, no_write=False)
     with pytest.raises(RuntimeError, match="only 60 of 64 members bound"):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes_asyncio import client, config
@@ -26,7 +27,7 @@ async def test_version_is_the_built_release(api: client.ApiClient) -> None:
 
 
 async def test_bind_with_uid_then_conflicts(api: client.ApiClient, namespace: str) -> None:
-    core = client.CoreV1Api(api)
+    core: Any = client.CoreV1Api(api)
     raw = RawClient(api)
     node_name = f"node-{uuid.uuid4().hex[:6]}"
     await core.create_node(make_node(node_name, gpus=8, gpu_memory_free_gb=40, zone="zone-a", rack="r1"))
@@ -82,8 +83,9 @@ def test_cluster_up_prints_a_working_kubeconfig_and_down_stops_it(tmp_path: Path
         async def list_nodes() -> list[str]:
             api = await config.new_client_from_config(config_file=kubeconfig)
             try:
-                await client.CoreV1Api(api).create_node(make_node("from-cluster-up"))
-                return [n.metadata.name for n in (await client.CoreV1Api(api).list_node()).items]
+                core: Any = client.CoreV1Api(api)
+                await core.create_node(make_node("from-cluster-up"))
+                return [n.metadata.name for n in (await core.list_node()).items]
             finally:
                 await api.close()
 

@@ -79,4 +79,4 @@ async def test_admission_refuses_invalid_profiles(
     with pytest.raises(client.ApiException) as info:
         await custom.create_cluster_custom_object("shoal.dev", "v1alpha1", "schedulingprofiles", body)
     assert info.value.status == 422
-    assert words in info.value.body
+    assert words in str(info.value.body)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shoal.testing.controlplane import processes_mentioning, python_env
+from shoal.testing.cluster_cli import processes_mentioning
+from shoal.testing.controlplane import python_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 

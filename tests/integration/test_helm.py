@@ -10,9 +10,9 @@ import json
 import os
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -502,7 +502,7 @@ async def test_chart_rbac_is_enough_and_no_more(
             ),
         ):
             with pytest.raises(client.ApiException) as info:
-                await call()
+                await cast(Callable[[], Awaitable[Any]], call)()
             assert info.value.status == 403
     finally:
         await sa_api.close()

@@ -177,7 +177,7 @@ async def test_profile_edits_apply_live_and_bad_ones_are_reported(
         ],
     )
     await create(api, make_pod("seed", namespace=namespace, gpus=4, scheduler_name="x", node_name="busy"))
-    packing = {
+    packing: dict[str, Any] = {
         "plugins": {"score": [{"name": "NodeResourcesFit", "weight": 5}, {"name": "GPUMemory", "weight": 1}]}
     }
     await create(api, profile(sched, **packing))

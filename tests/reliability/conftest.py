@@ -16,7 +16,19 @@ from shoal.testing.cluster import OperatorProcess, list_all
 from shoal.testing.controlplane import ControlPlane
 from shoal.testing.invariants import check_invariants
 from shoal.testing.objects import make_profile
-from tests.integration.conftest import api, clean, crds, namespace, wait_ready  # noqa: F401 - fixtures
+from tests.integration.conftest import api, clean, crds, namespace, wait_ready
+
+__all__ = [
+    "api",
+    "assert_invariants",
+    "clean",
+    "crds",
+    "namespace",
+    "operator",
+    "profile",
+    "record",
+    "wait_ready",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 # The plugin modules' own folder goes on PYTHONPATH (never the repository root, where operator/

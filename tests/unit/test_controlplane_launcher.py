@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from shoal.testing.controlplane import Binaries, ControlPlane, ControlPlaneError, processes_mentioning
+from shoal.testing.cluster_cli import processes_mentioning
+from shoal.testing.controlplane import Binaries, ControlPlane, ControlPlaneError
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="the launcher needs openssl")
 

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from shoal.core.objects import PodInfo
+from shoal.core.objects import NodeSpec, PodInfo
 from shoal.core.scheduler import Scheduler
 from shoal.core.status import Status
 from shoal.kube.informer import DELETED, LISTED
@@ -119,14 +119,15 @@ async def test_a_failed_lease_call_counts_as_not_renewed(failure: BaseException 
     )
 
     async def call(*args: Any, **kwargs: Any) -> Any:
-        if failure is None:
-            await asyncio.sleep(3600)
-        raise failure
+        if failure is not None:
+            raise failure
+        await asyncio.sleep(3600)  # hangs: the call timeout cuts it short
 
     began = time.monotonic()
     assert await elector._call(call) == (0, {})
     assert time.monotonic() - began < elector.call_timeout + 1  # a hanging call is cut short
-    await elector.api.api_client.close()
+    api: Any = elector.api
+    await api.api_client.close()
 
 
 class SlowBinder:
@@ -146,9 +147,9 @@ def three_pending_pods(binder: SlowBinder) -> Scheduler:
     """A scheduler with the default profile, one node and three pods waiting for it."""
     sched = Scheduler(load_registry(third_party=False), binder, defaults=DEFAULT_PLUGINS)
     sched.set_profile(DEFAULT_PROFILE_SPEC)
-    sched.on_node(make_node("n1"))
+    sched.on_node(NodeSpec.from_dict(make_node("n1")))
     for i in range(3):
-        sched.on_pod(make_pod(f"p{i}"))
+        sched.on_pod(PodInfo.from_dict(make_pod(f"p{i}")))
     return sched
 
 
@@ -237,7 +238,8 @@ class SlowLeases:
     updates that never answer."""
 
     def __init__(self) -> None:
-        self.rv, self.spec, self.slow = 1, {}, False
+        self.rv, self.slow = 1, False
+        self.spec: dict[str, Any] = {}
 
     async def read_namespaced_lease(self, name: str, ns: str, **_: Any) -> _Resp:
         if self.slow:

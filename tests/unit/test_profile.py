@@ -153,7 +153,10 @@ def test_two_different_queuesort_plugins_are_refused() -> None:
     registry = load_registry(
         third_party=False, extra=[PluginEntry("FifoSort", lambda a, h: FifoSort(), None, FifoSort)]
     )
-    spec = {"schedulerName": "s", "plugins": {"queueSort": [{"name": "PrioritySort"}, {"name": "FifoSort"}]}}
+    spec: dict[str, Any] = {
+        "schedulerName": "s",
+        "plugins": {"queueSort": [{"name": "PrioritySort"}, {"name": "FifoSort"}]},
+    }
     with pytest.raises(ProfileError) as info:
         validate_profile(spec, registry, DEFAULT_PLUGINS)
     assert any(p == "spec.plugins.queueSort" and "exactly one" in m for p, m in info.value.errors), (

@@ -1,7 +1,33 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 from shoal.core.interfaces import ClusterEvent, EventKind, EventRegistration
-from shoal.core.queue import SchedulingQueue
+from shoal.core.objects import PodInfo
+from shoal.core.queue import PreEnqueue, SchedulingQueue, SortKey
 from shoal.core.status import Status
 from tests.unit.helpers import pod
+
+
+class Profiles:
+    """The queue's view of one profile "s" (the Scheduler answers these in the product)."""
+
+    def __init__(self) -> None:
+        self.hints: list[tuple[str, EventRegistration]] = []
+        self.gate: PreEnqueue | None = None
+
+    def sort_key_for(self, profile: str) -> SortKey | None:
+        def key(p: PodInfo, t: float) -> tuple[Any, ...]:
+            return (-p.priority, t)
+
+        return key
+
+    def pre_enqueue_for(self, profile: str) -> PreEnqueue | None:
+        return self.gate
+
+    def hints_for(self, profile: str) -> Sequence[tuple[str, EventRegistration]]:
+        return self.hints
 
 
 class Clock:
@@ -14,9 +40,12 @@ class Clock:
 
 def queue() -> tuple[SchedulingQueue, Clock]:
     clock = Clock()
-    q = SchedulingQueue(clock=clock)
-    q.sort_keys["s"] = lambda p, t: (-p.priority, t)
-    return q, clock
+    return SchedulingQueue(clock=clock, profiles=Profiles()), clock
+
+
+def profiles_of(q: SchedulingQueue) -> Profiles:
+    assert isinstance(q.profiles, Profiles)
+    return q.profiles
 
 
 def test_priority_then_fifo() -> None:
@@ -47,14 +76,14 @@ def test_backoff_doubles_to_ten_seconds() -> None:
 
 def test_unschedulable_moves_back_on_relevant_event_only() -> None:
     q, clock = queue()
-    q.hints["s"] = [("Fit", EventRegistration(EventKind.NODE_ADD))]
+    profiles_of(q).hints = [("Fit", EventRegistration(EventKind.NODE_ADD))]
     q.add(pod("a"), "s")
     qpi = q.pop_nowait()
     assert qpi is not None
     q.requeue_unschedulable(qpi, {"Fit"}, "0/1 nodes are available")
     assert q.counts()["unschedulable"] == 1
-    assert q.on_event(ClusterEvent(EventKind.POD_UPDATE), lambda p: None) == 0
-    assert q.on_event(ClusterEvent(EventKind.NODE_ADD), lambda p: None) == 1
+    assert q.on_event(ClusterEvent(EventKind.POD_UPDATE)) == 0
+    assert q.on_event(ClusterEvent(EventKind.NODE_ADD)) == 1
     clock.t += 1  # backoff of the first attempt
     assert q.pop_nowait() is qpi
 
@@ -75,14 +104,15 @@ def test_pre_enqueue_gates_until_event() -> None:
     q, _ = queue()
     allowed = {"ok": False}
 
-    def gate(p):  # type: ignore[no-untyped-def]
+    def gate(p: PodInfo) -> Status:
         return Status() if allowed["ok"] else Status.unschedulable("wait", plugin="G")
 
-    q.hints["s"] = [("G", EventRegistration(EventKind.POD_ADD))]
-    q.add(pod("a"), "s", gate)
+    profiles_of(q).hints = [("G", EventRegistration(EventKind.POD_ADD))]
+    profiles_of(q).gate = gate
+    q.add(pod("a"), "s")
     assert q.counts()["gated"] == 1 and q.pop_nowait() is None
     allowed["ok"] = True
-    q.on_event(ClusterEvent(EventKind.POD_ADD), lambda profile: gate)
+    q.on_event(ClusterEvent(EventKind.POD_ADD))
     assert q.pop_nowait() is not None
 
 

@@ -76,10 +76,10 @@ def test_an_update_after_a_new_resource_is_not_dropped_as_unchanged() -> None:
     """The scheduler compares a node with what it recorded: the first write must be complete."""
     sched = Scheduler({}, NoBinder())
     obj = load_objects(REAL / "nodes.yaml")[0]
-    sched.on_node(obj)
+    sched.on_node(NodeSpec.from_dict(obj))
     name = obj["metadata"]["name"]
     row = sched.cache.table.index[name]
     assert int(sched.cache.table.allocatable[1, row]) == 1176637900 * 1024
     obj["spec"]["unschedulable"] = True
-    sched.on_node(obj)
+    sched.on_node(NodeSpec.from_dict(obj))
     assert bool(sched.cache.table.unschedulable[row])

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
 from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import BoolArray, EventKind, PreFilterResult, Rejection
+from shoal.core.interfaces import BoolArray, EventKind, Handle, PreFilterResult, Rejection
 from shoal.core.metrics import NullMetrics
 from shoal.core.nodetable import NodeInfo, NodeTable
 from shoal.core.objects import PodInfo
@@ -45,7 +46,8 @@ class Recorder:
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         CALLS.append(f"{self.name}.reserve")
-        return self.b.get("reserve", SUCCESS)
+        status: Status = self.b.get("reserve", SUCCESS)
+        return status
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
         CALLS.append(f"{self.name}.unreserve")
@@ -56,11 +58,13 @@ class Recorder:
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         CALLS.append(f"{self.name}.pre_bind")
-        return self.b.get("pre_bind", SUCCESS)
+        status: Status = self.b.get("pre_bind", SUCCESS)
+        return status
 
     async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         CALLS.append(f"{self.name}.bind")
-        return self.b.get("bind", SUCCESS)
+        status: Status = self.b.get("bind", SUCCESS)
+        return status
 
     def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
         CALLS.append(f"{self.name}.post_bind")
@@ -81,6 +85,15 @@ class TimingMetrics(NullMetrics):
         self.points.append(point)
 
 
+def _returns(recorder: Recorder) -> Callable[[Any, Handle], Recorder]:
+    """A factory for an existing Recorder (a lambda with a default argument defeats type inference)."""
+
+    def factory(args: Any, handle: Handle) -> Recorder:
+        return recorder
+
+    return factory
+
+
 def build(
     plugins: dict[str, list[dict[str, Any]]],
     recorders: list[Recorder],
@@ -90,7 +103,7 @@ def build(
     CALLS.clear()
     entries = {e.name: e for e in BUILTIN}
     for r in recorders:
-        entries[r.name] = PluginEntry(r.name, lambda args, handle, r=r: r, None, type(r))
+        entries[r.name] = PluginEntry(r.name, _returns(r), None, type(r))
     spec = {
         "schedulerName": "t",
         "plugins": {"queueSort": [{"name": "PrioritySort"}], "bind": [{"name": "DefaultBinder"}], **plugins},

@@ -224,7 +224,8 @@ async def test_node_deleted_before_bind_is_not_bound_to() -> None:
     s.scheduler.schedule_one(s.scheduler.queue.pop_nowait())  # type: ignore[arg-type]
     node = s.scheduler.cache.assumed_node(uid)
     assert node is not None
-    s.scheduler.on_node(s.cluster.nodes.pop(node), deleted=True)
+    s.cluster.nodes.pop(node)
+    s.scheduler.on_node_deleted(node)
     gate = s.scheduler.waiting.get(uid)
     assert gate is not None
     gate.allow("Approval")

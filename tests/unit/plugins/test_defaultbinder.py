@@ -30,4 +30,4 @@ async def test_bind_delegates_to_binder_and_returns_its_status(result: Status) -
     plugin = defaultbinder.new(None, handle)
     status = await plugin.bind(state(), pod("x"), "n1")
     assert status is result  # the status, requeue flag included, reaches the binding cycle as is
-    assert handle.binder.calls == [("uid-x", "n1")]  # type: ignore[attr-defined]
+    assert handle.binder.calls == [("uid-x", "n1")]

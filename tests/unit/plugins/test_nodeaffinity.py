@@ -78,7 +78,7 @@ def test_filter(kwargs: dict[str, Any], expected: set[str]) -> None:
 
 def test_empty_term_matches_nothing() -> None:
     cache = cache_with(NODES)
-    affinity = {
+    affinity: dict[str, Any] = {
         "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}}
     }
     rej = nodeaffinity.NodeAffinity().filter_nodes(

@@ -1,6 +1,7 @@
 import pytest
 
-from shoal.core.objects import PodInfo, pod_host_ports
+from shoal.core.objects import PodInfo
+from shoal.core.podrequests import pod_host_ports
 from shoal.core.status import Code
 from shoal.plugins import nodeports
 from shoal.testing.objects import make_node, make_pod

@@ -6,6 +6,7 @@ import asyncio
 import copy
 
 from shoal.core.interfaces import ClusterEvent, EventKind
+from shoal.core.objects import PodInfo
 from shoal.core.status import Code
 from shoal.plugins.schedulinggates import NAME, SchedulingGates
 from shoal.sim import InMemoryCluster, Simulation
@@ -24,7 +25,6 @@ def test_no_gates_is_success() -> None:
 
 
 def test_gates_are_unresolvable_with_kube_schedulers_wording() -> None:
-    from shoal.core.objects import PodInfo
 
     status = SchedulingGates().pre_enqueue(
         PodInfo.from_dict(gated("g", "example.com/foo", "example.com/bar"))
@@ -35,7 +35,6 @@ def test_gates_are_unresolvable_with_kube_schedulers_wording() -> None:
 
 
 def test_only_the_pods_own_update_is_a_hint() -> None:
-    from shoal.core.objects import PodInfo
 
     (reg,) = SchedulingGates().events_to_register()
     mine = PodInfo.from_dict(gated("g", "x"))
@@ -59,6 +58,6 @@ def test_a_gated_pod_is_never_bound_and_is_placed_once_ungated() -> None:
     ungated = copy.deepcopy(stored)
     ungated["spec"]["schedulingGates"] = []
     cluster.pods[stored["metadata"]["uid"]] = ungated
-    sim.scheduler.on_pod(ungated)
+    sim.scheduler.on_pod(PodInfo.from_dict(ungated))
     asyncio.run(sim.run())
     assert ungated["spec"]["nodeName"] == "n1"
