@@ -111,7 +111,7 @@ async def test_real_objects_on_the_real_api_server(
             field = want.removeprefix("unschedulable: ")
             assert field in got[name], (name, got[name])
     assert got["finetune-0-h2j4k"] == "node:ip-10-0-12-34.ec2.internal"  # tolerates the GPU taint
-    refused = await pod(api, namespace, "cache-5f7b8c9d4-q8m3n")
+    refused = await pod(api, namespace, "pg-0")
     cond = next(c for c in refused["status"]["conditions"] if c["type"] == "PodScheduled")
     assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
 
