@@ -111,9 +111,16 @@ async def test_real_objects_on_the_real_api_server(
             field = want.removeprefix("unschedulable: ")
             assert field in got[name], (name, got[name])
     assert got["finetune-0-h2j4k"] == "node:ip-10-0-12-34.ec2.internal"  # tolerates the GPU taint
-    refused = await pod(api, namespace, "pg-0")
-    cond = next(c for c in refused["status"]["conditions"] if c["type"] == "PodScheduled")
-    assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
+
+    async def refused_condition() -> dict[str, Any] | None:
+        """The condition is written behind the event: wait for it rather than read it once."""
+        conds = (await pod(api, namespace, "pg-0"))["status"].get("conditions") or []
+        return next(
+            (c for c in conds if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"), None
+        )
+
+    cond = await wait_for(refused_condition, 30, what="PodScheduled=False on the refused pod")
+    assert cond["status"] == "False"
 
     # Kueue admits the gated pod: it removes the gate, and shoal places the pod.
     await core.patch_namespaced_pod("sweep-3", namespace, {"spec": {"schedulingGates": None}}, **MERGE)
