@@ -28,7 +28,7 @@ EVALUATED_BY: dict[str, str | None] = {
     "spec.affinity.podAntiAffinity": "InterPodAffinity",
     "spec.topologySpreadConstraints": "PodTopologySpread",
     "spec.resourceClaims": None,  # kube-scheduler: DynamicResources
-    "spec.resources": None,  # pod-level resources (kube-scheduler: NodeResourcesFit)
+    "spec.resources": "NodeResourcesFit",  # pod-level resources
     "spec.schedulingGroup": None,  # Kubernetes' native Workload / PodGroup gangs
     "persistentVolumeClaim": None,  # kube-scheduler: VolumeBinding, VolumeZone, NodeVolumeLimits
     "ephemeral": None,  # generic ephemeral volumes are PVCs too

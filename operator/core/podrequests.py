@@ -61,13 +61,15 @@ def aggregate_requests(
     init_containers: Sequence[tuple[Mapping[str, int], bool]],
     overhead: Mapping[str, int],
     defaults: Mapping[str, int] | None = None,
+    pod_level: Mapping[str, int] | None = None,
 ) -> dict[str, int]:
     """A pod's requests as kube-scheduler's ``PodRequests`` adds them up.
 
     App containers and sidecars (restartable init containers) run together and are summed; a plain
     init container runs alone beside the sidecars started before it, so the pod needs the larger of
-    the two; overhead comes on top. ``defaults`` fill a key a container leaves out, per container
-    (init containers included), never one it sets, even to zero.
+    the two; pod-level requests (``spec.resources.requests``: cpu, memory, hugepages-*) replace
+    that sum for their resources; overhead comes on top. ``defaults`` fill a key a container leaves
+    out, per container (init containers included), never one it sets, even to zero.
     """
 
     def own(req: Mapping[str, int]) -> Mapping[str, int]:
@@ -94,8 +96,26 @@ def aggregate_requests(
             _add(alone, mine)
             _max(init_peak, alone)
     _max(total, init_peak)
+    total.update(pod_level or {})
     _add(total, overhead)
     return total
+
+
+def is_pod_level_resource(name: str) -> bool:
+    """The resources a pod may request as a whole (the PodLevelResources feature, beta and on)."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def _pod_level_requests(spec: JSON, problems: dict[str, str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, value in ((spec.get("resources") or {}).get("requests") or {}).items():
+        if not is_pod_level_resource(str(name)):
+            continue
+        try:
+            out[str(name)] = to_int(str(name), value)
+        except QuantityError as exc:
+            problems[f"resources.requests.{name}"] = str(exc)
+    return out
 
 
 def pod_requests(spec: JSON, problems: dict[str, str]) -> tuple[dict[str, int], int, int]:
@@ -116,8 +136,9 @@ def pod_requests(spec: JSON, problems: dict[str, str]) -> tuple[dict[str, int], 
             overhead[str(k)] = to_int(str(k), v)
         except QuantityError as exc:
             problems[f"overhead.{k}"] = str(exc)
-    total = aggregate_requests(containers, init, overhead)
-    nonzero = aggregate_requests(containers, init, overhead, NON_MISSING_DEFAULTS)
+    pod_level = _pod_level_requests(spec, problems)
+    total = aggregate_requests(containers, init, overhead, pod_level=pod_level)
+    nonzero = aggregate_requests(containers, init, overhead, NON_MISSING_DEFAULTS, pod_level=pod_level)
     return (
         {k: v for k, v in total.items() if v > 0},
         nonzero.get("cpu", 0),

@@ -52,7 +52,7 @@ def _container(i: int, requests: Mapping[str, Any], prefix: str) -> dict[str, An
 
 
 def make_pod(name: str, spec: Mapping[str, Any], node: str | None = None) -> dict[str, Any]:
-    """A Pod manifest from the tables' compact form (containers / initContainers / overhead)."""
+    """A Pod manifest from the tables' compact form (containers / initContainers / overhead / resources)."""
     body: dict[str, Any] = {
         "containers": [_container(i, c or {}, "c") for i, c in enumerate(spec.get("containers") or ())],
     }
@@ -61,6 +61,8 @@ def make_pod(name: str, spec: Mapping[str, Any], node: str | None = None) -> dic
         body["initContainers"] = [_container(i, c or {}, "init") for i, c in enumerate(init)]
     if spec.get("overhead"):
         body["overhead"] = {str(k): str(v) for k, v in spec["overhead"].items()}
+    if spec.get("resources"):
+        body["resources"] = {"requests": {str(k): str(v) for k, v in spec["resources"].items()}}
     if node:
         body["nodeName"] = node
     meta = {"name": name, "namespace": "default"}
