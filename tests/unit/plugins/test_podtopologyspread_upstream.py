@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from shoal.core.cyclestate import CycleState
+from shoal.core.selectors import parse_spread_constraints
 from shoal.core.status import Code
 from shoal.plugins import podtopologyspread
 from tests.unit.upstream import Case, World, build, check_status, load, params, run_filter
@@ -94,3 +95,15 @@ def test_reasons_are_the_plugins() -> None:
             if verdict != "fits":
                 assert verdict["reasons"] == reasons[verdict["code"]], case.upstream
 
+
+def test_match_label_keys_leave_an_absent_selector_matching_nothing() -> None:
+    """Not in upstream's tables with the gate on, but upstream's rule all the same: matchLabelKeys
+    are merged into the constraint's selector only when it has one (podtopologyspread/common.go
+    ``mergeLabelSetWithSelector`` keeps ``labels.Nothing()``; the API server's pod strategy leaves a
+    nil selector alone). No pod is counted and the incoming pod does not match itself."""
+    spec = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+    labels = {"app": "web"}
+    (absent,) = parse_spread_constraints([{**spec, "matchLabelKeys": ["app"]}], labels)
+    assert absent.selector is None and not absent.counts(labels) and not absent.self_match(labels)
+    (empty,) = parse_spread_constraints([{**spec, "labelSelector": {}, "matchLabelKeys": ["app"]}], labels)
+    assert empty.counts(labels) and not empty.counts({"app": "db"})
