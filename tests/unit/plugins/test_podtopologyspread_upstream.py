@@ -14,6 +14,7 @@ case when the pod uses none of the gated fields, which the runner checks.
 """
 
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -107,3 +108,13 @@ def test_match_label_keys_leave_an_absent_selector_matching_nothing() -> None:
     assert absent.selector is None and not absent.counts(labels) and not absent.self_match(labels)
     (empty,) = parse_spread_constraints([{**spec, "labelSelector": {}, "matchLabelKeys": ["app"]}], labels)
     assert empty.counts(labels) and not empty.counts({"app": "db"})
+
+
+def test_differences_are_documented() -> None:
+    text = (Path(__file__).resolve().parents[3] / "docs" / "architecture.md").read_text()
+    section = text.split("## Where shoal differs from kube-scheduler on purpose", 1)[1]
+    section = " ".join(section.split("\n### PodTopologySpread\n", 1)[1].split("\n#")[0].split())
+    for case in load(PLUGIN):
+        if case.differs:
+            source, name = case.upstream.split(": ", 1)
+            assert source.split(" ")[0].split("/")[1] in section and f'"{name}"' in section, case.upstream
