@@ -233,7 +233,9 @@ def parse_spread_constraints(items: Any, pod_labels: Mapping[str, str]) -> tuple
             raise SelectorError(f"whenUnsatisfiable {action!r} is not DoNotSchedule or ScheduleAnyway")
         selector = parse_selector(item.get("labelSelector"))
         keys = [str(k) for k in item.get("matchLabelKeys") or () if str(k) in pod_labels]
-        if keys:  # as upstream: key=value of the pod's own labels, then the selector's requirements
+        # as upstream: key=value of the pod's own labels, then the selector's requirements; an
+        # absent selector stays absent (it matches no pod, whatever matchLabelKeys adds)
+        if keys and selector is not None:
             merged = tuple(LabelRequirement(k, "In", frozenset({pod_labels[k]})) for k in keys)
             selector = LabelSelector(merged + (selector.requirements if selector is not None else ()))
         policies = [

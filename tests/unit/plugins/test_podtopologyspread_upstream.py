@@ -1,0 +1,120 @@
+"""kube-scheduler 1.37's PodTopologySpread tables (tests/data/upstream/podtopologyspread.yaml).
+
+Filter cases run as the runtime runs the plugin: PreFilter (its Skip means Filter is not called and
+every node passes), then ``filter_nodes`` over every node of the cache's table, compared per node
+(code and reason). Score cases: PreScore over the candidate nodes — the nodes named in
+``expect.scores``; the other nodes of the case are in the cluster but failed Filter (upstream's
+``failedNodes``) —, then ``score_nodes`` and ``normalize_scores``.
+
+shoal's PodTopologySpread takes no args and applies no default constraints: the cases where upstream
+gives a pod without constraints of its own default ones (and a Service, ReplicaSet, ... selects it)
+are marked ``differs``, and that is the only reason a case here may differ. Feature
+gates a case turns off (``feature_gates``) are on in 1.37 and in shoal; the table only keeps such a
+case when the pod uses none of the gated fields, which the runner checks.
+"""
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from shoal.core.cyclestate import CycleState
+from shoal.core.selectors import parse_spread_constraints
+from shoal.core.status import Code
+from shoal.plugins import podtopologyspread
+from tests.unit.upstream import Case, World, build, check_status, load, params, run_filter
+
+PLUGIN = "podtopologyspread"
+GATED_FIELDS = {
+    "NodeInclusionPolicyInPodTopologySpread": ("nodeAffinityPolicy", "nodeTaintsPolicy"),
+    "MatchLabelKeysInPodTopologySpread": ("matchLabelKeys",),
+}
+
+
+def own_constraints(case: Case) -> list[dict[str, Any]]:
+    constraints: list[dict[str, Any]] = (case.pod.get("spec") or {}).get("topologySpreadConstraints") or []
+    return constraints
+
+
+def check_args_and_gates(case: Case) -> None:
+    args = case.args or {}
+    if case.differs:  # the one deliberate difference: kube-scheduler's default constraints
+        assert not own_constraints(case), "a pod with constraints of its own gets no default ones"
+        assert args.get("defaultConstraints") or args.get("defaultingType") == "System", case.upstream
+    for gate, on in case.feature_gates.items():
+        assert gate in GATED_FIELDS, f"unknown gate {gate}"
+        if not on:
+            for c in own_constraints(case):
+                used = [f for f in GATED_FIELDS[gate] if f in c]
+                assert not used, f"{gate} off upstream, yet the pod sets {used}: the case tests the gate"
+
+
+def run_score(case: Case, world: World, plugin: Any) -> None:
+    expect = case.expect
+    if "scores" not in expect and "pre_score" not in expect:
+        return
+    table, pod = world.table, world.pod
+    want = expect.get("scores")
+    names = list(want) if want is not None else list(table.index)
+    rows = np.array([table.index[n] for n in names], dtype=np.int64)
+    state = CycleState()
+    status = plugin.pre_score(state, pod, rows, table)
+    check_status("PreScore", status, expect.get("pre_score"))
+    if want is None:
+        return
+    assert status.ok, "PreScore stopped, yet upstream expects scores"
+    raw = plugin.score_nodes(state, pod, table, rows)
+    normalised = plugin.normalize_scores(state, pod, raw)
+    assert dict(zip(names, (int(s) for s in normalised), strict=True)) == want
+
+
+@pytest.mark.parametrize("case", params(PLUGIN))
+def test_upstream(case: Case) -> None:
+    check_args_and_gates(case)
+    world = build(case)
+    plugin = podtopologyspread.new(None, world.handle)
+    run_filter(case, world, plugin, CycleState())
+    run_score(case, world, plugin)
+
+
+def test_cases_name_upstream_file_test_and_case() -> None:
+    names = [c.upstream for c in load(PLUGIN)]
+    assert names and len(set(names)) == len(names)
+    for name in names:
+        assert re.fullmatch(rf"{PLUGIN}/\w+_test\.go Test\w+: .+", name, re.DOTALL), name
+
+
+def test_reasons_are_the_plugins() -> None:
+    reasons = {
+        Code.UNSCHEDULABLE.title: [podtopologyspread.REASON],
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE.title: [podtopologyspread.MISSING_LABEL_REASON],
+    }
+    for case in load(PLUGIN):
+        for verdict in (case.expect.get("filter") or {}).values():
+            if verdict != "fits":
+                assert verdict["reasons"] == reasons[verdict["code"]], case.upstream
+
+
+def test_match_label_keys_leave_an_absent_selector_matching_nothing() -> None:
+    """Not in upstream's tables with the gate on, but upstream's rule all the same: matchLabelKeys
+    are merged into the constraint's selector only when it has one (podtopologyspread/common.go
+    ``mergeLabelSetWithSelector`` keeps ``labels.Nothing()``; the API server's pod strategy leaves a
+    nil selector alone). No pod is counted and the incoming pod does not match itself."""
+    spec = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+    labels = {"app": "web"}
+    (absent,) = parse_spread_constraints([{**spec, "matchLabelKeys": ["app"]}], labels)
+    assert absent.selector is None and not absent.counts(labels) and not absent.self_match(labels)
+    (empty,) = parse_spread_constraints([{**spec, "labelSelector": {}, "matchLabelKeys": ["app"]}], labels)
+    assert empty.counts(labels) and not empty.counts({"app": "db"})
+
+
+def test_differences_are_documented() -> None:
+    text = (Path(__file__).resolve().parents[3] / "docs" / "architecture.md").read_text()
+    section = text.split("## Where shoal differs from kube-scheduler on purpose", 1)[1]
+    section = " ".join(section.split("\n### PodTopologySpread\n", 1)[1].split("\n#")[0].split())
+    for case in load(PLUGIN):
+        if case.differs:
+            source, name = case.upstream.split(": ", 1)
+            assert source.split(" ")[0].split("/")[1] in section and f'"{name}"' in section, case.upstream
