@@ -38,7 +38,7 @@ Checked against upstream's unit-test tables (tests/data/upstream/interpodaffinit
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,6 +58,7 @@ from shoal.core.interfaces import (
 )
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import PodInfo
+from shoal.core.placedsets import PlacedSet
 from shoal.core.profile import ArgsModel, PluginEntry
 from shoal.core.selectors import PodAffinityTerm
 from shoal.core.status import SUCCESS, Code, Status
@@ -118,7 +119,25 @@ class _FilterState:
 
 def matches_all(terms: Sequence[PodAffinityTerm], pod: PodInfo, ns_labels: dict[str, str] | None) -> bool:
     """The pure check behind required affinity: does ``pod`` match every term (and is there one)?"""
-    return bool(terms) and all(t.matches(pod.namespace, pod.labels, ns_labels) for t in terms)
+    return _all_match(terms, pod.namespace, pod.labels, ns_labels)
+
+
+def _all_match(
+    terms: Sequence[PodAffinityTerm],
+    namespace: str,
+    labels: Mapping[str, str],
+    ns_labels: dict[str, str] | None,
+) -> bool:
+    return bool(terms) and all(t.matches(namespace, labels, ns_labels) for t in terms)
+
+
+def _rows(table: NodeTable, placed: PlacedSet) -> Iterator[tuple[int, int]]:
+    """``(node row, pods of the set on it)`` for the set's nodes the table holds."""
+    index = table.index
+    for node, count in placed.nodes.items():
+        row = index.get(node)
+        if row is not None:
+            yield row, count
 
 
 class InterPodAffinity:
@@ -139,15 +158,15 @@ class InterPodAffinity:
         upstream, so a ``DoesNotExist`` / ``NotIn`` namespaceSelector matches it)."""
         return self.cache.namespace_labels.get(namespace) or {}
 
-    def _candidates(self, terms: Iterable[PodAffinityTerm]) -> Iterator[tuple[PodInfo, int]]:
-        """Placed pods that may match any of ``terms``: their namespaces, unless a term selects
-        namespaces by label (then every placed pod)."""
+    def _candidates(self, terms: Iterable[PodAffinityTerm]) -> Iterator[PlacedSet]:
+        """Placed sets that may match any of ``terms``: their namespaces, unless a term selects
+        namespaces by label (then every placed set)."""
         names: set[str] = set()
         for t in terms:
             if t.namespace_selector is not None:
-                return self.cache.placed_pods()
+                return self.cache.placed_sets.sets()
             names |= t.namespaces
-        return self.cache.placed_pods(names)
+        return self.cache.placed_sets.sets(names)
 
     # -- PreFilter / Filter --------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
@@ -157,19 +176,21 @@ class InterPodAffinity:
         aff = pod.pod_affinity
         st = _FilterState(pod)
         own_ns = self._own_ns_labels(pod.namespace)
-        for existing, row in self.cache.placed_with_affinity(required_anti_only=True):
-            for t in existing.pod_affinity.required_anti:
-                if t.matches(pod.namespace, pod.labels, own_ns):
-                    _add(st.existing_anti, table, t.topology_key, row, 1)
+        for placed in self.cache.placed_sets.with_affinity(required_anti_only=True):
+            hits = [t for t in placed.affinity.required_anti if t.matches(pod.namespace, pod.labels, own_ns)]
+            for row, count in _rows(table, placed) if hits else ():
+                for t in hits:
+                    _add(st.existing_anti, table, t.topology_key, row, count)
         if aff.required or aff.required_anti:
-            for existing, row in self._candidates((*aff.required, *aff.required_anti)):
-                ns = self._ns_labels(existing.namespace)
-                if matches_all(aff.required, existing, ns):
-                    for t in aff.required:
-                        _add(st.affinity, table, t.topology_key, row, 1)
-                for t in aff.required_anti:
-                    if t.matches(existing.namespace, existing.labels, ns):
-                        _add(st.anti, table, t.topology_key, row, 1)
+            for placed in self._candidates((*aff.required, *aff.required_anti)):
+                ns = self._ns_labels(placed.namespace)
+                affine = _all_match(aff.required, placed.namespace, placed.labels, ns)
+                repelled = [t for t in aff.required_anti if t.matches(placed.namespace, placed.labels, ns)]
+                for row, count in _rows(table, placed) if affine or repelled else ():
+                    for t in aff.required if affine else ():
+                        _add(st.affinity, table, t.topology_key, row, count)
+                    for t in repelled:
+                        _add(st.anti, table, t.topology_key, row, count)
             st.self_match = matches_all(aff.required, pod, self._ns_labels(pod.namespace))
         if not st.existing_anti and not aff.required and not aff.required_anti:
             return None, Status.skip()
@@ -223,32 +244,53 @@ class InterPodAffinity:
         recorded = False
         own_ns = self._own_ns_labels(pod.namespace)
         hard = self.args.hard_pod_affinity_weight
-        placed = self.cache.placed_pods() if preferred else self.cache.placed_with_affinity()
-        for existing, row in placed:
-            ns = self._ns_labels(existing.namespace)
-            for t in aff.preferred:
-                if t.matches(existing.namespace, existing.labels, ns):
-                    recorded |= _add(scores, table, t.topology_key, row, t.weight)
-            for t in aff.preferred_anti:
-                if t.matches(existing.namespace, existing.labels, ns):
-                    recorded |= _add(scores, table, t.topology_key, row, -t.weight)
-            theirs = existing.pod_affinity
-            if theirs.empty:
-                continue
-            if hard > 0:
-                for t in theirs.required:
-                    if t.matches(pod.namespace, pod.labels, own_ns):
-                        recorded |= _add(scores, table, t.topology_key, row, hard)
-            for t in theirs.preferred:
-                if t.matches(pod.namespace, pod.labels, own_ns):
-                    recorded |= _add(scores, table, t.topology_key, row, t.weight)
-            for t in theirs.preferred_anti:
-                if t.matches(pod.namespace, pod.labels, own_ns):
-                    recorded |= _add(scores, table, t.topology_key, row, -t.weight)
+        sets = self.cache.placed_sets.sets() if preferred else self.cache.placed_sets.with_affinity()
+        for placed in sets:
+            # (topology key, weight) of every term that matches, this set's pods against the incoming
+            # pod's preferred terms and the incoming pod against this set's terms
+            weighted = self._weighted_terms(pod, placed, own_ns, hard)
+            for row, count in _rows(table, placed) if weighted else ():
+                for key, weight in weighted:
+                    recorded |= _add(scores, table, key, row, weight * count)
         if not recorded:
             return Status.skip()
         state.write(SCORE_KEY, scores)
         return SUCCESS
+
+    def _weighted_terms(
+        self, pod: PodInfo, placed: PlacedSet, own_ns: dict[str, str], hard: int
+    ) -> list[tuple[str, int]]:
+        aff, theirs = pod.pod_affinity, placed.affinity
+        ns = self._ns_labels(placed.namespace)
+        out = [
+            (t.topology_key, t.weight)
+            for t in aff.preferred
+            if t.matches(placed.namespace, placed.labels, ns)
+        ]
+        out += [
+            (t.topology_key, -t.weight)
+            for t in aff.preferred_anti
+            if t.matches(placed.namespace, placed.labels, ns)
+        ]
+        if theirs.empty:
+            return out
+        if hard > 0:
+            out += [
+                (t.topology_key, hard)
+                for t in theirs.required
+                if t.matches(pod.namespace, pod.labels, own_ns)
+            ]
+        out += [
+            (t.topology_key, t.weight)
+            for t in theirs.preferred
+            if t.matches(pod.namespace, pod.labels, own_ns)
+        ]
+        out += [
+            (t.topology_key, -t.weight)
+            for t in theirs.preferred_anti
+            if t.matches(pod.namespace, pod.labels, own_ns)
+        ]
+        return out
 
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
         scores: Counts = state.read(SCORE_KEY) or {}

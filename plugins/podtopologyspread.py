@@ -112,12 +112,16 @@ class PodTopologySpread:
                 rows &= taints_ok
             eligible.append(rows)
         counts = [np.zeros(n, dtype=np.int64) for _ in items]
-        for other, row in self.cache.placed_pods([pod.namespace]):
-            if other.terminating:
-                continue
-            for i, c in enumerate(items):
-                if c.counts(other.labels):
-                    counts[i][row] += 1
+        index = table.index
+        for placed in self.cache.placed_sets.sets([pod.namespace]):
+            if placed.key.terminating:
+                continue  # as upstream: a pod being deleted no longer counts
+            matching = [counts[i] for i, c in enumerate(items) if c.counts(placed.labels)]
+            for node, count in placed.nodes.items() if matching else ():
+                row = index.get(node)
+                if row is not None:
+                    for column in matching:
+                        column[row] += count
         return _Constraints(items, eligible, counts)
 
     @staticmethod

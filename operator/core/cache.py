@@ -14,11 +14,12 @@ counted when the node arrives.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
+from shoal.core.placedsets import PlacedSets
 
 
 @dataclass(slots=True)
@@ -44,11 +45,9 @@ class ClusterCache:
         self._group_members: dict[str, set[str]] = {}
         self.assumed_ttl = assumed_ttl
         self.clock = clock
-        #: placed pods (bound or assumed) per namespace, and those with pod (anti-)affinity terms:
-        #: what InterPodAffinity scans instead of every pod
-        self._placed_in: dict[str, set[str]] = {}
-        self._with_affinity: set[str] = set()
-        self._with_required_anti: set[str] = set()
+        #: placed pods (bound or assumed) grouped by namespace, labels and terms: what
+        #: InterPodAffinity and PodTopologySpread scan instead of every pod (core/placedsets.py)
+        self.placed_sets = PlacedSets()
         #: labels of each namespace (namespaceSelector of pod affinity terms)
         self.namespace_labels: dict[str, dict[str, str]] = {}
 
@@ -70,11 +69,7 @@ class ClusterCache:
     # -- pods ----------------------------------------------------------------------------------
     def _count(self, pod: PodInfo, node: str) -> None:
         self._placed[pod.uid] = node
-        self._placed_in.setdefault(pod.namespace, set()).add(pod.uid)
-        if not pod.pod_affinity.empty:
-            self._with_affinity.add(pod.uid)
-            if pod.pod_affinity.required_anti:
-                self._with_required_anti.add(pod.uid)
+        self.placed_sets.add(pod, node)
         self._node_pods.setdefault(node, set()).add(pod.uid)
         row = self.table.index.get(node)
         if row is not None:
@@ -84,15 +79,9 @@ class ClusterCache:
         node = self._placed.pop(uid, None)
         if node is None:
             return
-        self._with_affinity.discard(uid)
-        self._with_required_anti.discard(uid)
         pod = self.pods.get(uid)
         if pod is not None:
-            in_ns = self._placed_in.get(pod.namespace)
-            if in_ns is not None:
-                in_ns.discard(uid)
-                if not in_ns:
-                    del self._placed_in[pod.namespace]
+            self.placed_sets.remove(pod, node)
         pods = self._node_pods.get(node)
         if pods is not None:
             pods.discard(uid)
@@ -199,27 +188,7 @@ class ClusterCache:
             self.forget(uid)
         return expired
 
-    # -- placed pods, for plugins that look at other pods (InterPodAffinity) -----------------------
-    def placed_pods(self, namespaces: Iterable[str] | None = None) -> Iterator[tuple[PodInfo, int]]:
-        """``(pod, node row)`` of every pod counted on a node the table holds (bound or assumed),
-        only those in ``namespaces`` when given."""
-        if namespaces is None:
-            uids: Iterable[str] = self._placed
-        else:
-            uids = (u for ns in namespaces for u in self._placed_in.get(ns, ()))
-        yield from self._rows_of(uids)
-
-    def placed_with_affinity(self, *, required_anti_only: bool = False) -> Iterator[tuple[PodInfo, int]]:
-        """Placed pods that have pod affinity or anti-affinity terms (only required anti-affinity)."""
-        yield from self._rows_of(self._with_required_anti if required_anti_only else self._with_affinity)
-
-    def _rows_of(self, uids: Iterable[str]) -> Iterator[tuple[PodInfo, int]]:
-        index, placed, pods = self.table.index, self._placed, self.pods
-        for uid in uids:
-            row = index.get(placed[uid])
-            if row is not None:
-                yield pods[uid], row
-
+    # -- namespaces (pod affinity's namespaceSelector) ------------------------------------------
     def set_namespace(self, name: str, labels: dict[str, str]) -> None:
         self.namespace_labels[name] = labels
 
