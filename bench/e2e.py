@@ -203,7 +203,7 @@ class Bench:
 
 
 async def throughput(
-    kind: str, base: Path, nodes: int, pods: int, label: str, workload: str = "basic"
+    kind: str, base: Path, nodes: int, pods: int, label: str, workload: str = "basic", timeout: float = 1800
 ) -> dict[str, Any]:
     async with Bench(kind, base / label) as b:
         print(f"  {kind}: {nodes:,} nodes ({workload})", flush=True)
@@ -214,7 +214,7 @@ async def throughput(
         print(f"  {kind}: creating {pods:,} pods", flush=True)
         first = time.monotonic()
         creating = asyncio.ensure_future(b.create_all(objs))
-        ok = await b.wait_bound([o["metadata"]["name"] for o in objs], 1800, label)
+        ok = await b.wait_bound([o["metadata"]["name"] for o in objs], timeout, label)
         created = await creating
         last_bound = max(b.watcher.bound.values()) if b.watcher.bound else time.monotonic()
         cpu1, rss = b.stats()

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.parametrize("kind", ["kube-scheduler", "shoal"])
 async def test_basic_smoke(kind: str, tmp_path: Path) -> None:
-    result = await throughput(kind, tmp_path, nodes=50, pods=300, label="smoke")
+    result = await throughput(kind, tmp_path, nodes=50, pods=300, label="smoke", timeout=180)
     assert result["all_bound"]
     assert result["bound"] == 300
     assert result["peak_rss_mb"] > 0
@@ -30,7 +30,9 @@ async def test_basic_smoke(kind: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("workload", ["antiaffinity", "affinity", "spread"])
 async def test_constrained_smoke(kind: str, workload: str, tmp_path: Path) -> None:
     """scheduler_perf's inter-pod workloads: every pod bound (30 nodes hold 25 anti-affine pods)."""
-    result = await throughput(kind, tmp_path, nodes=30, pods=25, label=workload, workload=workload)
+    result = await throughput(
+        kind, tmp_path, nodes=30, pods=25, label=workload, workload=workload, timeout=120
+    )
     assert result["all_bound"], result
     assert result["bound"] == 25
 
@@ -69,7 +71,13 @@ def test_machine_names_cpu_model_and_ram() -> None:
 
 async def test_a_gang_not_fully_bound_fails_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async def fake_throughput(
-        kind: str, base: Path, nodes: int, pods: int, label: str, workload: str = "basic"
+        kind: str,
+        base: Path,
+        nodes: int,
+        pods: int,
+        label: str,
+        workload: str = "basic",
+        timeout: float = 1800,
     ) -> dict[str, Any]:
         return {"pods_per_s": 100.0, "peak_rss_mb": 100.0}
 
