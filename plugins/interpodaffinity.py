@@ -142,6 +142,9 @@ def _rows(table: NodeTable, placed: PlacedSet) -> Iterator[tuple[int, int]]:
 
 class InterPodAffinity:
     name = NAME
+    #: Filter and Score read what PreFilter and PreScore computed (profile validation checks it)
+    needs_pre_filter = True
+    needs_pre_score = True
 
     def __init__(self, args: Args, cache: ClusterCache) -> None:
         self.args = args
@@ -202,7 +205,9 @@ class InterPodAffinity:
     ) -> Sequence[Rejection]:
         st: _FilterState | None = state.read(FILTER_KEY)
         if st is None:
-            return ()
+            # PreFilter ran (a Skip there skips Filter), so its state is missing only if a caller
+            # bypassed it: an error, never "every node fits" (as upstream's getPreFilterState)
+            raise LookupError(f"{FILTER_KEY} not in the cycle state: PreFilter did not run")
         n = table.n
         rejected: BoolArray = np.zeros(n, dtype=bool)
         out: list[Rejection] = []
@@ -293,7 +298,9 @@ class InterPodAffinity:
         return out
 
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
-        scores: Counts = state.read(SCORE_KEY) or {}
+        scores: Counts | None = state.read(SCORE_KEY)
+        if scores is None:
+            raise LookupError(f"{SCORE_KEY} not in the cycle state: PreScore did not run")
         total = np.zeros(table.n, dtype=np.int64)
         for key, per_code in scores.items():
             total += _domain_values(table, key, per_code)

@@ -88,6 +88,9 @@ class _Constraints:
 
 class PodTopologySpread:
     name = NAME
+    #: Filter and Score read what PreFilter and PreScore computed (profile validation checks it)
+    needs_pre_filter = True
+    needs_pre_score = True
 
     def __init__(self, cache: ClusterCache) -> None:
         self.cache = cache
@@ -149,7 +152,9 @@ class PodTopologySpread:
     ) -> Sequence[Rejection]:
         prepared: _Constraints | None = state.read(FILTER_KEY)
         if prepared is None:
-            return ()
+            # PreFilter ran (a Skip there skips Filter), so its state is missing only if a caller
+            # bypassed it: an error, never "every node fits" (as upstream's getPreFilterState)
+            raise LookupError(f"{FILTER_KEY} not in the cycle state: PreFilter did not run")
         n = table.n
         missing = np.zeros(n, dtype=bool)
         skewed = np.zeros(n, dtype=bool)
@@ -184,7 +189,9 @@ class PodTopologySpread:
         return SUCCESS
 
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
-        prepared: _Constraints = state.read(SCORE_KEY)
+        prepared: _Constraints | None = state.read(SCORE_KEY)
+        if prepared is None:
+            raise LookupError(f"{SCORE_KEY} not in the cycle state: PreScore did not run")
         n = table.n
         scored = np.zeros(n, dtype=bool)
         scored[rows] = True

@@ -2,18 +2,23 @@
 
 Why: a scheduler that places a pod as if its ``podAntiAffinity`` or ``persistentVolumeClaim`` did not
 exist is worse than one that refuses it; the user learns nothing until the workload misbehaves. Each
-scheduling-relevant pod field shoal knows of is listed here with the plugin that evaluates it (``None``
-while no shoal plugin does). A pod that uses a field whose plugin the profile does not run gets an
-``UnschedulableAndUnresolvable`` status naming the field, before PreFilter; it is retried when the pod
-changes (or the profile does), never on unrelated cluster events.
+placement request a pod can make is found when the pod is parsed (:func:`fields_used`), as a
+:class:`FieldUse`: the field's path, the plugin that evaluates it (``None`` while no shoal plugin
+does) and the extension point that plugin must run at for the field to count (a required term is
+evaluated by Filter, a preferred one by Score, scheduling gates by PreEnqueue). A pod that uses a
+field whose plugin the profile does not run *at that point* gets an ``UnschedulableAndUnresolvable``
+status naming the field, before PreFilter; it is retried when the pod changes (or the profile
+does), never on unrelated cluster events.
 
-The fields are found once, when the pod is parsed (:func:`fields_used`), so the check in the cycle
-is a lookup.
+Not covered, on purpose: resource requests (every pod has them; a profile without
+NodeResourcesFit at Filter is a choice about the whole cluster, not about one pod's fields) and
+tolerations (they permit, they do not ask).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from shoal.core.status import Code, Status
@@ -21,80 +26,100 @@ from shoal.core.status import Code, Status
 #: the name diagnoses and queueing hints see for this check (no plugin registers events for it)
 GUARD = "UnevaluatedFields"
 
-#: pod field -> the plugin that evaluates it; ``None``: shoal has no such plugin yet
-EVALUATED_BY: dict[str, str | None] = {
-    "spec.schedulingGates": "SchedulingGates",
-    "spec.affinity.podAffinity": "InterPodAffinity",
-    "spec.affinity.podAntiAffinity": "InterPodAffinity",
-    "spec.topologySpreadConstraints": "PodTopologySpread",
-    "spec.resourceClaims": None,  # kube-scheduler: DynamicResources
-    "spec.resources": "NodeResourcesFit",  # pod-level resources
-    "spec.schedulingGroup": None,  # Kubernetes' native Workload / PodGroup gangs
-    "persistentVolumeClaim": None,  # kube-scheduler: VolumeBinding, VolumeZone, NodeVolumeLimits
-    "ephemeral": None,  # generic ephemeral volumes are PVCs too
-}
+FILTER, SCORE, PRE_ENQUEUE = "filter", "score", "preEnqueue"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
-#: in-tree volume sources whose conflicts and zones kube-scheduler checks (VolumeRestrictions,
-#: VolumeZone); shoal does not, so they are refused like claims
-_DISK_VOLUMES = ("gcePersistentDisk", "awsElasticBlockStore", "azureDisk", "rbd", "iscsi", "cinder")
-for _source in _DISK_VOLUMES:
-    EVALUATED_BY[_source] = None
-EVALUATED_BY["metadata.annotations[shoal.dev/gpu-memory-gb]"] = "GPUMemory"
-EVALUATED_BY["metadata.labels[scheduling.x-k8s.io/pod-group]"] = "Coscheduling"
+#: volume sources whose claims, conflicts, zones or limits kube-scheduler checks (VolumeBinding,
+#: VolumeRestrictions, VolumeZone, NodeVolumeLimits); shoal does not yet, so they are refused
+UNEVALUATED_VOLUMES = (
+    "persistentVolumeClaim",
+    "ephemeral",
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "azureDisk",
+    "rbd",
+    "iscsi",
+    "cinder",
+)
 
 
-def fields_used(spec: Mapping[str, Any]) -> tuple[str, ...]:
-    """The paths of the fields in :data:`EVALUATED_BY` that this pod spec sets (non-empty)."""
-    out: list[str] = []
+@dataclass(frozen=True, slots=True)
+class FieldUse:
+    """A pod field that asks for something, and who must evaluate it, where."""
+
+    path: str
+    plugin: str | None  # None: no shoal plugin evaluates it yet
+    point: str | None = FILTER  # None: anywhere in the profile
+
+
+def fields_used(spec: Mapping[str, Any]) -> tuple[FieldUse, ...]:
+    """Every placement request this pod spec makes (non-empty fields only)."""
+    out: list[FieldUse] = []
     if spec.get("schedulingGates"):
-        out.append("spec.schedulingGates")
+        out.append(FieldUse("spec.schedulingGates", "SchedulingGates", PRE_ENQUEUE))
+    if spec.get("nodeSelector"):
+        out.append(FieldUse("spec.nodeSelector", "NodeAffinity"))
     affinity = spec.get("affinity") or {}
-    for kind in ("podAffinity", "podAntiAffinity"):
-        if _non_empty(affinity.get(kind)):
-            out.append(f"spec.affinity.{kind}")
-    for key in ("topologySpreadConstraints", "resourceClaims", "schedulingGroup"):
+    kinds = (
+        ("nodeAffinity", "NodeAffinity"),
+        ("podAffinity", "InterPodAffinity"),
+        ("podAntiAffinity", "InterPodAffinity"),
+    )
+    for kind, plugin in kinds:
+        terms = affinity.get(kind) or {}
+        if isinstance(terms, Mapping) and terms.get(REQUIRED):
+            out.append(FieldUse(f"spec.affinity.{kind}.{REQUIRED}", plugin, FILTER))
+        if isinstance(terms, Mapping) and terms.get(PREFERRED):
+            out.append(FieldUse(f"spec.affinity.{kind}.{PREFERRED}", plugin, SCORE))
+    for i, c in enumerate(spec.get("topologySpreadConstraints") or ()):
+        hard = isinstance(c, Mapping) and c.get("whenUnsatisfiable") == "DoNotSchedule"
+        out.append(
+            FieldUse(f"spec.topologySpreadConstraints[{i}]", "PodTopologySpread", FILTER if hard else SCORE)
+        )
+    if _host_ports(spec):
+        out.append(FieldUse("spec.containers[*].ports[*].hostPort", "NodePorts"))
+    for key in ("resourceClaims", "schedulingGroup"):
         if spec.get(key):
-            out.append(f"spec.{key}")
-    resources = spec.get("resources") or {}
-    if resources.get("requests") or resources.get("limits"):
-        out.append("spec.resources")
+            out.append(FieldUse(f"spec.{key}", None))
     for i, volume in enumerate(spec.get("volumes") or ()):
-        if not isinstance(volume, Mapping):
-            continue
-        for source in ("persistentVolumeClaim", "ephemeral", *_DISK_VOLUMES):
-            if volume.get(source) is not None:
-                out.append(f"spec.volumes[{i}].{source}")
+        if isinstance(volume, Mapping):
+            out += [
+                FieldUse(f"spec.volumes[{i}].{s}", None)
+                for s in UNEVALUATED_VOLUMES
+                if volume.get(s) is not None
+            ]
     return tuple(out)
 
 
-def _non_empty(term: Any) -> bool:
-    if not isinstance(term, Mapping):
-        return bool(term)
-    return any(bool(v) for v in term.values())
+def _host_ports(spec: Mapping[str, Any]) -> bool:
+    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    return any(
+        isinstance(p, Mapping) and (p.get("hostPort") or 0) > 0
+        for c in containers
+        if isinstance(c, Mapping)
+        for p in c.get("ports") or ()
+    )
 
 
-def evaluator(path: str) -> str | None:
-    """The plugin that evaluates the field at ``path`` (``spec.volumes[3].ephemeral`` → by source)."""
-    key = path.rsplit(".", 1)[-1] if path.startswith("spec.volumes[") else path
-    return EVALUATED_BY.get(key)
-
-
-def check(fields: Collection[str], plugins: Collection[str]) -> Status | None:
-    """``None`` when the profile (its plugin names) evaluates every field; else why not, naming it."""
+def check(fields: Collection[FieldUse], at: Mapping[str, Collection[str]]) -> Status | None:
+    """``None`` when the profile (``at``: extension point -> plugin names) evaluates every field;
+    else why not, naming each field."""
     unknown: list[str] = []
     left_out: dict[str, list[str]] = {}
-    for path in fields:
-        plugin = evaluator(path)
-        if plugin is None:
-            unknown.append(path)
-        elif plugin not in plugins:
-            left_out.setdefault(plugin, []).append(path)
+    anywhere = {name for names in at.values() for name in names}
+    for use in fields:
+        if use.plugin is None:
+            unknown.append(use.path)
+        elif use.plugin not in (anywhere if use.point is None else at.get(use.point, ())):
+            where = use.plugin if use.point is None else f"{use.plugin} at {use.point}"
+            left_out.setdefault(where, []).append(use.path)
     reasons = []
     if unknown:
         reasons.append(f"pod uses {', '.join(unknown)}, which shoal does not evaluate yet")
-    for plugin, paths in left_out.items():
+    for where, paths in left_out.items():
         reasons.append(
-            f"pod uses {', '.join(paths)}, which this profile does not evaluate (it leaves out {plugin})"
+            f"pod uses {', '.join(paths)}, which this profile does not evaluate (it leaves out {where})"
         )
     if not reasons:
         return None

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from shoal.core.fidelity import fields_used
+from shoal.core.fidelity import FieldUse, fields_used
 from shoal.core.images import node_images, pod_images
 from shoal.core.nodeselectors import SelectorTerm, parse_term
 from shoal.core.podrequests import (
@@ -146,7 +146,7 @@ class PodInfo:
     #: the images the pod pulls, normalised (ImageLocality)
     images: tuple[str, ...] = ()
     #: scheduling-relevant fields this pod sets that only some plugin evaluates (core/fidelity.py)
-    fields_used: tuple[str, ...] = ()
+    fields_used: tuple[FieldUse, ...] = ()
 
     @property
     def key(self) -> str:
@@ -183,9 +183,9 @@ class PodInfo:
         spread, spread_error = _spread(spec, labels)
         used = fields_used(spec)
         if gpu_mem is not None or why:
-            used += (f"metadata.annotations[{GPU_MEMORY_ANNOTATION}]",)
+            used += (FieldUse(f"metadata.annotations[{GPU_MEMORY_ANNOTATION}]", "GPUMemory"),)
         if labels.get(POD_GROUP_LABEL):
-            used += (f"metadata.labels[{POD_GROUP_LABEL}]",)
+            used += (FieldUse(f"metadata.labels[{POD_GROUP_LABEL}]", "Coscheduling", None),)
         return cls(
             uid=str(meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"),
             namespace=str(meta.get("namespace") or "default"),

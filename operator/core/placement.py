@@ -85,7 +85,7 @@ def _refused_before_pre_filter(fw: Framework, pod: PodInfo, what_if: bool) -> Pl
     """A pod using a field its profile does not evaluate (core/fidelity.py) is refused, naming it;
     a what-if also says when PreEnqueue holds the pod (scheduling gates, a gang below quorum)."""
     if pod.fields_used:
-        status = fidelity.check(pod.fields_used, fw.plugins)
+        status = fidelity.check(pod.fields_used, fw.at)
         if status is not None:
             return _pre_filter_failed(fw, status)
     if what_if:

@@ -193,7 +193,32 @@ def _check_points(
         )
     if not points["bind"]:
         errors.append(("spec.plugins.bind", "at least one plugin required"))
+    _check_companions(points, registry, errors)
     return points, used
+
+
+#: a plugin class attribute naming the point whose state another point of it reads:
+#: ``needs_pre_filter = True`` (its Filter reads what its PreFilter wrote), ``needs_pre_score``
+_COMPANIONS = (("filter", "preFilter", "needs_pre_filter"), ("score", "preScore", "needs_pre_score"))
+
+
+def _check_companions(
+    points: Mapping[str, list[PluginRef]], registry: Mapping[str, PluginEntry], errors: list[tuple[str, str]]
+) -> None:
+    """A plugin whose Filter (Score) reads its PreFilter (PreScore) state must be listed at both:
+    kube-scheduler fails every such pod with an Error at run time; shoal refuses the profile."""
+    for point, companion, flag in _COMPANIONS:
+        listed = {r.name for r in points[companion]}
+        for i, ref in enumerate(points[point]):
+            entry = registry.get(ref.name)
+            cls = entry.plugin_class if entry is not None else None
+            if cls is not None and getattr(cls, flag, False) and ref.name not in listed:
+                errors.append(
+                    (
+                        f"spec.plugins.{point}[{i}].name",
+                        f'plugin "{ref.name}" at {point} needs its {companion}: list it at {companion} too',
+                    )
+                )
 
 
 def _parse_plugin_config(

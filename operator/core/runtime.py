@@ -152,6 +152,10 @@ class Framework:
                 self.plugins[ref.name] = registry[ref.name].factory(validated.args.get(ref.name), handle)
         self._errors: list[tuple[str, str]] = []
         at = validated.points
+        #: extension point -> the names of the plugins listed there (the fidelity check reads it)
+        self.at: dict[str, frozenset[str]] = {
+            point: frozenset(r.name for r in refs) for point, refs in at.items()
+        }
         self.pre_enqueue = self._typed(PRE_ENQUEUE, at)
         queue_sort = self._typed(QUEUE_SORT, at)
         self.pre_filter = self._typed(PRE_FILTER, at)

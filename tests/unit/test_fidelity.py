@@ -22,21 +22,55 @@ from shoal.testing.objects import make_node, make_pod
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 
 
+REQ, PREF = (
+    "requiredDuringSchedulingIgnoredDuringExecution",
+    "preferredDuringSchedulingIgnoredDuringExecution",
+)
+
+
 @pytest.mark.parametrize(
-    ("patch", "field"),
+    ("patch", "path", "plugin", "point"),
     [
         (
-            {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]}}},
-            "spec.affinity.podAntiAffinity",
+            {"affinity": {"podAntiAffinity": {REQ: [{}]}}},
+            f"spec.affinity.podAntiAffinity.{REQ}",
+            "InterPodAffinity",
+            "filter",
         ),
         (
-            {"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{}]}}},
-            "spec.affinity.podAffinity",
+            {"affinity": {"podAffinity": {PREF: [{}]}}},
+            f"spec.affinity.podAffinity.{PREF}",
+            "InterPodAffinity",
+            "score",
         ),
-        ({"topologySpreadConstraints": [{"maxSkew": 1}]}, "spec.topologySpreadConstraints"),
-        ({"resourceClaims": [{"name": "gpu"}]}, "spec.resourceClaims"),
-        ({"schedulingGroup": {"podGroupName": "g"}}, "spec.schedulingGroup"),
-        ({"resources": {"requests": {"cpu": "1"}}}, "spec.resources"),
+        (
+            {"affinity": {"nodeAffinity": {REQ: {"nodeSelectorTerms": [{}]}}}},
+            f"spec.affinity.nodeAffinity.{REQ}",
+            "NodeAffinity",
+            "filter",
+        ),
+        ({"nodeSelector": {"disk": "ssd"}}, "spec.nodeSelector", "NodeAffinity", "filter"),
+        (
+            {"topologySpreadConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]},
+            "spec.topologySpreadConstraints[0]",
+            "PodTopologySpread",
+            "filter",
+        ),
+        (
+            {"topologySpreadConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]},
+            "spec.topologySpreadConstraints[0]",
+            "PodTopologySpread",
+            "score",
+        ),
+        (
+            {"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}]}]},
+            "spec.containers[*].ports[*].hostPort",
+            "NodePorts",
+            "filter",
+        ),
+        ({"schedulingGates": [{"name": "x"}]}, "spec.schedulingGates", "SchedulingGates", "preEnqueue"),
+        ({"resourceClaims": [{"name": "gpu"}]}, "spec.resourceClaims", None, "filter"),
+        ({"schedulingGroup": {"podGroupName": "g"}}, "spec.schedulingGroup", None, "filter"),
         (
             {
                 "volumes": [
@@ -45,23 +79,37 @@ REAL = Path(__file__).resolve().parents[1] / "data" / "real"
                 ]
             },
             "spec.volumes[1].persistentVolumeClaim",
+            None,
+            "filter",
         ),
-        ({"volumes": [{"name": "e", "ephemeral": {"volumeClaimTemplate": {}}}]}, "spec.volumes[0].ephemeral"),
+        (
+            {"volumes": [{"name": "e", "ephemeral": {"volumeClaimTemplate": {}}}]},
+            "spec.volumes[0].ephemeral",
+            None,
+            "filter",
+        ),
         (
             {"volumes": [{"name": "g", "gcePersistentDisk": {"pdName": "x"}}]},
             "spec.volumes[0].gcePersistentDisk",
+            None,
+            "filter",
         ),
-        ({"schedulingGates": [{"name": "x"}]}, "spec.schedulingGates"),
     ],
 )
-def test_each_field_is_found_and_named(patch: dict[str, object], field: str) -> None:
+def test_each_field_is_found_with_its_plugin_and_point(
+    patch: dict[str, object], path: str, plugin: str | None, point: str
+) -> None:
     obj = make_pod("p")
     obj["spec"].update(patch)
     info = PodInfo.from_dict(obj)
-    assert field in info.fields_used
-    status = fidelity.check(info.fields_used, plugins=())
+    assert fidelity.FieldUse(path, plugin, point) in info.fields_used
+    status = fidelity.check(info.fields_used, at={})
     assert status is not None and status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert field in status.message and status.plugin == fidelity.GUARD
+    assert path in status.message and status.plugin == fidelity.GUARD
+    if plugin is not None:  # the plugin at that point evaluates it; elsewhere it does not
+        assert fidelity.check([fidelity.FieldUse(path, plugin, point)], at={point: {plugin}}) is None
+        elsewhere = "score" if point != "score" else "filter"
+        assert fidelity.check([fidelity.FieldUse(path, plugin, point)], at={elsewhere: {plugin}}) is not None
 
 
 def test_empty_or_harmless_fields_are_not_flagged() -> None:
@@ -72,6 +120,8 @@ def test_empty_or_harmless_fields_are_not_flagged() -> None:
             "topologySpreadConstraints": [],
             "schedulingGates": [],
             "resourceClaims": [],
+            "nodeSelector": {},
+            "tolerations": [{"key": "k", "operator": "Exists"}],
             "volumes": [
                 {"name": "t", "projected": {"sources": []}},
                 {"name": "c", "configMap": {"name": "c"}},
@@ -81,15 +131,66 @@ def test_empty_or_harmless_fields_are_not_flagged() -> None:
     assert PodInfo.from_dict(obj).fields_used == ()
 
 
-def test_a_field_whose_plugin_the_profile_leaves_out_names_the_plugin() -> None:
-    fields = ("spec.schedulingGates", "metadata.annotations[shoal.dev/gpu-memory-gb]")
-    assert fidelity.check(fields, plugins={"SchedulingGates", "GPUMemory"}) is None
-    status = fidelity.check(fields, plugins={"SchedulingGates"})
+def test_a_field_whose_plugin_the_profile_leaves_out_names_the_plugin_and_point() -> None:
+    fields = [
+        fidelity.FieldUse("spec.schedulingGates", "SchedulingGates", "preEnqueue"),
+        fidelity.FieldUse("metadata.annotations[shoal.dev/gpu-memory-gb]", "GPUMemory", "filter"),
+    ]
+    assert fidelity.check(fields, at={"preEnqueue": {"SchedulingGates"}, "filter": {"GPUMemory"}}) is None
+    status = fidelity.check(fields, at={"preEnqueue": {"SchedulingGates"}, "score": {"GPUMemory"}})
     assert status is not None
     assert (
         "metadata.annotations[shoal.dev/gpu-memory-gb], which this profile does not evaluate"
-        " (it leaves out GPUMemory)" in status.message
+        " (it leaves out GPUMemory at filter)" in status.message
     )
+
+
+def test_a_profile_with_interpodaffinity_only_at_score_refuses_required_anti_affinity() -> None:
+    """The reviewer's case: InterPodAffinity listed at score but not at filter placed an anti-affine
+    pod beside the pod it repels."""
+    plugins = {
+        "preFilter": [{"name": "NodeResourcesFit"}],
+        "filter": [{"name": "NodeResourcesFit"}],
+    }
+    cluster = InMemoryCluster([make_node("n1", cpu="8")])
+    sim = Simulation(cluster, [{**DEFAULT_PROFILE_SPEC, "plugins": plugins}])
+    sim.submit(make_pod("x", cpu="1", node_name="n1", labels={"app": "x"}))
+    obj = make_pod("anti", scheduler_name="gpu-scheduler")
+    obj["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            REQ: [{"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]
+        }
+    }
+    sim.submit(obj)
+    (outcome,) = [o for o in asyncio.run(sim.run()).values() if o.pod == "default/anti"]
+    assert outcome.node is None
+    assert "it leaves out InterPodAffinity at filter" in outcome.message
+
+
+def test_a_profile_without_nodeaffinity_refuses_a_node_selector() -> None:
+    plugins = {"preFilter": [{"name": "NodeResourcesFit"}], "filter": [{"name": "NodeResourcesFit"}]}
+    cluster = InMemoryCluster([make_node("hdd", cpu="8", labels={"disk": "hdd"})])
+    sim = Simulation(cluster, [{**DEFAULT_PROFILE_SPEC, "plugins": plugins}])
+    obj = make_pod("picky", scheduler_name="gpu-scheduler")
+    obj["spec"]["nodeSelector"] = {"disk": "ssd"}
+    sim.submit(obj)
+    (outcome,) = asyncio.run(sim.run()).values()
+    assert outcome.node is None and "spec.nodeSelector" in outcome.message
+
+
+def test_plugins_whose_filter_needs_their_prefilter_are_refused_without_it() -> None:
+    from shoal.core.profile import ProfileError, validate_profile
+    from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
+
+    for plugin in ("InterPodAffinity", "PodTopologySpread"):
+        spec = {"schedulerName": "s", "plugins": {"preFilter": [{"name": "NodeResourcesFit"}]}}
+        with pytest.raises(ProfileError) as info:
+            validate_profile(spec, load_registry(third_party=False), DEFAULT_PLUGINS)
+        assert any(f'"{plugin}" at filter needs its preFilter' in m for _, m in info.value.errors)
+        spec = {"schedulerName": "s", "plugins": {"preScore": [{"name": "NodeResourcesFit"}]}}
+        with pytest.raises(ProfileError) as info:
+            validate_profile(spec, load_registry(third_party=False), DEFAULT_PLUGINS)
+        assert any(f'"{plugin}" at score needs its preScore' in m for _, m in info.value.errors)
 
 
 def test_five_anti_affine_replicas_are_not_stacked_on_one_node() -> None:
@@ -139,8 +240,8 @@ def test_a_profile_without_interpodaffinity_refuses_anti_affine_pods() -> None:
     assert outcomes["default/plain"].node == "n1"
     assert outcomes["default/anti"].node is None
     assert (
-        "spec.affinity.podAntiAffinity, which this profile does not evaluate (it leaves out InterPodAffinity)"
-        in (outcomes["default/anti"].message)
+        f"spec.affinity.podAntiAffinity.{REQ}, which this profile does not evaluate"
+        " (it leaves out InterPodAffinity at filter)" in outcomes["default/anti"].message
     )
 
 
