@@ -26,6 +26,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from shoal.core.cache import ClusterCache
@@ -157,6 +158,8 @@ class Scheduler:
         if old == spec:
             return  # heartbeats and status noise: nothing the scheduler looks at changed
         new = self.cache.set_node(spec)
+        if old is not None and replace(old, images=spec.images) == spec:
+            return  # only the images (ImageLocality's score) changed: nothing for a parked pod
         self._event(EventKind.NODE_ADD if new else EventKind.NODE_UPDATE, spec)
 
     def on_node_deleted(self, name: str) -> None:
@@ -177,6 +180,9 @@ class Scheduler:
             self.queue.delete(pod.uid)
             if old is None or not old.bound:
                 self._event(EventKind.POD_ADD, pod)
+            elif (old.labels, old.terminating, old.node_name) != (pod.labels, pod.terminating, pod.node_name):
+                # relabelled or being deleted: pod affinity and spread see it differently now
+                self._event(EventKind.POD_UPDATE, pod)
             return
         fw = self.profiles.get(pod.scheduler_name)
         if fw is not None and not pod.terminating and not self.cache.is_assumed(pod.uid):
@@ -225,11 +231,8 @@ class Scheduler:
             await asyncio.sleep(0)
 
     def _schedule_guarded(self, qpi: QueuedPodInfo) -> None:
-        """One cycle; a bug anywhere in it costs its pods a backoff, never the loop.
-
-        Whatever the cycle assumed and did not hand to a binding task is released, and every pod
-        it popped (a whole gang included) that is not binding goes back to the queue.
-        """
+        """One cycle; a bug anywhere in it costs its pods a backoff, never the loop: what it assumed
+        and did not hand over is released, and every pod it popped goes back to the queue."""
         cycle = self._new_cycle(qpi)
         try:
             self.schedule_one(qpi, cycle)
@@ -254,11 +257,8 @@ class Scheduler:
             self.queue.report()
 
     async def run_until_idle(self, settle: float = 0.0, max_attempts: int = 8) -> None:
-        """Schedule until nothing is runnable and no binding is in flight (simulation, tests).
-
-        A pod that keeps failing with an error (a broken plugin) is given up after ``max_attempts``
-        attempts and left in the backoff queue with its last message, so this always returns.
-        """
+        """Schedule until nothing is runnable and no binding is in flight (simulation, tests); a pod
+        failing with errors is left in backoff after ``max_attempts`` attempts, so this returns."""
         while True:
             qpi = self.queue.pop_nowait()
             if qpi is not None:

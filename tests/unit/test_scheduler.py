@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from shoal.core.cyclestate import CycleState
-from shoal.core.objects import PodInfo
+from shoal.core.objects import NodeSpec, PodInfo
 from shoal.core.profile import PluginEntry
 from shoal.core.status import Status
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC, load_registry
@@ -281,3 +281,44 @@ async def test_the_loop_survives_a_cycle_that_raises() -> None:
     assert all(s.placements().values())  # ...and both pods were placed anyway, one after a backoff
     failed = [e for e in s.reporter.events if e[1] == "FailedScheduling"]
     assert failed and "internal error: KeyError" in failed[0][2]
+
+
+def test_a_bound_pod_relabelled_requeues_the_pods_its_labels_kept_out() -> None:
+    """kube-scheduler requeues on an assigned pod's update: anti-affinity to app=x lifts when x
+    becomes app=y."""
+    cluster = InMemoryCluster([make_node("n1", cpu="8")])
+    sim = Simulation(cluster)
+    x = sim.submit(make_pod("x", cpu="1", node_name="n1", labels={"app": "x"}))
+    anti = make_pod("p", cpu="1", scheduler_name="gpu-scheduler")
+    anti["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    stored = sim.submit(anti)
+    asyncio.run(sim.run())
+    assert not stored["spec"].get("nodeName")
+    assert sim.scheduler.queue.counts()["unschedulable"] == 1
+    x["metadata"]["labels"] = {"app": "y"}
+    sim.scheduler.on_pod(PodInfo.from_dict(x))
+    assert sim.scheduler.queue.counts()["unschedulable"] == 0
+    asyncio.run(sim.run())
+    assert stored["spec"]["nodeName"] == "n1"
+
+
+def test_a_node_whose_images_alone_change_requeues_nothing() -> None:
+    cluster = InMemoryCluster([make_node("n1", cpu="2")])
+    sim = Simulation(cluster)
+    sim.submit(make_pod("big", cpu="4", scheduler_name="gpu-scheduler"))
+    asyncio.run(sim.run())
+    assert sim.scheduler.queue.counts()["unschedulable"] == 1
+    node = cluster.nodes["n1"]
+    node["status"]["images"] = [{"names": ["registry.example/app:1"], "sizeBytes": 100}]
+    sim.scheduler.on_node(NodeSpec.from_dict(node))
+    assert sim.scheduler.queue.counts()["unschedulable"] == 1  # an image pull helps no parked pod
+    assert "registry.example/app:1" in sim.scheduler.cache.table.image_rows  # ImageLocality sees it
+    node["status"]["allocatable"]["cpu"] = "8"
+    sim.scheduler.on_node(NodeSpec.from_dict(node))
+    assert sim.scheduler.queue.counts()["unschedulable"] == 0
