@@ -1,8 +1,8 @@
 """Differential: kube-scheduler of the same release and shoal schedule the same objects.
 
 A fleet of 12 nodes in 3 zones (one tainted) and groups of pods with required anti-affinity,
-affinity (to other pods and to themselves), topology spread, node selectors and tolerations are
-scheduled once by kube-scheduler (its default profile) and once by shoal (its default profile). The
+affinity (to other pods and to themselves), topology spread, node selectors, tolerations and
+JobSet-style exclusive placement (one job per zone, as the JobSet webhook writes it) are scheduled once by kube-scheduler (its default profile) and once by shoal (its default profile). The
 two may choose different nodes (kube-scheduler spreads, shoal packs), but every constraint must
 hold for both (``shoal.testing.placement_checks``), and each group must end with the same number
 of pods placed: the pods kube-scheduler leaves pending for a constraint, shoal leaves pending too.
@@ -42,6 +42,30 @@ def fleet() -> list[dict[str, Any]]:
 
 def term(app: str, key: str) -> dict[str, Any]:
     return {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+
+
+JOB_KEY = "jobset.sigs.k8s.io/job-key"
+
+
+def jobset_exclusive(job: str) -> dict[str, Any]:
+    """What the JobSet webhook injects for `alpha.jobset.sigs.k8s.io/exclusive-topology: zone`:
+    required affinity to the pods of its own job, anti-affinity to any other job's pods."""
+    own = {"matchExpressions": [{"key": JOB_KEY, "operator": "In", "values": [job]}]}
+    others = {
+        "matchExpressions": [
+            {"key": JOB_KEY, "operator": "Exists"},
+            {"key": JOB_KEY, "operator": "NotIn", "values": [job]},
+        ]
+    }
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    return {
+        "affinity": {
+            "podAffinity": {required: [{"labelSelector": own, "namespaceSelector": {}, "topologyKey": ZONE}]},
+            "podAntiAffinity": {
+                required: [{"labelSelector": others, "namespaceSelector": {}, "topologyKey": ZONE}]
+            },
+        }
+    }
 
 
 #: group -> (replicas, extra pod spec); created in this order, each settled before the next
@@ -130,8 +154,15 @@ GROUPS: list[tuple[str, int, dict[str, Any]]] = [
 ]
 
 
+GROUPS += [(f"job-{j}", 2, jobset_exclusive(f"job-{j}")) for j in "abcd"]
+
 #: placed pods per group once settled: what kube-scheduler of the same release does (asserted)
 EXPECTED = {
+    # JobSet exclusive placement: one job per zone; three zones, so the fourth job waits
+    "job-a": 2,
+    "job-b": 2,
+    "job-c": 2,
+    "job-d": 0,
     "web": 6,
     "cache": 11,
     "spread": 9,
@@ -185,7 +216,7 @@ async def run_groups(
                 namespace=namespace,
                 cpu="100m",
                 scheduler_name=scheduler,
-                labels={"app": group},
+                labels={"app": group, **({JOB_KEY: group} if group.startswith("job-") else {})},
             )
             obj["spec"].update(extra)
             pods.append(obj)
