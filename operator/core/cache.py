@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
+from shoal.core.volumes import VolumeStore
 
 
 @dataclass(slots=True)
@@ -51,6 +52,12 @@ class ClusterCache:
         self._with_required_anti: set[str] = set()
         #: labels of each namespace (namespaceSelector of pod affinity terms)
         self.namespace_labels: dict[str, dict[str, str]] = {}
+        #: PersistentVolumes, claims, StorageClasses, CSINodes (the volume plugins)
+        self.volumes = VolumeStore()
+        #: placed pods with claims or in-tree disks, and how many placed pods use each claim
+        #: (``namespace/name``): what the volume plugins scan instead of every pod
+        self._with_volumes: set[str] = set()
+        self.claim_users: dict[str, int] = {}
 
     # -- nodes ---------------------------------------------------------------------------------
     def set_node(self, spec: NodeSpec) -> bool:
@@ -75,6 +82,10 @@ class ClusterCache:
             self._with_affinity.add(pod.uid)
             if pod.pod_affinity.required_anti:
                 self._with_required_anti.add(pod.uid)
+        if pod.volumes:
+            self._with_volumes.add(pod.uid)
+            for claim in _claims(pod):
+                self.claim_users[claim] = self.claim_users.get(claim, 0) + 1
         self._node_pods.setdefault(node, set()).add(pod.uid)
         row = self.table.index.get(node)
         if row is not None:
@@ -87,6 +98,13 @@ class ClusterCache:
         self._with_affinity.discard(uid)
         self._with_required_anti.discard(uid)
         pod = self.pods.get(uid)
+        if pod is not None and uid in self._with_volumes:
+            self._with_volumes.discard(uid)
+            for claim in _claims(pod):
+                if (left := self.claim_users.get(claim, 0) - 1) > 0:
+                    self.claim_users[claim] = left
+                else:
+                    self.claim_users.pop(claim, None)
         if pod is not None:
             in_ns = self._placed_in.get(pod.namespace)
             if in_ns is not None:
@@ -213,6 +231,10 @@ class ClusterCache:
         """Placed pods that have pod affinity or anti-affinity terms (only required anti-affinity)."""
         yield from self._rows_of(self._with_required_anti if required_anti_only else self._with_affinity)
 
+    def placed_with_volumes(self) -> Iterator[tuple[PodInfo, int]]:
+        """Placed pods that have claims, ephemeral volumes or in-tree disks."""
+        yield from self._rows_of(self._with_volumes)
+
     def _rows_of(self, uids: Iterable[str]) -> Iterator[tuple[PodInfo, int]]:
         index, placed, pods = self.table.index, self._placed, self.pods
         for uid in uids:
@@ -240,3 +262,8 @@ class ClusterCache:
         """(members known and not terminated, members counted on a node: bound or assumed)."""
         members = self._group_members.get(key, ())
         return len(members), sum(1 for u in members if u in self._placed)
+
+
+def _claims(pod: PodInfo) -> set[str]:
+    """The claims (``namespace/name``) a pod uses, each once."""
+    return {f"{pod.namespace}/{v.claim}" for v in pod.volumes if v.claim is not None}

@@ -26,6 +26,7 @@ from shoal.core.placement import Placement
 from shoal.core.profile import PluginEntry
 from shoal.core.scheduler import Scheduler
 from shoal.core.status import Status
+from shoal.core.volumes import STORAGE_DECODERS, StorageObject, decode_storage
 from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
 
 JSON = dict[str, Any]
@@ -134,6 +135,8 @@ class InMemoryCluster:
         self.pods: dict[str, JSON] = {}
         self.pod_groups: dict[str, JSON] = {}
         self.namespaces: dict[str, JSON] = {}
+        #: PersistentVolumes, claims, StorageClasses, CSINodes, parsed when added
+        self.storage: list[StorageObject] = []
         self.profiles: list[JSON] = []
         for obj in objects:
             self.add(obj)
@@ -163,9 +166,12 @@ class InMemoryCluster:
             self.profiles.append(stored)
         elif kind == "Namespace":
             self.namespaces[meta["name"]] = stored
+        elif kind in STORAGE_DECODERS:
+            self.storage.append(decode_storage(stored))
         else:
             raise ValueError(
-                f"unsupported kind {kind!r} (expected Node, Pod, PodGroup, Namespace or SchedulingProfile)"
+                f"unsupported kind {kind!r} (expected Node, Pod, PodGroup, Namespace, SchedulingProfile, "
+                f"{', '.join(STORAGE_DECODERS)})"
             )
         return stored
 
@@ -211,6 +217,8 @@ class Simulation:
             self.scheduler.on_namespace(name, (ns.get("metadata") or {}).get("labels"))
         for node in cluster.nodes.values():
             self.scheduler.on_node(NodeSpec.from_dict(node))
+        for obj in cluster.storage:
+            self.scheduler.on_storage(obj)
         for group in cluster.pod_groups.values():
             self.scheduler.on_pod_group(PodGroupInfo.from_dict(group))
         for pod in cluster.pods.values():
@@ -227,6 +235,8 @@ class Simulation:
             self.scheduler.on_pod_group(PodGroupInfo.from_dict(stored))
         elif kind == "Namespace":
             self.scheduler.on_namespace(stored["metadata"]["name"], stored["metadata"].get("labels"))
+        elif kind in STORAGE_DECODERS:
+            self.scheduler.on_storage(self.cluster.storage[-1])
         return stored
 
     def delete_pod(self, uid: str) -> None:
