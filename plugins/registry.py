@@ -33,10 +33,13 @@ from shoal.plugins import (
     nodeports,
     noderesources,
     nodeunschedulable,
+    nodevolumelimits,
     podtopologyspread,
     prioritysort,
     schedulinggates,
     tainttoleration,
+    volumerestrictions,
+    volumezone,
 )
 
 ENTRY_POINT_GROUP = "shoal.plugins"
@@ -56,6 +59,9 @@ BUILTIN: tuple[PluginEntry, ...] = (
     interpodaffinity.ENTRY,
     podtopologyspread.ENTRY,
     imagelocality.ENTRY,
+    volumerestrictions.ENTRY,
+    nodevolumelimits.ENTRY,
+    volumezone.ENTRY,
 )
 DEFAULT_SCHEDULER_NAME = "gpu-scheduler"
 
@@ -129,6 +135,9 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "NodeResourcesFit",
         "NodePorts",
         "NodeAffinity",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeZone",
         "GPUMemory",
         "PodTopologySpread",
         "InterPodAffinity",
@@ -141,6 +150,9 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeZone",
         "GPUMemory",
         "PodTopologySpread",
         "InterPodAffinity",

@@ -265,5 +265,6 @@ class ClusterCache:
 
 
 def _claims(pod: PodInfo) -> set[str]:
-    """The claims (``namespace/name``) a pod uses, each once."""
-    return {f"{pod.namespace}/{v.claim}" for v in pod.volumes if v.claim is not None}
+    """The claims (``namespace/name``) a pod's ``persistentVolumeClaim`` volumes use, each once
+    (kube-scheduler's ``PodPVCKeys``: generic ephemeral volumes are not counted)."""
+    return {f"{pod.namespace}/{v.claim}" for v in pod.volumes if v.claim is not None and not v.ephemeral}

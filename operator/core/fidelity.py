@@ -21,8 +21,9 @@ from shoal.core.status import Code, Status
 #: the name diagnoses and queueing hints see for this check (no plugin registers events for it)
 GUARD = "UnevaluatedFields"
 
-#: pod field -> the plugin that evaluates it; ``None``: shoal has no such plugin yet
-EVALUATED_BY: dict[str, str | None] = {
+#: pod field -> the plugin that evaluates it (or the plugins that all must run); ``None``: shoal has
+#: no such plugin yet
+EVALUATED_BY: dict[str, str | tuple[str, ...] | None] = {
     "spec.schedulingGates": "SchedulingGates",
     "spec.affinity.podAffinity": "InterPodAffinity",
     "spec.affinity.podAntiAffinity": "InterPodAffinity",
@@ -34,11 +35,15 @@ EVALUATED_BY: dict[str, str | None] = {
     "ephemeral": None,  # generic ephemeral volumes are PVCs too
 }
 
-#: in-tree volume sources whose conflicts and zones kube-scheduler checks (VolumeRestrictions,
-#: VolumeZone); shoal does not, so they are refused like claims
+#: in-tree disk volumes: VolumeRestrictions checks the conflicts of GCE PD, AWS EBS, RBD and iSCSI
+#: disks; NodeVolumeLimits counts those CSI migration covers (GCE PD, AWS EBS, Azure Disk, Cinder)
 _DISK_VOLUMES = ("gcePersistentDisk", "awsElasticBlockStore", "azureDisk", "rbd", "iscsi", "cinder")
-for _source in _DISK_VOLUMES:
-    EVALUATED_BY[_source] = None
+EVALUATED_BY["gcePersistentDisk"] = EVALUATED_BY["awsElasticBlockStore"] = (
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+)
+EVALUATED_BY["rbd"] = EVALUATED_BY["iscsi"] = "VolumeRestrictions"
+EVALUATED_BY["azureDisk"] = EVALUATED_BY["cinder"] = "NodeVolumeLimits"
 EVALUATED_BY["metadata.annotations[shoal.dev/gpu-memory-gb]"] = "GPUMemory"
 EVALUATED_BY["metadata.labels[scheduling.x-k8s.io/pod-group]"] = "Coscheduling"
 
@@ -73,10 +78,11 @@ def _non_empty(term: Any) -> bool:
     return any(bool(v) for v in term.values())
 
 
-def evaluator(path: str) -> str | None:
-    """The plugin that evaluates the field at ``path`` (``spec.volumes[3].ephemeral`` → by source)."""
+def evaluator(path: str) -> tuple[str, ...] | None:
+    """The plugins that evaluate the field at ``path`` (``spec.volumes[3].ephemeral`` → by source)."""
     key = path.rsplit(".", 1)[-1] if path.startswith("spec.volumes[") else path
-    return EVALUATED_BY.get(key)
+    plugins = EVALUATED_BY.get(key)
+    return (plugins,) if isinstance(plugins, str) else plugins
 
 
 def check(fields: Collection[str], plugins: Collection[str]) -> Status | None:
@@ -84,11 +90,11 @@ def check(fields: Collection[str], plugins: Collection[str]) -> Status | None:
     unknown: list[str] = []
     left_out: dict[str, list[str]] = {}
     for path in fields:
-        plugin = evaluator(path)
-        if plugin is None:
+        needed = evaluator(path)
+        if needed is None:
             unknown.append(path)
-        elif plugin not in plugins:
-            left_out.setdefault(plugin, []).append(path)
+        elif missing := [p for p in needed if p not in plugins]:
+            left_out.setdefault(", ".join(missing), []).append(path)
     reasons = []
     if unknown:
         reasons.append(f"pod uses {', '.join(unknown)}, which shoal does not evaluate yet")

@@ -28,6 +28,12 @@ IMMEDIATE, WAIT_FOR_FIRST_CONSUMER = "Immediate", "WaitForFirstConsumer"
 READ_WRITE_ONCE_POD = "ReadWriteOncePod"
 
 
+def not_found(resource: str, name: str) -> str:
+    """The API's NotFound message as kube-scheduler's listers word it (``persistentvolumeclaim
+    "data" not found``; ``resource`` is singular, with its group: ``storageclass.storage.k8s.io``)."""
+    return f'{resource} "{name}" not found'
+
+
 def _labels(meta: JSON, key: str = "labels") -> dict[str, str]:
     return {str(k): str(v) for k, v in (meta.get(key) or {}).items()}
 
@@ -80,6 +86,8 @@ class PVInfo:
     phase: str = ""
     #: (driver, volumeHandle) of a CSI volume
     csi: tuple[str, str] | None = None
+    #: an in-tree source CSI migration covers: (in-tree plugin, CSI driver, volume handle)
+    migrated: tuple[str, str, str] | None = None
     deleting: bool = False
     resource_version: str = ""
     problems: dict[str, str] = field(default_factory=dict)
@@ -115,6 +123,7 @@ class PVInfo:
             csi=(str(csi.get("driver") or ""), str(csi.get("volumeHandle") or ""))
             if isinstance(csi, Mapping)
             else None,
+            migrated=migrated_source(spec),
             deleting=bool(meta.get("deletionTimestamp")),
             resource_version=str(meta.get("resourceVersion") or ""),
             problems=problems,
@@ -297,6 +306,8 @@ class PodVolume:
     claim: str | None = None
     ephemeral: bool = False
     disk: Disk | None = None
+    #: an in-tree volume CSI migration covers: (in-tree plugin, CSI driver, volume handle)
+    migrated: tuple[str, str, str] | None = None
 
 
 def _disk(volume: JSON) -> Disk | None:
@@ -328,9 +339,37 @@ def pod_volumes(pod_name: str, spec: JSON) -> tuple[PodVolume, ...]:
             out.append(PodVolume(name, claim=str(pvc.get("claimName") or "")))
         elif v.get("ephemeral") is not None:
             out.append(PodVolume(name, claim=f"{pod_name}-{name}", ephemeral=True))
-        elif (disk := _disk(v)) is not None:
-            out.append(PodVolume(name, disk=disk))
+        else:
+            disk, migrated = _disk(v), migrated_source(v)
+            if disk is not None or migrated is not None:
+                out.append(PodVolume(name, disk=disk, migrated=migrated))
     return tuple(out)
+
+
+#: in-tree source -> (in-tree plugin, CSI driver, the field naming the disk); the five whose
+#: migration kube-scheduler's NodeVolumeLimits counts (``isCSIMigrationOn``)
+MIGRATED_SOURCES = {
+    "gcePersistentDisk": ("kubernetes.io/gce-pd", "pd.csi.storage.gke.io", "pdName"),
+    "awsElasticBlockStore": ("kubernetes.io/aws-ebs", "ebs.csi.aws.com", "volumeID"),
+    "azureDisk": ("kubernetes.io/azure-disk", "disk.csi.azure.com", "diskURI"),
+    "cinder": ("kubernetes.io/cinder", "cinder.csi.openstack.org", "volumeID"),
+    "portworxVolume": ("kubernetes.io/portworx-volume", "pxd.portworx.com", "volumeID"),
+}
+#: in-tree provisioner -> CSI driver
+MIGRATED_PROVISIONERS = {plugin: driver for plugin, driver, _ in MIGRATED_SOURCES.values()}
+
+
+def migrated_source(source: JSON) -> tuple[str, str, str] | None:
+    """(in-tree plugin, CSI driver, volume handle) of an in-tree volume or PV source CSI migration
+    covers; the handle names the disk (EBS: without its ``aws://zone/`` prefix)."""
+    for key, (plugin, driver, field_name) in MIGRATED_SOURCES.items():
+        spec = source.get(key)
+        if isinstance(spec, Mapping):
+            handle = str(spec.get(field_name) or "")
+            if key == "awsElasticBlockStore" and handle.startswith("aws://"):
+                handle = handle.rsplit("/", 1)[-1]
+            return plugin, driver, handle
+    return None
 
 
 StorageObject = PVInfo | PVCInfo | StorageClassInfo | CSINodeInfo
