@@ -38,6 +38,7 @@ from shoal.plugins import (
     prioritysort,
     schedulinggates,
     tainttoleration,
+    volumebinding,
     volumerestrictions,
     volumezone,
 )
@@ -61,6 +62,7 @@ BUILTIN: tuple[PluginEntry, ...] = (
     imagelocality.ENTRY,
     volumerestrictions.ENTRY,
     nodevolumelimits.ENTRY,
+    volumebinding.ENTRY,
     volumezone.ENTRY,
 )
 DEFAULT_SCHEDULER_NAME = "gpu-scheduler"
@@ -137,6 +139,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "NodeAffinity",
         "VolumeRestrictions",
         "NodeVolumeLimits",
+        "VolumeBinding",
         "VolumeZone",
         "GPUMemory",
         "PodTopologySpread",
@@ -152,6 +155,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "NodeResourcesFit",
         "VolumeRestrictions",
         "NodeVolumeLimits",
+        "VolumeBinding",
         "VolumeZone",
         "GPUMemory",
         "PodTopologySpread",
@@ -170,9 +174,9 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         ("InterPodAffinity", 2),
         ("ImageLocality", 1),
     ),
-    "reserve": _refs("GPUMemory", "Coscheduling"),
+    "reserve": _refs("VolumeBinding", "GPUMemory", "Coscheduling"),
     "permit": _refs("Coscheduling"),
-    "preBind": [],
+    "preBind": _refs("VolumeBinding"),
     "bind": _refs("DefaultBinder"),
     "postBind": [],
 }

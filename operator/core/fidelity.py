@@ -31,8 +31,11 @@ EVALUATED_BY: dict[str, str | tuple[str, ...] | None] = {
     "spec.resourceClaims": None,  # kube-scheduler: DynamicResources
     "spec.resources": "NodeResourcesFit",  # pod-level resources
     "spec.schedulingGroup": None,  # Kubernetes' native Workload / PodGroup gangs
-    "persistentVolumeClaim": None,  # kube-scheduler: VolumeBinding, VolumeZone, NodeVolumeLimits
-    "ephemeral": None,  # generic ephemeral volumes are PVCs too
+    # a claim: bound PVs' node affinity and binding (VolumeBinding), zones (VolumeZone),
+    # ReadWriteOncePod (VolumeRestrictions), CSI attach limits (NodeVolumeLimits)
+    "persistentVolumeClaim": ("VolumeBinding", "VolumeZone", "VolumeRestrictions", "NodeVolumeLimits"),
+    # generic ephemeral volumes are claims too; upstream's VolumeZone and VolumeRestrictions skip them
+    "ephemeral": ("VolumeBinding", "NodeVolumeLimits"),
 }
 
 #: in-tree disk volumes: VolumeRestrictions checks the conflicts of GCE PD, AWS EBS, RBD and iSCSI

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from shoal.core.nodeselectors import SelectorTerm, parse_term
 from shoal.core.quantity import QuantityError, to_int
 from shoal.core.selectors import LabelSelector, SelectorError, parse_selector
+from shoal.core.status import Status
 
 JSON = Mapping[str, Any]
 
@@ -373,6 +374,26 @@ def migrated_source(source: JSON) -> tuple[str, str, str] | None:
 
 
 StorageObject = PVInfo | PVCInfo | StorageClassInfo | CSINodeInfo
+
+
+class VolumeWriter(Protocol):
+    """What VolumeBinding's PreBind writes, as kube-scheduler's volume binder writes it (the
+    operator's is ``kube/volumes.py``; the simulator's binds in memory). Each returns a non-success
+    Status on failure (a 409 included: the object changed since it was read)."""
+
+    async def bind_volume(self, pv: PVInfo, claim: PVCInfo) -> Status:
+        """Set the PV's ``claimRef`` to the claim (and ``pv.kubernetes.io/bound-by-controller``),
+        guarded by the PV's resourceVersion; the PV controller completes the binding."""
+        ...
+
+    async def select_node(self, claim: PVCInfo, node: str) -> Status:
+        """Annotate the claim ``volume.kubernetes.io/selected-node: <node>`` (guarded by its
+        resourceVersion), asking its provisioner for a volume there."""
+        ...
+
+
+#: the key of the VolumeWriter in ``Handle.extras``
+VOLUME_WRITER = "volume-writer"
 #: API kind -> the typed object (dumps for ``shoal simulate``)
 STORAGE_DECODERS: dict[str, Callable[[JSON], StorageObject]] = {
     "PersistentVolume": PVInfo.from_dict,
@@ -406,6 +427,11 @@ class VolumeStore:
     pvcs: dict[str, PVCInfo] = field(default_factory=dict)
     classes: dict[str, StorageClassInfo] = field(default_factory=dict)
     csi_nodes: dict[str, CSINodeInfo] = field(default_factory=dict)
+    #: VolumeBinding's assumptions, from Reserve until the binding is written and seen (or
+    #: Unreserve): PV name -> the claim (``namespace/name``) it is being bound to; claim -> the node
+    #: it is being provisioned for
+    assumed_pvs: dict[str, str] = field(default_factory=dict)
+    assumed_claims: dict[str, str] = field(default_factory=dict)
 
     def apply(self, obj: StorageObject, deleted: bool = False) -> None:
         """Record (or forget, when ``deleted``) one object."""

@@ -39,7 +39,7 @@ from kubernetes_asyncio import client
 
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.scheduler import Scheduler
-from shoal.core.volumes import StorageObject
+from shoal.core.volumes import VOLUME_WRITER, StorageObject
 from shoal.kube.binder import KubeBinder
 from shoal.kube.bootstrap import bootstrap_profiles
 from shoal.kube.informer import Event, Informer, Kind
@@ -57,6 +57,7 @@ from shoal.kube.leader import LeaseElector
 from shoal.kube.reporter import KubeReporter
 from shoal.kube.rest import RawClient, connect
 from shoal.kube.status import MergePatchStatus, StatusWriter
+from shoal.kube.volumes import KubeVolumeWriter
 from shoal.operator_app import kopf_glue
 from shoal.operator_app.health import Health, run_vital
 from shoal.operator_app.leadership import Leadership
@@ -229,6 +230,7 @@ class ShoalOperator:
                 renew_deadline=s.renew_deadline,
                 retry_period=s.retry_period,
             )
+        scheduler.handle.extras[VOLUME_WRITER] = KubeVolumeWriter(self.raw)  # VolumeBinding's PreBind
         self.compose(scheduler, MergePatchStatus(self.raw), raw=self.raw)
         self.server = HealthServer(
             self.metrics, self.health.ready, alive=self.health.alive, host=s.metrics_host, port=s.metrics_port

@@ -12,7 +12,7 @@ import asyncio
 import random
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,17 @@ from shoal.core.placement import Placement
 from shoal.core.profile import PluginEntry
 from shoal.core.scheduler import Scheduler
 from shoal.core.status import Status
-from shoal.core.volumes import STORAGE_DECODERS, StorageObject, decode_storage
+from shoal.core.volumes import (
+    BIND_COMPLETED,
+    SELECTED_NODE,
+    STORAGE_DECODERS,
+    VOLUME_WRITER,
+    ClaimRef,
+    PVCInfo,
+    PVInfo,
+    StorageObject,
+    decode_storage,
+)
 from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
 
 JSON = dict[str, Any]
@@ -127,6 +137,39 @@ class MemoryBinder:
         return Status()
 
 
+class MemoryVolumeWriter:
+    """VolumeBinding's writes, with the PV controller's answer at once: a static match binds the
+    claim to its PV; a claim to provision gets a PV (``pvc-<claim uid or name>``, no node
+    affinity) of its class and size, bound to it."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+
+    async def bind_volume(self, pv: PVInfo, claim: PVCInfo) -> Status:
+        self._bind(
+            replace(pv, claim_ref=ClaimRef(claim.namespace, claim.name, claim.uid or claim.key)), claim
+        )
+        return Status()
+
+    async def select_node(self, claim: PVCInfo, node: str) -> Status:
+        annotations = {**claim.annotations, SELECTED_NODE: node}
+        name = f"pvc-{claim.uid or claim.key.replace('/', '-')}"
+        pv = PVInfo(
+            name, storage_class=claim.storage_class, capacity=claim.request, access_modes=claim.access_modes
+        )
+        self._bind(
+            replace(pv, claim_ref=ClaimRef(claim.namespace, claim.name, claim.uid)),
+            replace(claim, annotations=annotations),
+        )
+        return Status()
+
+    def _bind(self, pv: PVInfo, claim: PVCInfo) -> None:
+        ref = ClaimRef(claim.namespace, claim.name, claim.uid)
+        self.scheduler.on_storage(replace(pv, claim_ref=ref, phase="Bound"))
+        annotations = {**claim.annotations, BIND_COMPLETED: "yes"}
+        self.scheduler.on_storage(replace(claim, volume_name=pv.name, phase="Bound", annotations=annotations))
+
+
 class InMemoryCluster:
     """Nodes, pods and PodGroups held as API dicts."""
 
@@ -210,6 +253,7 @@ class Simulation:
         if record_scores:
             self.scheduler.placement_observer = self._record_top
         self.binder.scheduler = self.scheduler
+        self.scheduler.handle.extras[VOLUME_WRITER] = MemoryVolumeWriter(self.scheduler)
         specs = [profile_spec(p) for p in profiles] or [profile_spec(p) for p in cluster.profiles]
         for spec in specs or [DEFAULT_PROFILE_SPEC]:
             self.scheduler.set_profile(spec)

@@ -1,0 +1,142 @@
+"""VolumeBinding through the default profile in the simulator (whose volume writer answers as the PV
+controller would): a local PV's node, provisioning limited by allowedTopologies, unbound immediate
+claims, a bound PV's node affinity, and two pods never given the same PV."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shoal.sim import InMemoryCluster, Simulation
+from shoal.testing.objects import make_node, make_pod
+
+HOST = "kubernetes.io/hostname"
+
+
+def node(name: str, **labels: str) -> dict[str, Any]:
+    obj = make_node(name)
+    obj["metadata"].setdefault("labels", {}).update({HOST: name, **labels})
+    return obj
+
+
+def local_pv(name: str, on: str, size: str = "10Gi", **extra: Any) -> dict[str, Any]:
+    term = {"matchExpressions": [{"key": HOST, "operator": "In", "values": [on]}]}
+    return {
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "local",
+            "local": {"path": "/mnt/disk"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+            **extra,
+        },
+        "status": {"phase": "Available"},
+    }
+
+
+def claim(name: str, cls: str = "local", size: str = "5Gi", **annotations: str) -> dict[str, Any]:
+    return {
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "annotations": annotations},
+        "spec": {
+            "storageClassName": cls,
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": size}},
+        },
+    }
+
+
+def storage_class(name: str, mode: str, provisioner: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": mode,
+        **extra,
+    }
+
+
+LOCAL = storage_class("local", "WaitForFirstConsumer", "kubernetes.io/no-provisioner")
+
+
+def trainer(name: str, *claims: str) -> dict[str, Any]:
+    obj = make_pod(name)
+    obj["metadata"]["uid"] = f"uid-{name}"
+    obj["spec"]["volumes"] = [{"name": c, "persistentVolumeClaim": {"claimName": c}} for c in claims]
+    return obj
+
+
+def run(*objs: dict[str, Any]) -> tuple[Simulation, dict[str, Any]]:
+    sim = Simulation(InMemoryCluster(list(objs)))
+    return sim, sim.run_sync()
+
+
+def test_local_pv_pod_goes_to_the_pv_node_and_the_claim_is_bound() -> None:
+    sim, out = run(
+        node("n1"), node("n2"), node("n3"), LOCAL, local_pv("pv-2", "n2"), claim("data"), trainer("t", "data")
+    )
+    assert out["uid-t"].node == "n2"
+    bound = sim.scheduler.cache.volumes.pvcs["default/data"]
+    assert bound.volume_name == "pv-2"
+    assert sim.scheduler.cache.volumes.assumed_pvs == {}
+
+
+def test_two_pods_never_share_one_pv_and_the_smallest_fitting_pv_is_chosen() -> None:
+    _, out = run(
+        node("n1"),
+        node("n2"),
+        LOCAL,
+        local_pv("big", "n1", size="100Gi"),
+        local_pv("small", "n2", size="6Gi"),
+        claim("a"),
+        claim("b"),
+        trainer("ta", "a"),
+        trainer("tb", "b"),
+    )
+    assert {out["uid-ta"].node, out["uid-tb"].node} == {"n1", "n2"}
+
+
+def test_no_pv_and_no_provisioner_names_the_reason() -> None:
+    _, out = run(node("n1"), LOCAL, local_pv("tiny", "n1", size="1Gi"), claim("data"), trainer("t", "data"))
+    assert out["uid-t"].node is None
+    assert "1 node(s) didn't find available persistent volumes to bind" in out["uid-t"].message
+
+
+def test_provisioning_follows_allowed_topologies() -> None:
+    zonal = storage_class(
+        "zonal",
+        "WaitForFirstConsumer",
+        "csi.example.com",
+        allowedTopologies=[{"matchLabelExpressions": [{"key": "zone", "values": ["b"]}]}],
+    )
+    sim, out = run(
+        node("n1", zone="a"), node("n2", zone="b"), zonal, claim("data", cls="zonal"), trainer("t", "data")
+    )
+    assert out["uid-t"].node == "n2"
+    assert (
+        sim.scheduler.cache.volumes.pvcs["default/data"].annotations["volume.kubernetes.io/selected-node"]
+        == "n2"
+    )
+
+
+def test_unbound_immediate_claim_is_refused() -> None:
+    fast = storage_class("fast", "Immediate", "csi.example.com")
+    _, out = run(node("n1"), fast, claim("data", cls="fast"), trainer("t", "data"))
+    assert out["uid-t"].node is None
+    assert "pod has unbound immediate PersistentVolumeClaims" in out["uid-t"].message
+
+
+def test_bound_pv_node_affinity() -> None:
+    pv = local_pv("pv-1", "n1", claimRef={"namespace": "default", "name": "data", "uid": "uid-data"})
+    pvc = claim("data", **{"pv.kubernetes.io/bind-completed": "yes"})
+    pvc["spec"]["volumeName"] = "pv-1"
+    _, out = run(node("n1"), node("n2"), LOCAL, pv, pvc, trainer("t", "data"))
+    assert out["uid-t"].node == "n1"
+    _, out = run(node("n2"), LOCAL, pv, pvc, trainer("t", "data"))
+    assert "1 node(s) didn't match PersistentVolume's node affinity" in out["uid-t"].message
+
+
+def test_missing_claim_is_named() -> None:
+    _, out = run(node("n1"), trainer("t", "nowhere"))
+    assert 'persistentvolumeclaim "nowhere" not found' in out["uid-t"].message
