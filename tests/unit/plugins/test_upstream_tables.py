@@ -21,6 +21,7 @@ OWN_RUNNERS = {
     "volumezone",
     "volumerestrictions",
     "nodevolumelimits",
+    "volumebinding",
 }
 
 

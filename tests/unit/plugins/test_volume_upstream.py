@@ -1,5 +1,5 @@
-"""kube-scheduler 1.37's VolumeZone, VolumeRestrictions and NodeVolumeLimits tables, run through the
-plugins (tests/data/upstream/<plugin>.yaml).
+"""kube-scheduler 1.37's VolumeZone, VolumeRestrictions, NodeVolumeLimits and VolumeBinding tables,
+run through the plugins (tests/data/upstream/<plugin>.yaml).
 
 A case is the pod, the nodes (and pods already on them), the storage objects upstream's fake listers
 hold (``storage``: PVs, claims, StorageClasses, CSINodes, API-shaped with their kind), and what
@@ -21,8 +21,8 @@ from shoal.core.invoker import PluginFailed
 from shoal.core.objects import PodInfo
 from shoal.core.status import Code, Status
 from shoal.core.volumes import decode_storage
-from shoal.plugins import nodevolumelimits, volumerestrictions, volumezone
-from tests.unit.helpers import cache_with
+from shoal.plugins import nodevolumelimits, volumebinding, volumerestrictions, volumezone
+from tests.unit.helpers import cache_with, handle_for
 from tests.unit.plugins.test_upstream_tables import ARCHITECTURE, SECTION
 from tests.unit.upstream import DATA, FITS
 
@@ -31,6 +31,7 @@ PLUGINS: dict[str, Any] = {
     "volumezone": volumezone.VolumeZone,
     "volumerestrictions": volumerestrictions.VolumeRestrictions,
     "nodevolumelimits": nodevolumelimits.NodeVolumeLimits,
+    "volumebinding": lambda cache: volumebinding.VolumeBinding(volumebinding.Args(), handle_for(cache)),
 }
 #: upstream's fake listers say ``persistentvolumeclaims "x" not found``; the real ones (and shoal)
 #: the singular ``persistentvolumeclaim "x" not found``
