@@ -140,3 +140,72 @@ def test_bound_pv_node_affinity() -> None:
 def test_missing_claim_is_named() -> None:
     _, out = run(node("n1"), trainer("t", "nowhere"))
     assert 'persistentvolumeclaim "nowhere" not found' in out["uid-t"].message
+
+
+def _plugin_world(timeout: int = 600) -> tuple[Any, Any, Any]:
+    from shoal.core.volumes import decode_storage
+    from shoal.plugins.volumebinding import Args, VolumeBinding
+    from tests.unit.helpers import cache_with, handle_for
+
+    cache = cache_with([node("n1"), node("n2")])
+    for obj in (LOCAL, local_pv("pv-1", "n1"), claim("a"), claim("b")):
+        cache.volumes.apply(decode_storage(obj))
+    handle = handle_for(cache)
+    return cache, handle, VolumeBinding(Args(bind_timeout_seconds=timeout), handle)
+
+
+def test_reserve_holds_the_pv_from_other_pods_until_unreserve() -> None:
+    from shoal.core.cyclestate import CycleState
+    from shoal.core.objects import PodInfo
+    from tests.unit.helpers import rejected_names
+
+    cache, _, plugin = _plugin_world()
+    table = cache.table
+    first, second = PodInfo.from_dict(trainer("ta", "a")), PodInfo.from_dict(trainer("tb", "b"))
+    s1 = CycleState()
+    assert plugin.pre_filter(s1, first)[1].ok
+    assert rejected_names(table, plugin.filter_nodes(s1, first, table, table.valid_rows())) == {
+        "node(s) didn't find available persistent volumes to bind": {"n2"}
+    }
+    assert plugin.reserve(s1, first, "n1").ok
+    assert cache.volumes.assumed_pvs == {"pv-1": "default/a"}
+    s2 = CycleState()
+    assert plugin.pre_filter(s2, second)[1].ok
+    assert rejected_names(table, plugin.filter_nodes(s2, second, table, table.valid_rows())) == {
+        "node(s) didn't find available persistent volumes to bind": {"n1", "n2"}
+    }
+    plugin.unreserve(s1, first, "n1")
+    assert cache.volumes.assumed_pvs == {}
+    s3 = CycleState()
+    assert plugin.pre_filter(s3, second)[1].ok
+    assert "n1" not in str(rejected_names(table, plugin.filter_nodes(s3, second, table, table.valid_rows())))
+
+
+def test_pre_bind_writes_the_claim_ref_and_times_out_without_a_pv_controller() -> None:
+    import asyncio
+
+    from shoal.core.cyclestate import CycleState
+    from shoal.core.objects import PodInfo
+    from shoal.core.status import Status
+    from shoal.core.volumes import VOLUME_WRITER, PVCInfo, PVInfo
+
+    written: list[tuple[str, str]] = []
+
+    class Recorder:
+        async def bind_volume(self, pv: PVInfo, claim: PVCInfo) -> Status:
+            written.append((pv.name, claim.key))
+            return Status()
+
+        async def select_node(self, claim: PVCInfo, node: str) -> Status:
+            written.append((claim.key, node))
+            return Status()
+
+    cache, handle, plugin = _plugin_world(timeout=0)
+    handle.extras[VOLUME_WRITER] = Recorder()
+    pod, state = PodInfo.from_dict(trainer("ta", "a")), CycleState()
+    plugin.pre_filter(state, pod)
+    plugin.filter_nodes(state, pod, cache.table, cache.table.valid_rows())
+    assert plugin.reserve(state, pod, "n1").ok
+    status = asyncio.run(plugin.pre_bind(state, pod, "n1"))
+    assert written == [("pv-1", "default/a")]
+    assert status.code.title == "Error" and "timed out" in status.message
