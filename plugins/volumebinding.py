@@ -92,6 +92,21 @@ class _State:
     all_bound: bool = False
 
 
+@dataclass
+class _Pool:
+    """The PVs one claim may get: the one pre-bound to it, or those that fit, smallest first."""
+
+    prebound: tuple[PVInfo, BoolArray] | None = None
+    fitting: list[tuple[PVInfo, BoolArray]] = field(default_factory=list)
+
+    def pick(self, row: int, chosen: set[str]) -> PVInfo | None:
+        """The PV for the node at ``row`` (None: none; the pre-bound PV or nothing if it has one)."""
+        if self.prebound is not None:
+            pv, allowed = self.prebound
+            return pv if allowed[row] and pv.name not in chosen else None
+        return next((pv for pv, allowed in self.fitting if allowed[row] and pv.name not in chosen), None)
+
+
 def fully_bound(pvc: PVCInfo) -> bool:
     return bool(pvc.volume_name) and BIND_COMPLETED in pvc.annotations
 
@@ -187,9 +202,10 @@ class VolumeBinding:
         bind_conflict = np.zeros(n, dtype=bool)
         st.by_node = {}
         if st.delayed:  # as upstream, the unbound claims are checked whatever the bound ones said
+            pools = {pvc.key: self._pool(pvc, table) for pvc in st.delayed}
             for row in np.flatnonzero(candidates):
                 name = table.name(int(row))
-                volumes = self._find(st.delayed, table, int(row), name)
+                volumes = self._find(st.delayed, pools, table, int(row), name)
                 if isinstance(volumes, Status):
                     raise PluginFailed(volumes)
                 if volumes is None:
@@ -216,7 +232,7 @@ class VolumeBinding:
         return mask
 
     def _find(
-        self, claims: list[PVCInfo], table: NodeTable, row: int, node: str
+        self, claims: list[PVCInfo], pools: dict[str, _Pool], table: NodeTable, row: int, node: str
     ) -> PodVolumes | Status | None:
         """``FindPodVolumes`` for the unbound claims on one node: what to bind or provision there,
         None when it cannot, a Status when the claims are broken (an Error)."""
@@ -236,7 +252,7 @@ class VolumeBinding:
                 to_match.append(pvc)
         chosen: set[str] = set()
         for pvc in sorted(to_match, key=lambda c: c.request):
-            pv = self._match(pvc, node, labels, chosen)
+            pv = pools[pvc.key].pick(row, chosen)
             if pv is None:
                 to_provision.append(pvc)
                 continue
@@ -255,13 +271,14 @@ class VolumeBinding:
             out.provisions.append(pvc.key)
         return out
 
-    def _match(self, pvc: PVCInfo, node: str, labels: dict[str, str], chosen: set[str]) -> PVInfo | None:
-        """``FindMatchingVolume`` with the node: the PV pre-bound to the claim, else the smallest
-        Available one that fits it."""
+    def _pool(self, pvc: PVCInfo, table: NodeTable) -> _Pool:
+        """``FindMatchingVolume``'s node-independent checks, once per claim: the PV pre-bound to the
+        claim (if any), else the Available PVs that fit it, smallest first; each with the rows its
+        node affinity allows (vectorised, so the per-node search is a lookup)."""
         store = self.cache.volumes
-        best: PVInfo | None = None
+        fitting: list[tuple[PVInfo, BoolArray]] = []
         for pv in store.pvs.values():
-            if pv.storage_class != pvc.storage_class or pv.name in chosen:
+            if pv.storage_class != pvc.storage_class:
                 continue  # upstream lists the PVs of the claim's class
             taken = store.assumed_pvs.get(pv.name)  # Reserve's claimRef, not written yet
             if taken is not None and taken != pvc.key:
@@ -270,18 +287,17 @@ class VolumeBinding:
                 continue
             if (pv.capacity or 0) < pvc.request or pv.volume_mode != pvc.volume_mode or pv.deleting:
                 continue
-            affinity = pv.node_affinity_matches(node, labels)
             if taken is not None or matches_claim(pv, pvc):
-                return pv if affinity else None
+                return _Pool(prebound=(pv, self._affinity(pv, table)))
             if pv.phase != "Available":
                 continue
             if pvc.selector is not None and not pvc.selector.matches(pv.labels):
                 continue
-            if not affinity or not set(pvc.access_modes) <= set(pv.access_modes):
+            if not set(pvc.access_modes) <= set(pv.access_modes):
                 continue
-            if best is None or (pv.capacity or 0) < (best.capacity or 0):
-                best = pv
-        return best
+            fitting.append((pv, self._affinity(pv, table)))
+        fitting.sort(key=lambda item: item[0].capacity or 0)
+        return _Pool(fitting=fitting)
 
     # -- Reserve / Unreserve ------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
