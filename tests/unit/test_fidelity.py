@@ -92,6 +92,22 @@ def test_a_field_whose_plugin_the_profile_leaves_out_names_the_plugin() -> None:
     )
 
 
+def test_a_claim_needs_all_four_volume_plugins_and_names_the_missing_ones() -> None:
+    claim = ("spec.volumes[0].persistentVolumeClaim",)
+    volume_plugins = {"VolumeBinding", "VolumeZone", "VolumeRestrictions", "NodeVolumeLimits"}
+    assert fidelity.check(claim, plugins=volume_plugins) is None
+    status = fidelity.check(claim, plugins={"VolumeBinding", "NodeVolumeLimits"})
+    assert status is not None
+    assert "(it leaves out VolumeZone, VolumeRestrictions)" in status.message
+    # generic ephemeral volumes: VolumeBinding and NodeVolumeLimits, as upstream
+    assert (
+        fidelity.check(("spec.volumes[1].ephemeral",), plugins={"VolumeBinding", "NodeVolumeLimits"}) is None
+    )
+    # an in-tree disk: conflicts (VolumeRestrictions) and attach limits (NodeVolumeLimits)
+    status = fidelity.check(("spec.volumes[0].gcePersistentDisk",), plugins={"VolumeRestrictions"})
+    assert status is not None and "(it leaves out NodeVolumeLimits)" in status.message
+
+
 def test_five_anti_affine_replicas_are_not_stacked_on_one_node() -> None:
     """The bug report: required anti-affinity on the hostname, and all five landed on one node."""
     cluster = InMemoryCluster([make_node(f"n{i}", cpu="64") for i in range(3)])
