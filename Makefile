@@ -32,7 +32,7 @@ $(BENCH_STAMP): $(STAMP)
 
 venv: $(STAMP) ## create .venv with shoal and the test tools
 
-cluster-bin: ## build etcd, kube-apiserver, kube-scheduler and helm from Go modules (only what is missing)
+cluster-bin: ## build etcd, kube-apiserver, kube-scheduler, kube-controller-manager and helm from Go modules (only what is missing)
 	@hack/k8s/build.sh
 
 lint: $(STAMP) ## ruff, mypy --strict (product, tests, bench), import-linter layers

@@ -24,6 +24,7 @@ from shoal.core.profile import ProfileError
 if TYPE_CHECKING:
     from shoal.core.objects import PodInfo
     from shoal.core.scheduler import Scheduler
+    from shoal.core.volumes import StorageObject
     from shoal.kube.rest import RawClient
 
 
@@ -84,6 +85,7 @@ async def _snapshot(
         KIND_PODGROUPS,
         KIND_PODS,
         KIND_PROFILES,
+        STORAGE_KINDS,
         NamespaceInfo,
         ProfileObject,
     )
@@ -104,6 +106,9 @@ async def _snapshot(
     async def on_namespace(event: Event[NamespaceInfo]) -> None:
         sched.on_namespace(event.obj.name, event.obj.labels)
 
+    async def on_storage(event: Event[StorageObject]) -> None:
+        sched.on_storage(event.obj)
+
     async def on_pod(event: Event[PodInfo]) -> None:
         sched.cache.upsert_pod(event.obj)
         if event.obj.namespace == namespace and event.obj.name == name:
@@ -114,6 +119,8 @@ async def _snapshot(
     informer.watch(KIND_PODGROUPS, on_group)
     informer.watch(KIND_NAMESPACES, on_namespace)
     informer.watch(KIND_NODES, on_node)
+    for kind in STORAGE_KINDS:
+        informer.watch(kind, on_storage)
     informer.watch(KIND_PODS, on_pod)
     await informer.prime(raw)
     invalid: dict[str, str] = {}

@@ -33,10 +33,14 @@ from shoal.plugins import (
     nodeports,
     noderesources,
     nodeunschedulable,
+    nodevolumelimits,
     podtopologyspread,
     prioritysort,
     schedulinggates,
     tainttoleration,
+    volumebinding,
+    volumerestrictions,
+    volumezone,
 )
 
 ENTRY_POINT_GROUP = "shoal.plugins"
@@ -56,6 +60,10 @@ BUILTIN: tuple[PluginEntry, ...] = (
     interpodaffinity.ENTRY,
     podtopologyspread.ENTRY,
     imagelocality.ENTRY,
+    volumerestrictions.ENTRY,
+    nodevolumelimits.ENTRY,
+    volumebinding.ENTRY,
+    volumezone.ENTRY,
 )
 DEFAULT_SCHEDULER_NAME = "gpu-scheduler"
 
@@ -129,6 +137,10 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "NodeResourcesFit",
         "NodePorts",
         "NodeAffinity",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
         "GPUMemory",
         "PodTopologySpread",
         "InterPodAffinity",
@@ -141,6 +153,10 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
         "GPUMemory",
         "PodTopologySpread",
         "InterPodAffinity",
@@ -158,9 +174,9 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         ("InterPodAffinity", 2),
         ("ImageLocality", 1),
     ),
-    "reserve": _refs("GPUMemory", "Coscheduling"),
+    "reserve": _refs("VolumeBinding", "GPUMemory", "Coscheduling"),
     "permit": _refs("Coscheduling"),
-    "preBind": [],
+    "preBind": _refs("VolumeBinding"),
     "bind": _refs("DefaultBinder"),
     "postBind": [],
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real control-plane binaries from Go modules, only those that are missing.
-#   hack/k8s/build.sh [etcd] [kube-apiserver] [kube-scheduler] [helm]   (default: all four)
+#   hack/k8s/build.sh [etcd] [kube-apiserver] [kube-scheduler] [kube-controller-manager] [helm]
+#   (default: all five; kube-controller-manager runs only the PV binder, for the volume tests)
 # Binaries land in ${SHOAL_BIN_DIR:-$HOME/.cache/shoal/bin}/<version>/ so every clone on this machine
 # shares them; the Go build cache (~/.cache/go-build) makes a rebuild after a bump incremental.
 # It refuses to build when hack/k8s/*/go.mod pin other versions than versions.env (run gen-mod.sh).
@@ -66,18 +67,18 @@ check_kube_staging() { # every k8s.io staging module is replaced by the release 
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-scheduler helm)
+[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-scheduler kube-controller-manager helm)
 for t in "${targets[@]}"; do
   case $t in
     etcd) check_module etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" ;;
-    kube-apiserver|kube-scheduler) check_module kube k8s.io/kubernetes "$KUBE_VERSION"; check_kube_staging ;;
+    kube-apiserver|kube-scheduler|kube-controller-manager) check_module kube k8s.io/kubernetes "$KUBE_VERSION"; check_kube_staging ;;
     helm) check_module helm helm.sh/helm/v3 "$HELM_VERSION" ;;
   esac
 done
 for t in "${targets[@]}"; do
   case $t in
     etcd) build_one etcd etcd "etcd-${ETCD_VERSION}" . "-s -w" ;;
-    kube-apiserver|kube-scheduler)
+    kube-apiserver|kube-scheduler|kube-controller-manager)
       build_one "$t" kube "$KUBE_VERSION" "k8s.io/kubernetes/cmd/$t" "$(kube_ldflags)" ;;
     helm) build_one helm helm "helm-${HELM_VERSION}" helm.sh/helm/v3/cmd/helm \
             "-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;

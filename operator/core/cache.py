@@ -14,12 +14,13 @@ counted when the node arrives.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.placedsets import PlacedSets
+from shoal.core.volumes import VolumeStore
 
 
 @dataclass(slots=True)
@@ -50,6 +51,12 @@ class ClusterCache:
         self.placed_sets = PlacedSets()
         #: labels of each namespace (namespaceSelector of pod affinity terms)
         self.namespace_labels: dict[str, dict[str, str]] = {}
+        #: PersistentVolumes, claims, StorageClasses, CSINodes (the volume plugins)
+        self.volumes = VolumeStore()
+        #: placed pods with claims or in-tree disks, and how many placed pods use each claim
+        #: (``namespace/name``): what the volume plugins scan instead of every pod
+        self._with_volumes: set[str] = set()
+        self.claim_users: dict[str, int] = {}
 
     # -- nodes ---------------------------------------------------------------------------------
     def set_node(self, spec: NodeSpec) -> bool:
@@ -70,6 +77,10 @@ class ClusterCache:
     def _count(self, pod: PodInfo, node: str) -> None:
         self._placed[pod.uid] = node
         self.placed_sets.add(pod, node)
+        if pod.volumes:
+            self._with_volumes.add(pod.uid)
+            for claim in _claims(pod):
+                self.claim_users[claim] = self.claim_users.get(claim, 0) + 1
         self._node_pods.setdefault(node, set()).add(pod.uid)
         row = self.table.index.get(node)
         if row is not None:
@@ -80,6 +91,13 @@ class ClusterCache:
         if node is None:
             return
         pod = self.pods.get(uid)
+        if pod is not None and uid in self._with_volumes:
+            self._with_volumes.discard(uid)
+            for claim in _claims(pod):
+                if (left := self.claim_users.get(claim, 0) - 1) > 0:
+                    self.claim_users[claim] = left
+                else:
+                    self.claim_users.pop(claim, None)
         if pod is not None:
             self.placed_sets.remove(pod, node)
         pods = self._node_pods.get(node)
@@ -188,6 +206,18 @@ class ClusterCache:
             self.forget(uid)
         return expired
 
+    # -- placed pods with volumes (the volume plugins) --------------------------------------------
+    def placed_with_volumes(self) -> Iterator[tuple[PodInfo, int]]:
+        """Placed pods that have claims, ephemeral volumes or in-tree disks."""
+        yield from self._rows_of(self._with_volumes)
+
+    def _rows_of(self, uids: Iterable[str]) -> Iterator[tuple[PodInfo, int]]:
+        index, placed, pods = self.table.index, self._placed, self.pods
+        for uid in uids:
+            row = index.get(placed[uid])
+            if row is not None:
+                yield pods[uid], row
+
     # -- namespaces (pod affinity's namespaceSelector) ------------------------------------------
     def set_namespace(self, name: str, labels: dict[str, str]) -> None:
         self.namespace_labels[name] = labels
@@ -209,3 +239,9 @@ class ClusterCache:
         """(members known and not terminated, members counted on a node: bound or assumed)."""
         members = self._group_members.get(key, ())
         return len(members), sum(1 for u in members if u in self._placed)
+
+
+def _claims(pod: PodInfo) -> set[str]:
+    """The claims (``namespace/name``) a pod's ``persistentVolumeClaim`` volumes use, each once
+    (kube-scheduler's ``PodPVCKeys``: generic ephemeral volumes are not counted)."""
+    return {f"{pod.namespace}/{v.claim}" for v in pod.volumes if v.claim is not None and not v.ephemeral}

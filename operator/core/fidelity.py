@@ -10,9 +10,9 @@ field whose plugin the profile does not run *at that point* gets an ``Unschedula
 status naming the field, before PreFilter; it is retried when the pod changes (or the profile
 does), never on unrelated cluster events.
 
-Not covered, on purpose: resource requests (every pod has them; a profile without
-NodeResourcesFit at Filter is a choice about the whole cluster, not about one pod's fields) and
-tolerations (they permit, they do not ask).
+A field several plugins evaluate (a claim) is one use per plugin. Not covered, on purpose:
+resource requests (every pod has them; a profile without NodeResourcesFit at Filter is a choice
+about the whole cluster, not about one pod's fields) and tolerations (they permit, they do not ask).
 """
 
 from __future__ import annotations
@@ -30,18 +30,21 @@ FILTER, SCORE, PRE_ENQUEUE = "filter", "score", "preEnqueue"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
-#: volume sources whose claims, conflicts, zones or limits kube-scheduler checks (VolumeBinding,
-#: VolumeRestrictions, VolumeZone, NodeVolumeLimits); shoal does not yet, so they are refused
-UNEVALUATED_VOLUMES = (
-    "persistentVolumeClaim",
-    "ephemeral",
-    "gcePersistentDisk",
-    "awsElasticBlockStore",
-    "azureDisk",
-    "rbd",
-    "iscsi",
-    "cinder",
-)
+#: volume source -> the plugins that must all run at Filter for it: a claim's binding and bound
+#: PVs' node affinity (VolumeBinding), zones (VolumeZone), ReadWriteOncePod (VolumeRestrictions),
+#: CSI attach limits (NodeVolumeLimits); generic ephemeral volumes are claims too (upstream's
+#: VolumeZone and VolumeRestrictions skip them); in-tree disks: VolumeRestrictions checks GCE PD,
+#: AWS EBS, RBD and iSCSI conflicts, NodeVolumeLimits counts what CSI migration covers
+VOLUME_PLUGINS: dict[str, tuple[str, ...]] = {
+    "persistentVolumeClaim": ("VolumeBinding", "VolumeZone", "VolumeRestrictions", "NodeVolumeLimits"),
+    "ephemeral": ("VolumeBinding", "NodeVolumeLimits"),
+    "gcePersistentDisk": ("VolumeRestrictions", "NodeVolumeLimits"),
+    "awsElasticBlockStore": ("VolumeRestrictions", "NodeVolumeLimits"),
+    "rbd": ("VolumeRestrictions",),
+    "iscsi": ("VolumeRestrictions",),
+    "azureDisk": ("NodeVolumeLimits",),
+    "cinder": ("NodeVolumeLimits",),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +86,11 @@ def fields_used(spec: Mapping[str, Any]) -> tuple[FieldUse, ...]:
         if spec.get(key):
             out.append(FieldUse(f"spec.{key}", None))
     for i, volume in enumerate(spec.get("volumes") or ()):
-        if isinstance(volume, Mapping):
-            out += [
-                FieldUse(f"spec.volumes[{i}].{s}", None)
-                for s in UNEVALUATED_VOLUMES
-                if volume.get(s) is not None
-            ]
+        if not isinstance(volume, Mapping):
+            continue
+        for source, plugins in VOLUME_PLUGINS.items():
+            if volume.get(source) is not None:
+                out += [FieldUse(f"spec.volumes[{i}].{source}", plugin) for plugin in plugins]
     return tuple(out)
 
 

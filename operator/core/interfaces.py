@@ -68,10 +68,12 @@ class EventKind(Flag):
     POD_DELETE = auto()
     POD_GROUP_CHANGE = auto()
     PROFILE_CHANGE = auto()
+    #: a PersistentVolume, PersistentVolumeClaim, StorageClass or CSINode added, changed or deleted
+    STORAGE_CHANGE = auto()
 
     ANY_NODE = NODE_ADD | NODE_UPDATE | NODE_DELETE
     ANY_POD = POD_ADD | POD_UPDATE | POD_DELETE
-    ALL = ANY_NODE | ANY_POD | POD_GROUP_CHANGE | PROFILE_CHANGE
+    ALL = ANY_NODE | ANY_POD | POD_GROUP_CHANGE | PROFILE_CHANGE | STORAGE_CHANGE
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +81,7 @@ class ClusterEvent:
     """A change in the cluster that may make a rejected pod schedulable."""
 
     kind: EventKind
-    obj: Any = None  # the PodInfo / NodeSpec / PodGroupInfo involved, if any
+    obj: Any = None  # the PodInfo / NodeSpec / PodGroupInfo / storage object involved, if any
 
 
 #: A queueing hint: given a rejected pod and an event, may the event make it schedulable?

@@ -33,6 +33,7 @@ from shoal.core.selectors import (
     parse_pod_affinity,
     parse_spread_constraints,
 )
+from shoal.core.volumes import PodVolume, pod_volumes
 
 JSON = Mapping[str, Any]
 
@@ -145,6 +146,8 @@ class PodInfo:
     spread_error: str = ""
     #: the images the pod pulls, normalised (ImageLocality)
     images: tuple[str, ...] = ()
+    #: claims, generic ephemeral volumes and in-tree disks (the volume plugins)
+    volumes: tuple[PodVolume, ...] = ()
     #: scheduling-relevant fields this pod sets that only some plugin evaluates (core/fidelity.py)
     fields_used: tuple[FieldUse, ...] = ()
 
@@ -219,6 +222,7 @@ class PodInfo:
             topology_spread=spread,
             spread_error=spread_error,
             images=pod_images(spec),
+            volumes=pod_volumes(str(meta.get("name") or ""), spec),
         )
 
 

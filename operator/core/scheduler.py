@@ -2,19 +2,18 @@
 
 Why it is shaped this way:
 
-* The **scheduling cycle** is synchronous: between popping a pod and assuming it on a node nothing
-  else runs on the event loop, so the cache cannot change under a cycle and no snapshot copy is
-  needed. Watch events and binding tasks run between cycles.
-* The **binding cycle** is an asyncio task per pod: wait at the Permit gate, PreBind, Bind,
-  PostBind. Any failure after assume (a Permit rejection or timeout included) runs Unreserve
-  (reverse order), forgets the pod and requeues it with backoff; a 409 from Bind (someone else
-  bound it) only forgets it.
-* **Gangs** (pods of a PodGroup, via a profile plugin that implements ``pod_group``) are scheduled
-  in one cycle: every queued member is placed against the cache, one after the other, each assumed,
+* The **scheduling cycle** is synchronous: between popping a pod and assuming it on a node nothing else
+  runs on the event loop, so the cache cannot change under a cycle and no snapshot copy is needed.
+  Watch events and binding tasks run between cycles.
+* The **binding cycle** is an asyncio task per pod: wait at the Permit gate, PreBind, Bind, PostBind.
+  Any failure after assume (a Permit rejection or timeout included) runs Unreserve (reverse order),
+  forgets the pod and requeues it with backoff; a 409 from Bind (someone else bound it) only forgets it.
+* **Gangs** (pods of a PodGroup, via a profile plugin that implements ``pod_group``) are scheduled in
+  one cycle: every queued member is placed against the cache, one after the other, each assumed,
   reserved and sent to Permit, where members wait at their gates until the quorum is reached and the
-  last one opens them all. If fewer than ``minMember`` members fit, everything placed in that cycle
-  is rolled back before the cycle ends: a gang that does not fit holds nothing, two gangs can never
-  hold half the cluster each (no deadlock), and small pods behind it are scheduled normally.
+  last one opens them all. If fewer than ``minMember`` members fit, everything placed in that cycle is
+  rolled back before the cycle ends: a gang that does not fit holds nothing, two gangs can never hold
+  half the cluster each (no deadlock), and small pods behind it are scheduled normally.
 
 Outcomes go to a :class:`~shoal.core.reporting.Reporter`; the core itself does no I/O.
 """
@@ -44,6 +43,7 @@ from shoal.core.queue import PreEnqueue, QueuedPodInfo, SchedulingQueue, SortKey
 from shoal.core.reporting import NullReporter, Reporter
 from shoal.core.runtime import Framework
 from shoal.core.status import Code, Status
+from shoal.core.volumes import StorageObject
 
 log = logging.getLogger("shoal.scheduler")
 
@@ -112,25 +112,19 @@ class Scheduler:
     def remove_profile(self, name: str) -> None:
         self.profiles.pop(name, None)
         self._hints.pop(name, None)
-        for qpi in list(self.queue.pods_in("active") + self.queue.pods_in("backoff")):
-            if qpi.profile == name:
-                self.queue.delete(qpi.uid)
-        for qpi in self.queue.pods_in("unschedulable") + self.queue.pods_in("gated"):
-            if qpi.profile == name:
-                self.queue.delete(qpi.uid)
+        for where in ("active", "backoff", "unschedulable", "gated"):
+            for qpi in list(self.queue.pods_in(where)):
+                if qpi.profile == name:
+                    self.queue.delete(qpi.uid)
 
     def _requeue_profile_pods(self, name: str) -> None:
         """A new or edited profile: pending pods of that schedulerName are (re)considered."""
         for pod in list(self.cache.pods.values()):
-            if (
-                pod.scheduler_name == name
-                and not pod.bound
-                and not pod.terminating
-                and not self.cache.is_assumed(pod.uid)
-            ):
-                qpi = self.queue.get(pod.uid)
-                if qpi is None or qpi.where in ("unschedulable", "gated"):
-                    self.queue.add(pod, name)
+            if pod.scheduler_name != name or pod.bound or pod.terminating or self.cache.is_assumed(pod.uid):
+                continue
+            qpi = self.queue.get(pod.uid)
+            if qpi is None or qpi.where in ("unschedulable", "gated"):
+                self.queue.add(pod, name)
         self.queue.move_all()
 
     # -- informer entry points -------------------------------------------------------------------
@@ -205,6 +199,11 @@ class Scheduler:
         else:
             self.cache.set_namespace(name, {str(k): str(v) for k, v in (labels or {}).items()})
         self._event(EventKind.POD_UPDATE, None)
+
+    def on_storage(self, obj: StorageObject, deleted: bool = False) -> None:
+        """A PersistentVolume, claim, StorageClass or CSINode added, changed or deleted."""
+        self.cache.volumes.apply(obj, deleted)
+        self._event(EventKind.STORAGE_CHANGE, obj)
 
     # -- the loop --------------------------------------------------------------------------------
     async def run(self, batch_seconds: float = 0.005) -> None:

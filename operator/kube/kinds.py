@@ -1,7 +1,8 @@
 """The kinds shoal watches, declared once for the operator, ``shoal explain`` and the benchmarks.
 
 Order matters where a list of kinds is primed: profiles first (a pod is only queued when its
-schedulerName has one), then PodGroups, nodes, and pods last.
+schedulerName has one), then PodGroups, namespaces, nodes, the storage kinds (a pod's claims must be
+known before it is tried), and pods last.
 """
 
 from __future__ import annotations
@@ -11,8 +12,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo, parse_time
+from shoal.core.volumes import CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
 from shoal.kube.informer import Kind
-from shoal.kube.wire import LIVE_PODS_SELECTOR, NAMESPACES, NODES, PODGROUPS, PODS, PROFILES, name_of, pod_uid
+from shoal.kube.wire import (
+    CSI_NODES,
+    LIVE_PODS_SELECTOR,
+    NAMESPACES,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODGROUPS,
+    PODS,
+    PROFILES,
+    STORAGE_CLASSES,
+    name_of,
+    namespaced_key,
+    pod_uid,
+)
 
 
 @dataclass
@@ -60,5 +76,14 @@ class NamespaceInfo:
 
 
 KIND_NAMESPACES: Kind[NamespaceInfo] = Kind(NAMESPACES, NamespaceInfo.from_dict, identity=name_of)
+# the storage kinds the volume plugins read (only the fields they read are kept: core/volumes.py)
+KIND_PVS: Kind[PVInfo] = Kind(PERSISTENT_VOLUMES, PVInfo.from_dict, identity=name_of)
+KIND_PVCS: Kind[PVCInfo] = Kind(PERSISTENT_VOLUME_CLAIMS, PVCInfo.from_dict, identity=namespaced_key)
+KIND_STORAGE_CLASSES: Kind[StorageClassInfo] = Kind(
+    STORAGE_CLASSES, StorageClassInfo.from_dict, identity=name_of
+)
+KIND_CSI_NODES: Kind[CSINodeInfo] = Kind(CSI_NODES, CSINodeInfo.from_dict, identity=name_of)
+#: every storage kind, in priming order
+STORAGE_KINDS: tuple[Kind[Any], ...] = (KIND_STORAGE_CLASSES, KIND_CSI_NODES, KIND_PVS, KIND_PVCS)
 #: non-terminated pods only: a pod that finishes arrives as DELETED, which frees its resources
 KIND_PODS: Kind[PodInfo] = Kind(PODS, PodInfo.from_dict, identity=pod_uid, field_selector=LIVE_PODS_SELECTOR)

@@ -66,6 +66,10 @@ class Resource:
 PODS = Resource("", "v1", "pods", namespaced=True)
 NODES = Resource("", "v1", "nodes")
 NAMESPACES = Resource("", "v1", "namespaces")
+PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes")
+PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", namespaced=True)
+STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses")
+CSI_NODES = Resource("storage.k8s.io", "v1", "csinodes")
 PROFILES = Resource(PROFILE_GROUP, PROFILE_VERSION, PROFILE_PLURAL)
 PODGROUPS = Resource(PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL, namespaced=True)
 EVENTS = Resource("events.k8s.io", "v1", "events", namespaced=True)
@@ -91,6 +95,12 @@ def key_of(obj: Mapping[str, Any]) -> str:
 
 def name_of(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def namespaced_key(obj: Mapping[str, Any]) -> str:
+    """``namespace/name`` of a namespaced object (a claim's key in the cache)."""
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
 
 
 def pod_uid(obj: Mapping[str, Any]) -> str:

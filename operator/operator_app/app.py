@@ -11,7 +11,10 @@ Watched kinds (all ``@kopf.on.event``, so kopf writes **no** annotation, finaliz
 * pods → the cache (every non-terminated pod, whoever schedules it) and the queue (pending pods
   whose schedulerName has a profile); a pod that finishes leaves the field selector as DELETED;
 * SchedulingProfiles → build, replace or remove the framework for a schedulerName, live;
-* PodGroups → gang state; the leader writes their status.
+* PodGroups → gang state; the leader writes their status;
+* namespaces → their labels (pod affinity's namespaceSelector);
+* PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes → the cache's volume store
+  (the volume plugins).
 
 Structure: one task group for the process (kopf, the vital tasks, the re-list checks); the vital
 tasks (election, PodGroup status loop) in a group of their own, so that one ending marks the
@@ -28,7 +31,7 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import kopf
@@ -36,15 +39,17 @@ from kubernetes_asyncio import client
 
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.scheduler import Scheduler
+from shoal.core.volumes import VOLUME_WRITER, StorageObject
 from shoal.kube.binder import KubeBinder
 from shoal.kube.bootstrap import bootstrap_profiles
-from shoal.kube.informer import Event, Informer
+from shoal.kube.informer import Event, Informer, Kind
 from shoal.kube.kinds import (
     KIND_NAMESPACES,
     KIND_NODES,
     KIND_PODGROUPS,
     KIND_PODS,
     KIND_PROFILES,
+    STORAGE_KINDS,
     NamespaceInfo,
     ProfileObject,
 )
@@ -52,6 +57,7 @@ from shoal.kube.leader import LeaseElector
 from shoal.kube.reporter import KubeReporter
 from shoal.kube.rest import RawClient, connect
 from shoal.kube.status import MergePatchStatus, StatusWriter
+from shoal.kube.volumes import KubeVolumeWriter
 from shoal.operator_app import kopf_glue
 from shoal.operator_app.health import Health, run_vital
 from shoal.operator_app.leadership import Leadership
@@ -80,6 +86,8 @@ class ShoalOperator:
         self.informer.watch(KIND_PODGROUPS, self._on_pod_group)
         self.informer.watch(KIND_NAMESPACES, self._on_namespace, gone=self._namespace_gone)
         self.informer.watch(KIND_NODES, self._on_node, gone=self._node_gone)
+        for kind in STORAGE_KINDS:
+            self.informer.watch(kind, self._on_storage, gone=self._storage_gone(kind))
         self.informer.watch(KIND_PODS, self._on_pod, gone=self._pod_gone)
         self.api: client.ApiClient | None = None
         self.raw: RawClient | None = None
@@ -222,6 +230,7 @@ class ShoalOperator:
                 renew_deadline=s.renew_deadline,
                 retry_period=s.retry_period,
             )
+        scheduler.handle.extras[VOLUME_WRITER] = KubeVolumeWriter(self.raw)  # VolumeBinding's PreBind
         self.compose(scheduler, MergePatchStatus(self.raw), raw=self.raw)
         self.server = HealthServer(
             self.metrics, self.health.ready, alive=self.health.alive, host=s.metrics_host, port=s.metrics_port
@@ -310,6 +319,21 @@ class ShoalOperator:
     def _node_gone(self, name: str) -> None:
         if self.scheduler is not None:
             self.scheduler.on_node_deleted(name)
+
+    async def _on_storage(self, event: Event[StorageObject]) -> None:
+        if self.scheduler is not None:
+            self.scheduler.on_storage(event.obj, deleted=event.deleted)
+
+    def _storage_gone(self, kind: Kind[Any]) -> Callable[[str], None]:
+        """Forget a storage object deleted while kopf re-listed (``kind``'s identity is its key)."""
+
+        def gone(key: str) -> None:
+            namespace, _, name = key.rpartition("/")
+            meta = {"name": name, "namespace": namespace} if namespace else {"name": key}
+            if self.scheduler is not None:
+                self.scheduler.on_storage(kind.decode({"metadata": meta}), deleted=True)
+
+        return gone
 
     async def _on_pod(self, event: Event[PodInfo]) -> None:
         if self.scheduler is None:

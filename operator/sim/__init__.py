@@ -12,7 +12,7 @@ import asyncio
 import random
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,17 @@ from shoal.core.placement import Placement
 from shoal.core.profile import PluginEntry
 from shoal.core.scheduler import Scheduler
 from shoal.core.status import Status
+from shoal.core.volumes import (
+    BIND_COMPLETED,
+    SELECTED_NODE,
+    STORAGE_DECODERS,
+    VOLUME_WRITER,
+    ClaimRef,
+    PVCInfo,
+    PVInfo,
+    StorageObject,
+    decode_storage,
+)
 from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
 
 JSON = dict[str, Any]
@@ -126,6 +137,39 @@ class MemoryBinder:
         return Status()
 
 
+class MemoryVolumeWriter:
+    """VolumeBinding's writes, with the PV controller's answer at once: a static match binds the
+    claim to its PV; a claim to provision gets a PV (``pvc-<claim uid or name>``, no node
+    affinity) of its class and size, bound to it."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+
+    async def bind_volume(self, pv: PVInfo, claim: PVCInfo) -> Status:
+        self._bind(
+            replace(pv, claim_ref=ClaimRef(claim.namespace, claim.name, claim.uid or claim.key)), claim
+        )
+        return Status()
+
+    async def select_node(self, claim: PVCInfo, node: str) -> Status:
+        annotations = {**claim.annotations, SELECTED_NODE: node}
+        name = f"pvc-{claim.uid or claim.key.replace('/', '-')}"
+        pv = PVInfo(
+            name, storage_class=claim.storage_class, capacity=claim.request, access_modes=claim.access_modes
+        )
+        self._bind(
+            replace(pv, claim_ref=ClaimRef(claim.namespace, claim.name, claim.uid)),
+            replace(claim, annotations=annotations),
+        )
+        return Status()
+
+    def _bind(self, pv: PVInfo, claim: PVCInfo) -> None:
+        ref = ClaimRef(claim.namespace, claim.name, claim.uid)
+        self.scheduler.on_storage(replace(pv, claim_ref=ref, phase="Bound"))
+        annotations = {**claim.annotations, BIND_COMPLETED: "yes"}
+        self.scheduler.on_storage(replace(claim, volume_name=pv.name, phase="Bound", annotations=annotations))
+
+
 class InMemoryCluster:
     """Nodes, pods and PodGroups held as API dicts."""
 
@@ -134,6 +178,8 @@ class InMemoryCluster:
         self.pods: dict[str, JSON] = {}
         self.pod_groups: dict[str, JSON] = {}
         self.namespaces: dict[str, JSON] = {}
+        #: PersistentVolumes, claims, StorageClasses, CSINodes, parsed when added
+        self.storage: list[StorageObject] = []
         self.profiles: list[JSON] = []
         for obj in objects:
             self.add(obj)
@@ -163,9 +209,12 @@ class InMemoryCluster:
             self.profiles.append(stored)
         elif kind == "Namespace":
             self.namespaces[meta["name"]] = stored
+        elif kind in STORAGE_DECODERS:
+            self.storage.append(decode_storage(stored))
         else:
             raise ValueError(
-                f"unsupported kind {kind!r} (expected Node, Pod, PodGroup, Namespace or SchedulingProfile)"
+                f"unsupported kind {kind!r} (expected Node, Pod, PodGroup, Namespace, SchedulingProfile, "
+                f"{', '.join(STORAGE_DECODERS)})"
             )
         return stored
 
@@ -204,6 +253,7 @@ class Simulation:
         if record_scores:
             self.scheduler.placement_observer = self._record_top
         self.binder.scheduler = self.scheduler
+        self.scheduler.handle.extras[VOLUME_WRITER] = MemoryVolumeWriter(self.scheduler)
         specs = [profile_spec(p) for p in profiles] or [profile_spec(p) for p in cluster.profiles]
         for spec in specs or [DEFAULT_PROFILE_SPEC]:
             self.scheduler.set_profile(spec)
@@ -211,6 +261,8 @@ class Simulation:
             self.scheduler.on_namespace(name, (ns.get("metadata") or {}).get("labels"))
         for node in cluster.nodes.values():
             self.scheduler.on_node(NodeSpec.from_dict(node))
+        for obj in cluster.storage:
+            self.scheduler.on_storage(obj)
         for group in cluster.pod_groups.values():
             self.scheduler.on_pod_group(PodGroupInfo.from_dict(group))
         for pod in cluster.pods.values():
@@ -227,6 +279,8 @@ class Simulation:
             self.scheduler.on_pod_group(PodGroupInfo.from_dict(stored))
         elif kind == "Namespace":
             self.scheduler.on_namespace(stored["metadata"]["name"], stored["metadata"].get("labels"))
+        elif kind in STORAGE_DECODERS:
+            self.scheduler.on_storage(self.cluster.storage[-1])
         return stored
 
     def delete_pod(self, uid: str) -> None:

@@ -66,6 +66,13 @@ async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any
         resp = await core.create_namespaced_pod(ns, obj, _preload_content=False)
     elif kind == "Namespace":
         resp = await core.create_namespace(obj, _preload_content=False)
+    elif kind == "PersistentVolume":
+        resp = await core.create_persistent_volume(obj, _preload_content=False)
+    elif kind == "PersistentVolumeClaim":
+        resp = await core.create_namespaced_persistent_volume_claim(ns, obj, _preload_content=False)
+    elif kind == "StorageClass":
+        storage: Any = client.StorageV1Api(api)
+        resp = await storage.create_storage_class(obj, _preload_content=False)
     elif kind == "PriorityClass":
         sched: Any = client.SchedulingV1Api(api)
         resp = await sched.create_priority_class(obj, _preload_content=False)

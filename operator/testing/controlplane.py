@@ -2,8 +2,9 @@
 
 Why this module exists: shoal is tested against the real API server, never an imitation, and this
 machine cannot download release binaries. ``hack/k8s/build.sh`` builds etcd, kube-apiserver,
-kube-scheduler and helm from Go modules into ``~/.cache/shoal/bin/<version>/``; this module starts
-them on free loopback ports in a temporary directory and stops them again.
+kube-scheduler, kube-controller-manager and helm from Go modules into
+``~/.cache/shoal/bin/<version>/``; this module starts them on free loopback ports in a temporary
+directory and stops them again.
 
 What it guarantees:
 
@@ -84,6 +85,8 @@ class Binaries:
     kube_apiserver: Path
     kube_scheduler: Path
     helm: Path
+    #: the PV binder for the volume tests (built by hack/k8s/build.sh like the others)
+    kube_controller_manager: Path
 
     @classmethod
     def locate(cls) -> Binaries:
@@ -96,6 +99,7 @@ class Binaries:
             kube_apiserver=kube / "kube-apiserver",
             kube_scheduler=kube / "kube-scheduler",
             helm=root / f"helm-{versions['HELM_VERSION']}" / "helm",
+            kube_controller_manager=kube / "kube-controller-manager",
         )
 
     def missing(self, *names: str) -> list[Path]:

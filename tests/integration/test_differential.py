@@ -2,8 +2,9 @@
 
 A fleet of 12 nodes in 3 zones (one tainted) and groups of pods with required anti-affinity,
 affinity (to other pods and to themselves), topology spread, node selectors, tolerations and
-JobSet-style exclusive placement (one job per zone, as the JobSet webhook writes it) are scheduled once by kube-scheduler (its default profile) and once by shoal (its default profile). The
-two may choose different nodes (kube-scheduler spreads, shoal packs), but every constraint must
+JobSet-style exclusive placement (one job per zone, as the JobSet webhook writes it) are scheduled
+once by kube-scheduler (its default profile) and once by shoal (its default profile). The two may
+choose different nodes (kube-scheduler spreads, shoal packs), but every constraint must
 hold for both (``shoal.testing.placement_checks``), and each group must end with the same number
 of pods placed: the pods kube-scheduler leaves pending for a constraint, shoal leaves pending too.
 """

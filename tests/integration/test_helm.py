@@ -481,6 +481,12 @@ async def test_chart_rbac_is_enough_and_no_more(
         sa_core: Any = client.CoreV1Api(sa_api)
         sa_lease: Any = client.CoordinationV1Api(sa_api)
         sa_custom: Any = client.CustomObjectsApi(sa_api)
+        sa_storage: Any = client.StorageV1Api(sa_api)
+        # the volume plugins' kinds: listed (and watched) with the chart's grants, never written
+        await sa_core.list_persistent_volume()
+        await sa_core.list_persistent_volume_claim_for_all_namespaces()
+        await sa_storage.list_storage_class()
+        await sa_storage.list_csi_node()
         sp = ("shoal.dev", "v1alpha1", "schedulingprofiles")
         merge = {"_content_type": "application/merge-patch+json"}
         await sa_custom.patch_cluster_custom_object(
@@ -496,6 +502,10 @@ async def test_chart_rbac_is_enough_and_no_more(
             lambda: sa_core.delete_namespaced_pod("fits", "default"),
             lambda: sa_core.patch_node("gpu-0", {"metadata": {"labels": {"x": "y"}}}),
             lambda: sa_core.create_namespaced_pod("default", make_pod("sneaky")),
+            lambda: sa_core.delete_persistent_volume("anything"),
+            lambda: sa_core.read_namespaced_persistent_volume_claim("anything", "default"),
+            lambda: sa_storage.delete_storage_class("anything"),
+            lambda: sa_storage.read_csi_node("gpu-0"),
             # the Lease is renewed with get + update; the Role grants no patch
             lambda: sa_lease.patch_namespaced_lease(
                 "shoal-scheduler", NS, {"metadata": {"labels": {"x": "y"}}}

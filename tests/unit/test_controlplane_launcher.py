@@ -41,6 +41,7 @@ def fake_binaries(bin_dir: Path) -> Binaries:
         kube_apiserver=apiserver,
         kube_scheduler=bin_dir / "kube-scheduler",
         helm=bin_dir / "helm",
+        kube_controller_manager=bin_dir / "kube-controller-manager",
     )
 
 

@@ -79,19 +79,19 @@ REQ, PREF = (
                 ]
             },
             "spec.volumes[1].persistentVolumeClaim",
-            None,
+            "VolumeBinding",
             "filter",
         ),
         (
             {"volumes": [{"name": "e", "ephemeral": {"volumeClaimTemplate": {}}}]},
             "spec.volumes[0].ephemeral",
-            None,
+            "VolumeBinding",
             "filter",
         ),
         (
             {"volumes": [{"name": "g", "gcePersistentDisk": {"pdName": "x"}}]},
             "spec.volumes[0].gcePersistentDisk",
-            None,
+            "VolumeRestrictions",
             "filter",
         ),
     ],
@@ -191,6 +191,34 @@ def test_plugins_whose_filter_needs_their_prefilter_are_refused_without_it() -> 
         with pytest.raises(ProfileError) as info:
             validate_profile(spec, load_registry(third_party=False), DEFAULT_PLUGINS)
         assert any(f'"{plugin}" at score needs its preScore' in m for _, m in info.value.errors)
+
+
+def test_a_claim_needs_all_four_volume_plugins_and_names_the_missing_ones() -> None:
+    claim = PodInfo.from_dict(
+        {
+            **make_pod("c"),
+            "spec": {
+                **make_pod("c")["spec"],
+                "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "x"}}],
+            },
+        }
+    ).fields_used
+    every = {"VolumeBinding", "VolumeZone", "VolumeRestrictions", "NodeVolumeLimits"}
+    assert fidelity.check(claim, at={"filter": every}) is None
+    status = fidelity.check(claim, at={"filter": {"VolumeBinding", "NodeVolumeLimits"}})
+    assert status is not None
+    assert "(it leaves out VolumeZone at filter)" in status.message
+    assert "(it leaves out VolumeRestrictions at filter)" in status.message
+    ephemeral = [
+        fidelity.FieldUse("spec.volumes[1].ephemeral", p) for p in fidelity.VOLUME_PLUGINS["ephemeral"]
+    ]
+    assert fidelity.check(ephemeral, at={"filter": {"VolumeBinding", "NodeVolumeLimits"}}) is None
+    disk = [
+        fidelity.FieldUse("spec.volumes[0].gcePersistentDisk", p)
+        for p in fidelity.VOLUME_PLUGINS["gcePersistentDisk"]
+    ]
+    status = fidelity.check(disk, at={"filter": {"VolumeRestrictions"}})
+    assert status is not None and "(it leaves out NodeVolumeLimits at filter)" in status.message
 
 
 def test_five_anti_affine_replicas_are_not_stacked_on_one_node() -> None:

@@ -13,7 +13,16 @@ SECTION = "## Where shoal differs from kube-scheduler on purpose"
 
 
 #: tables with a runner of their own (their own shape): test_<plugin>_upstream.py
-OWN_RUNNERS = {"noderesources", "interpodaffinity", "podtopologyspread", "imagelocality"}
+OWN_RUNNERS = {
+    "noderesources",
+    "interpodaffinity",
+    "podtopologyspread",
+    "imagelocality",
+    "volumezone",
+    "volumerestrictions",
+    "nodevolumelimits",
+    "volumebinding",
+}
 
 
 def test_every_plugin_has_a_table() -> None:

@@ -1,0 +1,147 @@
+"""VolumeZone (PreFilter, Filter): a pod goes where the zones and regions of its bound volumes are.
+
+kube-scheduler's semantics (pkg/scheduler/framework/plugins/volumezone, release 1.37):
+
+* PreFilter looks up each ``persistentVolumeClaim`` volume's claim and the PersistentVolume it is
+  bound to, and keeps the PV's topology labels (``topology.kubernetes.io/zone`` / ``region`` and
+  their ``failure-domain.beta`` forms; a value may list several zones joined by ``__``). An unbound
+  claim of a ``WaitForFirstConsumer`` class is left to VolumeBinding; any other unbound claim, a
+  missing claim, class or PV is UnschedulableAndUnresolvable (``persistentvolumeclaim "data" not
+  found``, ``PersistentVolume had no name``, ...). No topology labels: Skip.
+* Filter: a node without any of the four labels fits; otherwise each PV label must be on the node
+  (a beta key may be matched by its GA form) with one of the PV's values, or the node is
+  ``node(s) had no available volume zone`` (UnschedulableAndUnresolvable).
+
+Vectorised: one ``isin`` over a label column per PV label. Checked against upstream's unit-test
+tables (tests/data/upstream/volumezone.yaml).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from shoal.core.cache import ClusterCache
+from shoal.core.cyclestate import CycleState
+from shoal.core.interfaces import BoolArray, EventKind, EventRegistration, Handle, PreFilterResult, Rejection
+from shoal.core.nodetable import NodeTable
+from shoal.core.objects import PodInfo
+from shoal.core.profile import PluginEntry
+from shoal.core.status import SUCCESS, Code, Status
+from shoal.core.volumes import WAIT_FOR_FIRST_CONSUMER, PVInfo, not_found
+
+NAME = "VolumeZone"
+STATE_KEY = f"PreFilter{NAME}"
+REASON = "node(s) had no available volume zone"
+BETA_ZONE, BETA_REGION = "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region"
+ZONE, REGION = "topology.kubernetes.io/zone", "topology.kubernetes.io/region"
+TOPOLOGY_LABELS = (BETA_ZONE, BETA_REGION, ZONE, REGION)
+_GA = {BETA_ZONE: ZONE, BETA_REGION: REGION}
+
+
+@dataclass(frozen=True, slots=True)
+class PVTopology:
+    pv: str
+    key: str
+    values: frozenset[str]
+
+
+def pv_topologies(pv: PVInfo) -> list[PVTopology]:
+    """The PV's topology labels; a value with an empty zone (``a____b``) is ignored, as upstream."""
+    out = []
+    for key in TOPOLOGY_LABELS:
+        value = pv.labels.get(key)
+        if value is None:
+            continue
+        zones = [z.strip() for z in value.split("__")]
+        if all(zones):
+            out.append(PVTopology(pv.name, key, frozenset(zones)))
+    return out
+
+
+def _unresolvable(message: str) -> Status:
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,))
+
+
+class VolumeZone:
+    name = NAME
+
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+
+    def topologies(self, pod: PodInfo) -> tuple[list[PVTopology], Status]:
+        store = self.cache.volumes
+        out: list[PVTopology] = []
+        for volume in pod.volumes:
+            if volume.claim is None or volume.ephemeral:
+                continue
+            if not volume.claim:
+                return [], _unresolvable("PersistentVolumeClaim had no name")
+            pvc = store.claim(pod.namespace, volume.claim)
+            if pvc is None:
+                return [], _unresolvable(not_found("persistentvolumeclaim", volume.claim))
+            if not pvc.volume_name:
+                if not pvc.storage_class:
+                    return [], _unresolvable("PersistentVolumeClaim had no pv name and storageClass name")
+                sc = store.classes.get(pvc.storage_class)
+                if sc is None:
+                    return [], _unresolvable(not_found("storageclass.storage.k8s.io", pvc.storage_class))
+                if sc.binding_mode is None:
+                    return [], _unresolvable(f'VolumeBindingMode not set for StorageClass "{sc.name}"')
+                if sc.binding_mode == WAIT_FOR_FIRST_CONSUMER:
+                    continue
+                return [], _unresolvable("PersistentVolume had no name")
+            pv = store.pvs.get(pvc.volume_name)
+            if pv is None:
+                return [], _unresolvable(not_found("persistentvolume", pvc.volume_name))
+            out.extend(pv_topologies(pv))
+        return out, SUCCESS
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        topologies, status = self.topologies(pod)
+        if not status.ok:
+            return None, status
+        if not topologies:
+            return None, Status.skip()
+        state.write(STATE_KEY, topologies)
+        return None, SUCCESS
+
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
+    ) -> Sequence[Rejection]:
+        topologies: list[PVTopology] | None = state.read(STATE_KEY)
+        if not topologies:
+            return ()
+        constrained = np.zeros(table.n, dtype=bool)
+        for key in TOPOLOGY_LABELS:
+            constrained |= table.label_column(key) >= 0
+        ok = np.ones(table.n, dtype=bool)
+        for t in topologies:
+            match = _has(table, t.key, t.values)
+            ga = _GA.get(t.key)
+            if ga is not None:  # a beta key missing on the node: its GA form is read instead
+                match = np.where(table.label_column(t.key) >= 0, match, _has(table, ga, t.values))
+            ok &= match
+        rejected = constrained & ~ok
+        if not rejected.any():
+            return ()
+        return (Rejection(rejected, REASON, Code.UNSCHEDULABLE_AND_UNRESOLVABLE),)
+
+    def events_to_register(self) -> Sequence[EventRegistration]:
+        return (EventRegistration(EventKind.STORAGE_CHANGE | EventKind.NODE_ADD | EventKind.NODE_UPDATE),)
+
+
+def _has(table: NodeTable, key: str, values: frozenset[str]) -> BoolArray:
+    """Rows whose label ``key`` has one of ``values``."""
+    known = table.label_values(key)
+    hits: BoolArray = np.isin(table.label_column(key), [known[v] for v in values if v in known])
+    return hits
+
+
+def new(args: None, handle: Handle) -> VolumeZone:
+    return VolumeZone(handle.cache)
+
+
+ENTRY = PluginEntry(NAME, new, None, VolumeZone)

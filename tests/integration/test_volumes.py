@@ -1,0 +1,134 @@
+"""Volumes on the real API server, with the real PV binder (kube-controller-manager of the same
+release): a training pod whose claim waits for its first consumer is placed on its local PV's
+node and the claim ends bound to that PV — by kube-scheduler 1.37 and by shoal alike."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
+from shoal.testing.cluster import OperatorProcess, create, create_many, wait_for
+from shoal.testing.controlplane import ControlPlane
+from shoal.testing.kubecontrollermanager import KubeControllerManagerProcess
+from shoal.testing.kubescheduler import KubeSchedulerProcess
+from shoal.testing.objects import make_node, make_pod, make_profile
+
+pytestmark = pytest.mark.slow
+
+HOST = "kubernetes.io/hostname"
+
+
+@pytest.fixture(scope="module")
+def pv_binder(
+    crds: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KubeControllerManagerProcess]:
+    """kube-controller-manager with only the PV binder, for the tests of this module only."""
+    kcm = KubeControllerManagerProcess(crds.kubeconfig, Path(tmp_path_factory.mktemp("kcm")))
+    with kcm:
+        yield kcm
+
+
+def local_pv(name: str, node: str, storage_class: str) -> dict[str, Any]:
+    term = {"matchExpressions": [{"key": HOST, "operator": "In", "values": [node]}]}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "100Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": storage_class,
+            "local": {"path": "/mnt/disks/ssd1"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+        },
+    }
+
+
+def claim(name: str, namespace: str, storage_class: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "storageClassName": storage_class,
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "50Gi"}},
+        },
+    }
+
+
+async def place_trainer(
+    api: client.ApiClient, namespace: str, scheduler: str, storage_class: str, suffix: str
+) -> tuple[str, str]:
+    """A PV on n2, its claim, a trainer pod using it: (the pod's node, the PV its claim is bound to)."""
+    core: Any = client.CoreV1Api(api)
+    pv_name = f"local-{suffix}"
+    await create(api, local_pv(pv_name, "n2", storage_class))
+
+    async def available() -> bool:
+        pv = await core.read_persistent_volume(pv_name)
+        return bool(pv.status.phase == "Available")
+
+    await wait_for(available, 30, what="the PV controller to see the PV")
+    await create(api, claim(f"data-{suffix}", namespace, storage_class))
+    trainer = make_pod(f"trainer-{suffix}", namespace=namespace, scheduler_name=scheduler, gpus=0)
+    trainer["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-{suffix}"}}]
+    await create(api, trainer)
+
+    async def placed() -> str | None:
+        node: str | None = (await core.read_namespaced_pod(f"trainer-{suffix}", namespace)).spec.node_name
+        return node
+
+    node = await wait_for(placed, 60, what=f"trainer-{suffix} bound by {scheduler}")
+
+    async def bound() -> str | None:
+        pvc = await core.read_namespaced_persistent_volume_claim(f"data-{suffix}", namespace)
+        return str(pvc.spec.volume_name) if pvc.status.phase == "Bound" else None
+
+    return node, await wait_for(bound, 60, what=f"data-{suffix} bound")
+
+
+async def test_local_pv_claim_binds_on_the_pv_node_as_with_kube_scheduler(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    namespace: str,
+    operator: OperatorProcess,
+    pv_binder: KubeControllerManagerProcess,
+    tmp_path: Path,
+) -> None:
+    api = clean
+    run = uuid.uuid4().hex[:6]
+    storage_class = f"local-{run}"
+    await create_many(api, [make_node(n, gpus=0, labels={HOST: n}) for n in ("n1", "n2", "n3")])
+    await create(
+        api,
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": storage_class},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+    )
+    with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
+        kube_node, kube_pv = await place_trainer(
+            api, namespace, "default-scheduler", storage_class, f"k{run}"
+        )
+    sched = f"s-{run}"
+    await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+    shoal_node, shoal_pv = await place_trainer(api, namespace, sched, storage_class, f"s{run}")
+
+    assert (kube_node, kube_pv) == ("n2", f"local-k{run}"), "kube-scheduler is the reference"
+    assert (shoal_node, shoal_pv) == (kube_node, f"local-s{run}")
+    storage: Any = client.StorageV1Api(api)
+    core: Any = client.CoreV1Api(api)
+    for pv in (kube_pv, shoal_pv):
+        await core.delete_persistent_volume(pv)
+    await storage.delete_storage_class(storage_class)

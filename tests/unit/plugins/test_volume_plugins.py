@@ -1,0 +1,154 @@
+"""VolumeZone, VolumeRestrictions and NodeVolumeLimits over several nodes at once (upstream's tables
+have one node each), and through the default profile: in-tree disks are no longer refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shoal.core.cyclestate import CycleState
+from shoal.core.objects import PodInfo
+from shoal.core.volumes import decode_storage
+from shoal.plugins.nodevolumelimits import NodeVolumeLimits
+from shoal.plugins.volumerestrictions import DISK_CONFLICT, READ_WRITE_ONCE_POD_CONFLICT, VolumeRestrictions
+from shoal.plugins.volumezone import REASON as ZONE_REASON
+from shoal.plugins.volumezone import VolumeZone
+from shoal.sim import InMemoryCluster, Simulation
+from shoal.testing.objects import make_node, make_pod
+from tests.unit.helpers import cache_with, rejected_names
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def node(name: str, **labels: str) -> dict[str, Any]:
+    obj = make_node(name)
+    obj["metadata"].setdefault("labels", {}).update(labels)
+    return obj
+
+
+def with_volumes(name: str, *volumes: dict[str, Any], node_name: str | None = None) -> dict[str, Any]:
+    obj = make_pod(name, node_name=node_name) if node_name else make_pod(name)
+    obj["spec"]["volumes"] = list(volumes)
+    return obj
+
+
+def claim_volume(claim: str) -> dict[str, Any]:
+    return {"name": claim, "persistentVolumeClaim": {"claimName": claim}}
+
+
+def pending(obj: dict[str, Any]) -> PodInfo:
+    pod = PodInfo.from_dict(obj)
+    pod.uid = "uid-incoming"
+    return pod
+
+
+def storage(cache: Any, *objs: dict[str, Any]) -> None:
+    for obj in objs:
+        cache.volumes.apply(decode_storage(obj))
+
+
+def test_volume_zone_rejects_nodes_outside_the_pv_zones_keeps_unlabelled_ones() -> None:
+    cache = cache_with(
+        [node("a", **{ZONE: "z1"}), node("b", **{ZONE: "z2"}), node("c"), node("d", **{ZONE: "z3"})]
+    )
+    storage(
+        cache,
+        {"kind": "PersistentVolume", "metadata": {"name": "pv", "labels": {ZONE: "z1__z3"}}},
+        {
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": "default"},
+            "spec": {"volumeName": "pv"},
+        },
+    )
+    plugin, state = VolumeZone(cache), CycleState()
+    pod = pending(with_volumes("p", claim_volume("data")))
+    assert plugin.pre_filter(state, pod)[1].ok
+    rejections = plugin.filter_nodes(state, pod, cache.table, cache.table.valid_rows())
+    assert rejected_names(cache.table, rejections) == {ZONE_REASON: {"b"}}
+
+
+def test_volume_restrictions_disk_conflict_on_one_node_and_read_write_once_pod_everywhere() -> None:
+    disk = {"name": "pd", "gcePersistentDisk": {"pdName": "disk-1"}}
+    holder = with_volumes("holder", disk, claim_volume("solo"), node_name="a")
+    cache = cache_with([node("a"), node("b"), node("c")], [holder])
+    storage(
+        cache,
+        {
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "solo", "namespace": "default"},
+            "spec": {"accessModes": ["ReadWriteOncePod"]},
+        },
+    )
+    plugin = VolumeRestrictions(cache)
+    state = CycleState()
+    pod = pending(with_volumes("p", disk))
+    assert plugin.pre_filter(state, pod)[1].ok
+    rejections = plugin.filter_nodes(state, pod, cache.table, cache.table.valid_rows())
+    assert rejected_names(cache.table, rejections) == {DISK_CONFLICT: {"a"}}
+
+    state = CycleState()
+    pod = pending(with_volumes("q", disk, claim_volume("solo")))
+    assert plugin.pre_filter(state, pod)[1].ok
+    rejections = plugin.filter_nodes(state, pod, cache.table, cache.table.valid_rows())
+    assert rejected_names(cache.table, rejections) == {
+        DISK_CONFLICT: {"a"},
+        READ_WRITE_ONCE_POD_CONFLICT: {"b", "c"},
+    }
+    # the holder leaves: the claim and the disk are free
+    cache.remove_pod(next(iter(cache.pods)))
+    assert plugin.pre_filter(CycleState(), pod)[1].ok
+    assert cache.claim_users == {}
+
+
+def test_node_volume_limits_only_where_the_csinode_limits_the_driver() -> None:
+    def csi_claim(name: str) -> list[dict[str, Any]]:
+        return [
+            {
+                "kind": "PersistentVolume",
+                "metadata": {"name": name},
+                "spec": {"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": name}},
+            },
+            {
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"volumeName": name},
+            },
+        ]
+
+    existing = [with_volumes(f"on-{n}", claim_volume("v1"), node_name=n) for n in ("a", "b", "c")]
+    cache = cache_with([node("a"), node("b"), node("c"), node("d")], existing)
+    limit = {"name": "ebs.csi.aws.com", "nodeID": "x", "allocatable": {"count": 1}}
+    storage(
+        cache,
+        *csi_claim("v1"),
+        *csi_claim("v2"),
+        {"kind": "CSINode", "metadata": {"name": "a"}, "spec": {"drivers": [limit]}},
+        {
+            "kind": "CSINode",
+            "metadata": {"name": "b"},
+            "spec": {"drivers": [{**limit, "allocatable": {"count": 2}}]},
+        },
+        {"kind": "CSINode", "metadata": {"name": "c"}, "spec": {"drivers": [{"name": "ebs.csi.aws.com"}]}},
+    )
+    plugin, state = NodeVolumeLimits(cache), CycleState()
+    pod = pending(with_volumes("p", claim_volume("v2")))
+    assert plugin.pre_filter(state, pod)[1].ok
+    rejections = plugin.filter_nodes(state, pod, cache.table, cache.table.valid_rows())
+    assert rejected_names(cache.table, rejections) == {"node(s) exceed max volume count": {"a"}}
+    # a volume the node already has is not new
+    state = CycleState()
+    pod = pending(with_volumes("q", claim_volume("v1")))
+    assert plugin.pre_filter(state, pod)[1].ok
+    assert (
+        rejected_names(cache.table, plugin.filter_nodes(state, pod, cache.table, cache.table.valid_rows()))
+        == {}
+    )
+
+
+def test_default_profile_places_in_tree_disks_away_from_a_conflict() -> None:
+    disk = {"name": "pd", "awsElasticBlockStore": {"volumeID": "vol-1"}}
+    holder = with_volumes("holder", disk, node_name="a")
+    newcomer = with_volumes("newcomer", disk)
+    newcomer["metadata"]["uid"] = "uid-newcomer"
+    sim = Simulation(InMemoryCluster([node("a"), node("b"), holder, newcomer]))
+    outcomes = sim.run_sync()
+    assert outcomes["uid-newcomer"].node == "b"

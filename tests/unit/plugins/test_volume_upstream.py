@@ -1,0 +1,153 @@
+"""kube-scheduler 1.37's VolumeZone, VolumeRestrictions, NodeVolumeLimits and VolumeBinding tables,
+run through the plugins (tests/data/upstream/<plugin>.yaml).
+
+A case is the pod, the nodes (and pods already on them), the storage objects upstream's fake listers
+hold (``storage``: PVs, claims, StorageClasses, CSINodes, API-shaped with their kind), and what
+kube-scheduler expects of PreFilter and of Filter per node. The storage objects go into the cache as
+the watch would put them; PreFilter, then (unless it stopped the pod) Filter over every node.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import yaml
+
+from shoal.core.cyclestate import CycleState
+from shoal.core.invoker import PluginFailed
+from shoal.core.objects import PodInfo
+from shoal.core.status import Code, Status
+from shoal.core.volumes import decode_storage
+from shoal.plugins import nodevolumelimits, volumebinding, volumerestrictions, volumezone
+from tests.unit.helpers import cache_with, handle_for
+from tests.unit.plugins.test_upstream_tables import ARCHITECTURE, SECTION
+from tests.unit.upstream import DATA, FITS
+
+KEYS = {"upstream", "pod", "nodes", "existing_pods", "storage", "expect", "differs", "note"}
+PLUGINS: dict[str, Any] = {
+    "volumezone": volumezone.VolumeZone,
+    "volumerestrictions": volumerestrictions.VolumeRestrictions,
+    "nodevolumelimits": nodevolumelimits.NodeVolumeLimits,
+    "volumebinding": lambda cache: volumebinding.VolumeBinding(volumebinding.Args(), handle_for(cache)),
+}
+#: upstream's fake listers say ``persistentvolumeclaims "x" not found``; the real ones (and shoal)
+#: the singular ``persistentvolumeclaim "x" not found``
+_FAKE_NOT_FOUND = re.compile(
+    r'\b(persistentvolumeclaim|persistentvolume|storageclass|csinode)(?:es|s)(\.storage\.k8s\.io)? "'
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    upstream: str
+    raw: dict[str, Any]
+
+
+def load(plugin: str) -> list[Case]:
+    doc = yaml.safe_load((DATA / f"{plugin}.yaml").read_text())
+    out = []
+    for raw in doc["cases"]:
+        unknown = set(raw) - KEYS
+        assert not unknown, f"{raw.get('upstream')}: unknown keys {unknown}"
+        out.append(Case(raw["upstream"], raw))
+    return out
+
+
+def params() -> list[Any]:
+    out = []
+    for plugin in PLUGINS:
+        for case in load(plugin):
+            differs = case.raw.get("differs")
+            marks = [pytest.mark.xfail(strict=True, reason=differs)] if differs else []
+            out.append(pytest.param(plugin, case, id=case.upstream, marks=marks))
+    return out
+
+
+def _want(value: Any) -> dict[str, Any]:
+    if value is None or value == "Success":
+        return {"code": "Success"}
+    if isinstance(value, str):
+        return {"code": value}
+    reasons = [
+        _FAKE_NOT_FOUND.sub(lambda m: f'{m.group(1)}{m.group(2) or ""} "', r)
+        for r in value.get("reasons", [])
+    ]
+    return {**value, "reasons": reasons} if "reasons" in value else dict(value)
+
+
+def _got(status: Status, want: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"code": status.code.title}
+    if "reasons" in want:
+        out["reasons"] = list(status.reasons)
+    return out
+
+
+@pytest.mark.parametrize(("plugin", "case"), params())
+def test_upstream_case(plugin: str, case: Case) -> None:
+    raw = case.raw
+    existing = []
+    for i, p in enumerate(raw.get("existing_pods") or ()):
+        p.setdefault("metadata", {}).setdefault("name", f"existing-{i}")
+        existing.append(p)
+    cache = cache_with(raw["nodes"], existing)
+    for obj in raw.get("storage") or ():
+        cache.volumes.apply(decode_storage(obj))
+    pod = PodInfo.from_dict(raw["pod"])
+    if not (raw["pod"].get("metadata") or {}).get("uid"):
+        pod.uid = "uid-incoming"
+    plug = PLUGINS[plugin](cache)
+    state = CycleState()
+    expect = raw["expect"]
+    _, status = plug.pre_filter(state, pod)
+    want = _want(expect.get("pre_filter"))
+    assert _got(status, want) == want, f"PreFilter: {status.code.title} {status.reasons}"
+    if not status.ok:
+        assert all(v == FITS for v in (expect.get("filter") or {}).values()) or not status.is_skip
+        return
+    want_filter = expect.get("filter") or {}
+    table = cache.table
+    try:
+        rejections = plug.filter_nodes(state, pod, table, table.valid_rows().copy())
+    except PluginFailed as exc:
+        got_error = {"code": "Error", "reasons": [exc.status.message]}
+        for name, verdict in want_filter.items():
+            assert verdict != FITS and verdict["code"] == "Error", f"{name}: Error {exc.status.message}"
+            if "reasons" in verdict:
+                assert got_error["reasons"][0].startswith(_want(verdict)["reasons"][0]), got_error
+        return
+    got: dict[str, Any] = {name: FITS for name in table.index}
+    for rej in rejections:
+        for row, hit in enumerate(rej.mask):
+            name = table.names[row]
+            if not hit or name is None:
+                continue
+            verdict = got[name]
+            if verdict == FITS:
+                verdict = got[name] = {"code": rej.code.title, "reasons": []}
+            assert verdict["code"] == rej.code.title, f"{name}: two codes from one plugin"
+            verdict["reasons"].append(rej.reason)
+    for name, verdict in want_filter.items():
+        want_v = verdict if verdict == FITS else _want(verdict)
+        assert want_v == FITS or want_v["code"] in {c.title for c in Code}
+        if want_v != FITS and "reasons" not in want_v and got[name] != FITS:
+            got[name] = {"code": got[name]["code"]}
+        assert got[name] == want_v, f"Filter on {name}: got {got[name]}, want {want_v}"
+
+
+def test_tables_name_their_source_and_differences_are_documented() -> None:
+    text = ARCHITECTURE.read_text()
+    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    for plugin in PLUGINS:
+        cases = load(plugin)
+        assert cases, plugin
+        names = [c.upstream for c in cases]
+        assert len(set(names)) == len(names), f"{plugin}: duplicate case"
+        for case in cases:
+            assert re.fullmatch(rf"{plugin}/\w+_test\.go Test\w+: .+", case.upstream, re.DOTALL), (
+                case.upstream
+            )
+            if case.raw.get("differs"):
+                assert case.upstream.split(" ", 1)[0] in section, f"{case.upstream} not in {SECTION!r}"
