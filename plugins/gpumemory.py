@@ -85,14 +85,27 @@ def node_gpu_memory(table: NodeTable, args: Args) -> tuple[FloatArray, BoolArray
     malformed = np.zeros(table.n, dtype=bool)
     if bad:
         malformed[list(bad)] = True
-    if not args.gfd_fallback:
-        return label, malformed
     count, _ = table.numeric_label(GFD_COUNT)
     with np.errstate(over="ignore", invalid="ignore"):
         gfd = gpu_size_gb(table) * count
     gfd = np.where(np.isfinite(gfd), gfd, np.nan)  # absurd GFD values: no information
+    # a budget above what the node's GPUs hold (where GFD says) is no one's real budget either
+    with np.errstate(invalid="ignore"):
+        above = above_gpus(label, gfd)
+    if above.any():
+        malformed |= above
+        label = np.where(above, np.nan, label)
+    if not args.gfd_fallback:
+        return label, malformed
     total: FloatArray = np.where(np.isnan(label) & ~malformed, gfd, label)
     return total, malformed
+
+
+def above_gpus(label_gb: FloatArray, gfd_gb: FloatArray) -> BoolArray:
+    """Rows whose label promises more GPU memory than GFD says their GPUs hold."""
+    with np.errstate(invalid="ignore"):
+        out: BoolArray = ~np.isnan(label_gb) & ~np.isnan(gfd_gb) & (label_gb > gfd_gb + 1e-9)
+    return out
 
 
 def fits(free_gb: FloatArray, request_gb: float) -> BoolArray:
@@ -155,7 +168,8 @@ class GPUMemory:
     def _warn_malformed(self, table: NodeTable, malformed: BoolArray) -> None:
         _, why = table.numeric_label(self.args.label_key)
         for row in np.flatnonzero(malformed):
-            name, reason = table.name(int(row)), why.get(int(row), "malformed")
+            above = "a budget above the memory its GPUs hold (GPU Feature Discovery's labels)"
+            name, reason = table.name(int(row)), why.get(int(row), above)
             if (name, reason) in self._warned:
                 continue
             self._warned.add((name, reason))

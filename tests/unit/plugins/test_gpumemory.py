@@ -201,3 +201,23 @@ def test_a_malformed_label_is_logged_once_per_node_and_value(caplog: pytest.LogC
     warnings = [r.getMessage() for r in caplog.records if r.name == "shoal.plugins.gpumemory"]
     assert len(warnings) == 1
     assert "node bad" in warnings[0] and "gpu-memory-free-gb" in warnings[0] and "40Gi" in warnings[0]
+
+
+def test_a_budget_above_what_the_gpus_hold_is_reported_not_used() -> None:
+    """GFD says one 40 GB GPU: a label of 80 GB is no real budget (nor 1e3); 40 and 12.5 are."""
+    cache = cache_with(
+        [
+            make_node("over", gpus=1, gpu_memory_mib=40960, gpu_memory_free_gb="80"),
+            make_node("exact", gpus=1, gpu_memory_mib=40960, gpu_memory_free_gb="40"),
+            make_node("under", gpus=1, gpu_memory_mib=40960, gpu_memory_free_gb="12.5"),
+            make_node("no-gfd", gpus=1, gpu_memory_free_gb="80", gfd_labels=False),
+        ]
+    )
+    gm = plugin(cache)
+    free, malformed = gm.free(cache.table)
+    by_name = {cache.table.name(r): (free[r], bool(malformed[r])) for r in cache.table.rows()}
+    assert np.isnan(by_name["over"][0]) and by_name["over"][1]
+    assert by_name["exact"] == (40.0, False) and by_name["under"] == (12.5, False)
+    assert by_name["no-gfd"] == (80.0, False)  # nothing says what its GPUs hold
+    rej = gm.filter_nodes(state(), pod("p", gpu_memory_gb=10), cache.table, all_rows(cache.table))
+    assert rejected_names(cache.table, rej) == {"node(s) had an invalid gpu-memory-free-gb label": {"over"}}
