@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -170,6 +170,14 @@ class MemoryVolumeWriter:
         self.scheduler.on_storage(replace(claim, volume_name=pv.name, phase="Bound", annotations=annotations))
 
 
+#: how the scheduler parses each kind: tried when an object is loaded, so a malformed one is named
+_PARSERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
+    "Node": NodeSpec.from_dict,
+    "Pod": PodInfo.from_dict,
+    "PodGroup": PodGroupInfo.from_dict,
+}
+
+
 class InMemoryCluster:
     """Nodes, pods and PodGroups held as API dicts."""
 
@@ -193,9 +201,24 @@ class InMemoryCluster:
         return cluster
 
     def add(self, obj: Mapping[str, Any]) -> JSON:
+        """Keep one object; a malformed one (which no API server would hold) is a ValueError of one
+        line naming it, never a traceback later in a cycle."""
         stored: JSON = _deepcopy(obj)
         kind = stored.get("kind")
         meta = stored.setdefault("metadata", {})
+        if not isinstance(meta, dict) or not isinstance(stored.get("spec", {}), dict):
+            raise ValueError(f"{kind} {meta!r}: metadata and spec must be mappings")
+        parse = _PARSERS.get(str(kind))
+        if parse is not None:
+            try:
+                parse(stored)
+            except (AttributeError, TypeError, ValueError, KeyError) as exc:
+                where = (
+                    f"{meta.get('namespace')}/{meta.get('name')}"
+                    if meta.get("namespace")
+                    else meta.get("name")
+                )
+                raise ValueError(f"{kind} {where}: malformed: {type(exc).__name__}: {exc}") from None
         if kind == "Node":
             self.nodes[meta["name"]] = stored
         elif kind == "Pod":

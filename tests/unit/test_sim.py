@@ -115,3 +115,26 @@ def test_simulate_lists_held_and_foreign_pods_with_why(
     assert "not for shoal" in lines["team-a/theirs"]
     assert "<pending>" not in lines["team-a/odd-note"] and "ignored" in lines["team-a/odd-note"]
     assert "1/4 pending pods placed" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        (
+            "kind: Pod\nmetadata: {name: p1, namespace: team}\nspec: {containers: not-a-list}\n",
+            "Pod team/p1: malformed",
+        ),
+        ("kind: Pod\nmetadata: {name: p2}\nspec: {tolerations: [1]}\n", "Pod p2: malformed"),
+        ("kind: Pod\nmetadata: [1, 2]\n", "metadata and spec must be mappings"),
+    ],
+)
+def test_a_malformed_object_is_one_line_naming_it(
+    text: str, named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: v1\n" + text)
+    code = main(["simulate", "--cluster", str(DATA / "kubectl-dump.yaml"), "--pods", str(bad)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert named in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
