@@ -26,10 +26,11 @@ is never scored, as upstream.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from shoal.core.cyclestate import CycleState
 from shoal.core.interfaces import (
@@ -51,7 +52,47 @@ NAME = "NodeResourcesFit"
 STATE_KEY = f"PreFilter{NAME}"
 TOO_MANY_PODS = "Too many pods"
 
-Strategy = Literal["LeastAllocated", "MostAllocated", "BalancedAllocation"]
+Strategy = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio", "BalancedAllocation"]
+#: a shape point's score is 0-10 (kube-scheduler's MaxCustomPriorityScore), scaled to 0-100
+MAX_CUSTOM_SCORE = 10
+
+
+class ShapePoint(ArgsModel):
+    utilization: int = Field(ge=0, le=100)
+    score: int = Field(ge=0, le=MAX_CUSTOM_SCORE)
+
+
+class RequestedToCapacityRatioArgs(ArgsModel):
+    shape: list[ShapePoint] = Field(min_length=1, max_length=101)
+
+    @field_validator("shape")
+    @classmethod
+    def _increasing(cls, value: list[ShapePoint]) -> list[ShapePoint]:
+        if any(b.utilization <= a.utilization for a, b in pairwise(value)):
+            raise ValueError("utilization values must be sorted in increasing order, without repeats")
+        return value
+
+
+def shape_points(shape: Sequence[ShapePoint]) -> list[tuple[int, int]]:
+    """(utilization, score scaled to 0-100) per point, as kube-scheduler scales them."""
+    return [(p.utilization, p.score * (MAX_NODE_SCORE // MAX_CUSTOM_SCORE)) for p in shape]
+
+
+def broken_linear(points: Sequence[tuple[int, int]], utilization: IntArray) -> IntArray:
+    """kube-scheduler's broken-linear function (``helper.BuildBrokenLinearFunction``) over
+    utilizations, in integer arithmetic truncated toward zero as Go's."""
+    out = np.full(len(utilization), points[-1][1], dtype=np.int64)
+    done = np.zeros(len(utilization), dtype=bool)
+    for i, (u, s) in enumerate(points):
+        here = ~done & (utilization <= u)
+        if i == 0:
+            out[here] = s
+        else:
+            (u0, s0) = points[i - 1]
+            num = (s - s0) * (utilization[here] - u0)
+            out[here] = s0 + np.where(num >= 0, num // (u - u0), -((-num) // (u - u0)))
+        done |= here
+    return out
 
 
 class ResourceWeight(ArgsModel):
@@ -66,6 +107,13 @@ def _default_resources() -> list[ResourceWeight]:
 class ScoringStrategy(ArgsModel):
     type: Strategy = "LeastAllocated"
     resources: list[ResourceWeight] = Field(default_factory=_default_resources, min_length=1, max_length=32)
+    requested_to_capacity_ratio: RequestedToCapacityRatioArgs | None = None
+
+    @model_validator(mode="after")
+    def _shape_for_ratio(self) -> ScoringStrategy:
+        if self.type == "RequestedToCapacityRatio" and self.requested_to_capacity_ratio is None:
+            raise ValueError("type RequestedToCapacityRatio needs requestedToCapacityRatio.shape")
+        return self
 
     @field_validator("resources")
     @classmethod
@@ -209,13 +257,29 @@ class NodeResourcesFit:
             return self._balanced(table, pod, rows)
         total = np.zeros(m, dtype=np.int64)
         weights = np.zeros(m, dtype=np.int64)
+        ratio = (
+            self.strategy.requested_to_capacity_ratio
+            if self.strategy.type == "RequestedToCapacityRatio"
+            else None
+        )
         for rw in self.strategy.resources:
             usage = self._usage(table, pod, rw.name, rows)
             if usage is None:
                 continue
-            score, counts = resource_scores(self.strategy.type, *usage)
+            if ratio is not None:
+                req, alloc = usage
+                full = (alloc == 0) | (req > alloc)
+                utilization = np.where(full, 100, (req * 100) // np.where(alloc > 0, alloc, 1))
+                score = broken_linear(shape_points(ratio.shape), utilization)
+                counts = (alloc > 0) & (score > 0)  # upstream: only resources scoring above 0 weigh
+                score = np.where(counts, score, 0)
+            else:
+                score, counts = resource_scores(self.strategy.type, *usage)
             total += score * rw.weight
             weights += counts * rw.weight
+        if ratio is not None:  # Go's math.Round of the weighted mean
+            rounded: IntArray = np.floor(total / np.maximum(weights, 1) + 0.5).astype(np.int64)
+            return np.where(weights > 0, rounded, 0)
         out: IntArray = np.where(weights > 0, total // np.maximum(weights, 1), 0)
         return out
 

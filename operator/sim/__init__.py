@@ -206,18 +206,16 @@ class InMemoryCluster:
         stored: JSON = _deepcopy(obj)
         kind = stored.get("kind")
         meta = stored.setdefault("metadata", {})
-        if not isinstance(meta, dict) or not isinstance(stored.get("spec", {}), dict):
-            raise ValueError(f"{kind} {meta!r}: metadata and spec must be mappings")
+        if not isinstance(meta, dict):
+            raise ValueError(f"{kind} {meta!r}: malformed: metadata must be a mapping")
+        where = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else meta.get("name")
         parse = _PARSERS.get(str(kind))
         if parse is not None:
             try:
+                if not isinstance(stored.get("spec", {}), dict):
+                    raise TypeError("spec must be a mapping")
                 parse(stored)
             except (AttributeError, TypeError, ValueError, KeyError) as exc:
-                where = (
-                    f"{meta.get('namespace')}/{meta.get('name')}"
-                    if meta.get("namespace")
-                    else meta.get("name")
-                )
                 raise ValueError(f"{kind} {where}: malformed: {type(exc).__name__}: {exc}") from None
         if kind == "Node":
             self.nodes[meta["name"]] = stored

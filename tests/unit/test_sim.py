@@ -125,7 +125,7 @@ def test_simulate_lists_held_and_foreign_pods_with_why(
             "Pod team/p1: malformed",
         ),
         ("kind: Pod\nmetadata: {name: p2}\nspec: {tolerations: [1]}\n", "Pod p2: malformed"),
-        ("kind: Pod\nmetadata: [1, 2]\n", "metadata and spec must be mappings"),
+        ("kind: Pod\nmetadata: [1, 2]\n", "metadata must be a mapping"),
     ],
 )
 def test_a_malformed_object_is_one_line_naming_it(

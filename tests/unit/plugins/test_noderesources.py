@@ -185,3 +185,37 @@ def test_pods_is_never_scored() -> None:
     cache = cache_with([make_node("n", cpu="10", memory="10Gi", pods=2)])
     fit = plugin(scoringStrategy={"resources": [{"name": "pods"}, {"name": "cpu"}]})
     assert fit.score_nodes(state(), pod(cpu="5"), cache.table, all_rows(cache.table)).tolist() == [50]
+
+
+@pytest.mark.parametrize(
+    ("points", "cases"),
+    [
+        (
+            [(10, 1), (90, 9)],
+            {-10: 1, 0: 1, 9: 1, 10: 1, 15: 1, 19: 1, 20: 2, 89: 8, 90: 9, 99: 9, 100: 9, 110: 9},
+        ),
+        ([(0, 2), (40, 10), (100, 0)], {-10: 2, 0: 2, 20: 6, 30: 8, 40: 10, 70: 5, 100: 0, 110: 0}),
+        ([(0, 2), (40, 2), (100, 2)], {-10: 2, 0: 2, 20: 2, 30: 2, 40: 2, 70: 2, 100: 2, 110: 2}),
+    ],
+    ids=["case_0", "case_1", "case_2"],
+)
+def test_broken_linear_as_upstream(points: list[tuple[int, int]], cases: dict[int, int]) -> None:
+    """noderesources/requested_to_capacity_ratio_test.go TestBrokenLinearFunction, every assertion."""
+    utilization = np.array(list(cases), dtype=np.int64)
+    assert noderesources.broken_linear(points, utilization).tolist() == list(cases.values())
+
+
+def test_requested_to_capacity_ratio_needs_a_shape() -> None:
+    with pytest.raises(ValidationError, match=r"needs requestedToCapacityRatio\.shape"):
+        noderesources.Args.model_validate({"scoringStrategy": {"type": "RequestedToCapacityRatio"}})
+    with pytest.raises(ValidationError, match="increasing order"):
+        noderesources.Args.model_validate(
+            {
+                "scoringStrategy": {
+                    "type": "RequestedToCapacityRatio",
+                    "requestedToCapacityRatio": {
+                        "shape": [{"utilization": 50, "score": 1}, {"utilization": 50, "score": 2}]
+                    },
+                }
+            }
+        )
