@@ -106,7 +106,7 @@ async def test_the_relist_check_forgets_only_what_vanished_before_the_listing() 
     fake = raw({"/api/v1/nodes": [make_node("n3")]})
     task = asyncio.create_task(informer.run(fake))
     try:
-        for _ in range(100):
+        for _ in range(1000):  # up to 10 s on a loaded machine; done in ~0.05 s
             if gone:
                 break
             await asyncio.sleep(0.01)
@@ -154,7 +154,10 @@ async def test_stream_rewatches_from_the_last_version_and_skips_bookmarks() -> N
     first = await anext(events)
     assert first.type == "ADDED" and first.obj.name == "p1"
     pending = asyncio.ensure_future(anext(events))
-    await asyncio.sleep(0.05)
+    for _ in range(1000):  # the second watch starts once the first ends: wait for it, up to 10 s
+        if len(fake.watched) == 2:
+            break
+        await asyncio.sleep(0.01)
     pending.cancel()
     assert [w["resourceVersion"] for w in fake.watched] == [["7"], ["9"]]
     assert fake.watched[0]["fieldSelector"] == [LIVE_PODS_SELECTOR]

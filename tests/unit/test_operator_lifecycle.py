@@ -130,6 +130,19 @@ async def test_a_failed_lease_call_counts_as_not_renewed(failure: BaseException 
     await api.api_client.close()
 
 
+class HeldBinder:
+    """Binds once the test releases it (an API server that takes as long as the test needs)."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.bound: list[str] = []
+
+    async def bind(self, pod: PodInfo, node: str) -> Status:
+        await self.release.wait()
+        self.bound.append(pod.name)
+        return Status()
+
+
 class SlowBinder:
     """Binds after ``seconds`` (an API server that takes its time)."""
 
@@ -143,7 +156,7 @@ class SlowBinder:
         return Status()
 
 
-def three_pending_pods(binder: SlowBinder) -> Scheduler:
+def three_pending_pods(binder: SlowBinder | HeldBinder) -> Scheduler:
     """A scheduler with the default profile, one node and three pods waiting for it."""
     sched = Scheduler(load_registry(third_party=False), binder, defaults=DEFAULT_PLUGINS)
     sched.set_profile(DEFAULT_PROFILE_SPEC)
@@ -161,22 +174,24 @@ def three_pending_pods(binder: SlowBinder) -> Scheduler:
     ],
 )
 async def test_stepping_down(lost: bool, bound: int, requeued: int) -> None:
-    binder = SlowBinder(0.5)
+    binder = HeldBinder()
     sched = three_pending_pods(binder)
     leadership = Leadership(sched, PromMetrics(), Health(), renew_deadline=5.0)
     await leadership.lead()
-    for _ in range(40):  # all three assumed and binding (each bind takes 0.5 s)
+    for _ in range(2000):  # all three assumed and binding (held until released below)
         if sched.in_flight == 3:
             break
         await asyncio.sleep(0.005)
     assert sched.in_flight == 3
+    if not lost:  # a graceful stop: the API server answers while the bindings drain
+        binder.release.set()
     began = time.monotonic()
     await leadership.follow(lost)
     took = time.monotonic() - began
     assert len(binder.bound) == bound
     assert sched.in_flight == 0
     assert len(sched.queue.pods_in("backoff")) == requeued  # nothing lost: retried by whoever leads
-    # lost: no binding finished (they take 0.5 s), so they were cancelled at once; graceful: all
+    # lost: no binding finished (they were held), so they were cancelled at once; graceful: all
     # three finished, so the drain waited for them (no wall-clock bound beyond a generous one)
     assert took < 5.0
     if lost:  # reservations released (bound pods stay assumed until the watch confirms them)
