@@ -4,7 +4,6 @@ control plane), how their readiness is awaited and how their CPU and memory are 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,8 @@ from kubernetes_asyncio import client
 
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, create, wait_for
-from shoal.testing.controlplane import Binaries, ControlPlane, free_port, spawn, stop_process, tail
+from shoal.testing.controlplane import ControlPlane
+from shoal.testing.kubescheduler import KubeSchedulerProcess
 from shoal.testing.objects import make_profile
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -62,53 +62,23 @@ class KubeScheduler:
 
     def __init__(self, cp: ControlPlane, workdir: Path) -> None:
         self.cp, self.workdir = cp, workdir
-        self.popen: Any = None
+        self.proc: KubeSchedulerProcess | None = None
 
     async def start(self, api: client.ApiClient) -> None:
-        cfg = self.workdir / "kube-scheduler.yaml"
-        cfg.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "kubescheduler.config.k8s.io/v1",
-                    "kind": "KubeSchedulerConfiguration",
-                    "clientConnection": {"kubeconfig": str(self.cp.kubeconfig), "qps": 5000, "burst": 5000},
-                    "leaderElection": {"leaderElect": False},
-                }
-            )
-        )
-        port = free_port()
-        argv = [
-            str(Binaries.locate().kube_scheduler),
-            f"--config={cfg}",
-            f"--secure-port={port}",
-            "--bind-address=127.0.0.1",
-            f"--authentication-kubeconfig={self.cp.kubeconfig}",
-            f"--authorization-kubeconfig={self.cp.kubeconfig}",
-            "--v=1",
-        ]
-        log = self.workdir / "kube-scheduler.log"
-        self.popen = spawn(argv, log)
-        # /readyz turns 200 once informers and event handlers have synced (leader election is off,
-        # so scheduling starts then); anonymous requests may read it (--authorization-always-allow-
-        # paths defaults to /healthz,/readyz,/livez).
-        try:
-            await wait_ready(
-                f"https://127.0.0.1:{port}/readyz",
-                60,
-                "kube-scheduler ready",
-                lambda: self.popen.poll() is None,
-            )
-        except (RuntimeError, TimeoutError) as exc:
-            raise RuntimeError(f"{exc}\n--- {log} ---\n{tail(log)}") from exc
+        # kube-scheduler's default profile, qps/burst 5000, no leader election; /readyz turns 200
+        # once informers and event handlers have synced, and scheduling starts then
+        self.proc = KubeSchedulerProcess(self.cp.kubeconfig, self.workdir)
+        await asyncio.to_thread(self.proc.start, 60.0)
         await asyncio.sleep(SETTLE_S)
 
     @property
     def pid(self) -> int:
-        return int(self.popen.pid)
+        assert self.proc is not None
+        return self.proc.pid
 
     def stop(self) -> None:
-        if self.popen is not None:
-            stop_process(self.popen)
+        if self.proc is not None:
+            self.proc.stop()
 
 
 class Shoal:
