@@ -203,11 +203,7 @@ class InterPodAffinity:
     def filter_nodes(
         self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
     ) -> Sequence[Rejection]:
-        st: _FilterState | None = state.read(FILTER_KEY)
-        if st is None:
-            # PreFilter ran (a Skip there skips Filter), so its state is missing only if a caller
-            # bypassed it: an error, never "every node fits" (as upstream's getPreFilterState)
-            raise LookupError(f"{FILTER_KEY} not in the cycle state: PreFilter did not run")
+        st: _FilterState = state.require(FILTER_KEY)
         n = table.n
         rejected: BoolArray = np.zeros(n, dtype=bool)
         out: list[Rejection] = []
@@ -298,9 +294,7 @@ class InterPodAffinity:
         return out
 
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
-        scores: Counts | None = state.read(SCORE_KEY)
-        if scores is None:
-            raise LookupError(f"{SCORE_KEY} not in the cycle state: PreScore did not run")
+        scores: Counts = state.require(SCORE_KEY)
         total = np.zeros(table.n, dtype=np.int64)
         for key, per_code in scores.items():
             total += _domain_values(table, key, per_code)

@@ -128,6 +128,8 @@ def _volumes(store: VolumeStore, pod: PodInfo, migration: bool) -> Volumes | Sta
 
 class NodeVolumeLimits:
     name = NAME
+    #: Filter reads what PreFilter computed (profile validation checks it is listed there too)
+    needs_pre_filter = True
 
     def __init__(self, cache: ClusterCache) -> None:
         self.cache = cache
@@ -142,9 +144,7 @@ class NodeVolumeLimits:
     def filter_nodes(
         self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
     ) -> Sequence[Rejection]:
-        st: _State | None = state.read(STATE_KEY)
-        if st is None:
-            return ()
+        st: _State = state.require(STATE_KEY)
         store = self.cache.volumes
         has_csi = np.array(
             [n is not None and n in store.csi_nodes for n in table.names[: table.n]], dtype=bool

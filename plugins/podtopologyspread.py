@@ -150,11 +150,7 @@ class PodTopologySpread:
     def filter_nodes(
         self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
     ) -> Sequence[Rejection]:
-        prepared: _Constraints | None = state.read(FILTER_KEY)
-        if prepared is None:
-            # PreFilter ran (a Skip there skips Filter), so its state is missing only if a caller
-            # bypassed it: an error, never "every node fits" (as upstream's getPreFilterState)
-            raise LookupError(f"{FILTER_KEY} not in the cycle state: PreFilter did not run")
+        prepared: _Constraints = state.require(FILTER_KEY)
         n = table.n
         missing = np.zeros(n, dtype=bool)
         skewed = np.zeros(n, dtype=bool)
@@ -189,9 +185,7 @@ class PodTopologySpread:
         return SUCCESS
 
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
-        prepared: _Constraints | None = state.read(SCORE_KEY)
-        if prepared is None:
-            raise LookupError(f"{SCORE_KEY} not in the cycle state: PreScore did not run")
+        prepared: _Constraints = state.require(SCORE_KEY)
         n = table.n
         scored = np.zeros(n, dtype=bool)
         scored[rows] = True

@@ -149,6 +149,8 @@ def matches_claim(pv: PVInfo, pvc: PVCInfo) -> bool:
 
 class VolumeBinding:
     name = NAME
+    #: Filter reads what PreFilter computed (profile validation checks it is listed there too)
+    needs_pre_filter = True
 
     def __init__(self, args: Args, handle: Handle) -> None:
         self.args = args
@@ -183,9 +185,7 @@ class VolumeBinding:
     def filter_nodes(
         self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
     ) -> Sequence[Rejection]:
-        st: _State | None = state.read(STATE_KEY)
-        if st is None:
-            return ()
+        st: _State = state.require(STATE_KEY)
         store = self.cache.volumes
         n = table.n
         node_conflict = np.zeros(n, dtype=bool)

@@ -51,6 +51,8 @@ class _State:
 
 class VolumeRestrictions:
     name = NAME
+    #: Filter reads what PreFilter computed (profile validation checks it is listed there too)
+    needs_pre_filter = True
 
     def __init__(self, cache: ClusterCache) -> None:
         self.cache = cache
@@ -76,9 +78,7 @@ class VolumeRestrictions:
     def filter_nodes(
         self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
     ) -> Sequence[Rejection]:
-        st: _State | None = state.read(STATE_KEY)
-        if st is None:
-            return ()
+        st: _State = state.require(STATE_KEY)
         out: list[Rejection] = []
         conflict = np.zeros(table.n, dtype=bool)
         disks = [v.disk for v in pod.volumes if v.disk is not None]

@@ -67,6 +67,8 @@ def _unresolvable(message: str) -> Status:
 
 class VolumeZone:
     name = NAME
+    #: Filter reads what PreFilter computed (profile validation checks it is listed there too)
+    needs_pre_filter = True
 
     def __init__(self, cache: ClusterCache) -> None:
         self.cache = cache
@@ -111,9 +113,7 @@ class VolumeZone:
     def filter_nodes(
         self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
     ) -> Sequence[Rejection]:
-        topologies: list[PVTopology] | None = state.read(STATE_KEY)
-        if not topologies:
-            return ()
+        topologies: list[PVTopology] = state.require(STATE_KEY)
         constrained = np.zeros(table.n, dtype=bool)
         for key in TOPOLOGY_LABELS:
             constrained |= table.label_column(key) >= 0

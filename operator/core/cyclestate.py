@@ -26,6 +26,14 @@ class CycleState:
     def read(self, key: str, default: Any = None) -> Any:
         return self._data.get(key, default)
 
+    def require(self, key: str) -> Any:
+        """What an earlier point of the same plugin stored: a Filter (Score) reading its PreFilter
+        (PreScore) state. A Skip there skips this point too, so a missing key means the earlier
+        point never ran: an error, never "every node fits" (as upstream's getPreFilterState)."""
+        if key not in self._data:
+            raise LookupError(f"{key} not in the cycle state: its earlier extension point did not run")
+        return self._data[key]
+
     def __contains__(self, key: str) -> bool:
         return key in self._data
 

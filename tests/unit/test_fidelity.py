@@ -191,6 +191,12 @@ def test_plugins_whose_filter_needs_their_prefilter_are_refused_without_it() -> 
         with pytest.raises(ProfileError) as info:
             validate_profile(spec, load_registry(third_party=False), DEFAULT_PLUGINS)
         assert any(f'"{plugin}" at score needs its preScore' in m for _, m in info.value.errors)
+    # the volume plugins' Filters read their PreFilter state too
+    spec = {"schedulerName": "s", "plugins": {"preFilter": [{"name": "NodeResourcesFit"}]}}
+    with pytest.raises(ProfileError) as info:
+        validate_profile(spec, load_registry(third_party=False), DEFAULT_PLUGINS)
+    for plugin in ("VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone"):
+        assert any(f'"{plugin}" at filter needs its preFilter' in m for _, m in info.value.errors)
 
 
 def test_a_claim_needs_all_four_volume_plugins_and_names_the_missing_ones() -> None:
@@ -339,3 +345,10 @@ def test_explain_names_the_field_and_the_gate() -> None:
         "0/1 nodes are available: waiting for scheduling gates: [example.com/wait]."
     )
     assert sched.explain(PodInfo.from_dict(make_pod("ok", scheduler_name="gpu-scheduler"))).best == "n1"
+
+
+def test_a_filter_without_its_prefilter_state_is_an_error_not_a_pass() -> None:
+    from shoal.core.cyclestate import CycleState
+
+    with pytest.raises(LookupError, match="earlier extension point did not run"):
+        CycleState().require("PreFilterInterPodAffinity")
