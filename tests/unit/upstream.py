@@ -13,7 +13,7 @@ day shoal starts to agree with upstream and the mark can go.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from shoal.core.cyclestate import CycleState
+from shoal.core.interfaces import Rejection
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import PodInfo
 from shoal.core.status import Code, Status
@@ -42,6 +43,22 @@ class Case:
     expect: dict[str, Any]
     differs: str | None
     feature_gates: dict[str, bool]
+
+
+def node_verdicts(table: NodeTable, rejections: Iterable[Rejection]) -> dict[str, Any]:
+    """Per node, FITS or ``{"code", "reasons"}`` as one plugin's Filter status would say it."""
+    got: dict[str, Any] = {name: FITS for name in table.index}
+    for rej in rejections:
+        for row in np.flatnonzero(rej.mask):
+            name = table.names[int(row)]
+            if name is None:
+                continue
+            verdict = got[name]
+            if verdict == FITS:
+                verdict = got[name] = {"code": rej.code.title, "reasons": []}
+            assert verdict["code"] == rej.code.title, f"{name}: two codes from one plugin"
+            verdict["reasons"].append(rej.reason)
+    return got
 
 
 def load(plugin: str) -> list[Case]:
@@ -130,18 +147,7 @@ def run_filter(case: Case, world: World, plugin: Any, state: CycleState) -> None
     if skipped:  # the framework does not call Filter after Skip: every node passes this plugin
         assert all(v == FITS for v in want.values()), "PreFilter skipped, but upstream rejects a node"
         return
-    rejections = plugin.filter_nodes(state, pod, table, table.valid_rows().copy())
-    got: dict[str, Any] = {name: FITS for name in table.index}
-    for rej in rejections:
-        for row in np.flatnonzero(rej.mask):
-            name = table.names[int(row)]
-            if name is None:
-                continue
-            verdict = got[name]
-            if verdict == FITS:
-                verdict = got[name] = {"code": rej.code.title, "reasons": []}
-            assert verdict["code"] == rej.code.title, f"{name}: two codes from one plugin"
-            verdict["reasons"].append(rej.reason)
+    got = node_verdicts(table, plugin.filter_nodes(state, pod, table, table.valid_rows().copy()))
     for name, verdict in want.items():
         assert verdict == FITS or verdict["code"] in {c.title for c in Code}, f"{name}: bad verdict {verdict}"
         assert got[name] == verdict, f"Filter on {name}: got {got[name]}, want {verdict}"

@@ -24,7 +24,7 @@ from shoal.core.volumes import decode_storage
 from shoal.plugins import nodevolumelimits, volumebinding, volumerestrictions, volumezone
 from tests.unit.helpers import cache_with, handle_for
 from tests.unit.plugins.test_upstream_tables import ARCHITECTURE, SECTION
-from tests.unit.upstream import DATA, FITS
+from tests.unit.upstream import DATA, FITS, node_verdicts
 
 KEYS = {"upstream", "pod", "nodes", "existing_pods", "storage", "expect", "differs", "note"}
 PLUGINS: dict[str, Any] = {
@@ -118,17 +118,7 @@ def test_upstream_case(plugin: str, case: Case) -> None:
             if "reasons" in verdict:
                 assert got_error["reasons"][0].startswith(_want(verdict)["reasons"][0]), got_error
         return
-    got: dict[str, Any] = {name: FITS for name in table.index}
-    for rej in rejections:
-        for row, hit in enumerate(rej.mask):
-            name = table.names[row]
-            if not hit or name is None:
-                continue
-            verdict = got[name]
-            if verdict == FITS:
-                verdict = got[name] = {"code": rej.code.title, "reasons": []}
-            assert verdict["code"] == rej.code.title, f"{name}: two codes from one plugin"
-            verdict["reasons"].append(rej.reason)
+    got = node_verdicts(table, rejections)
     for name, verdict in want_filter.items():
         want_v = verdict if verdict == FITS else _want(verdict)
         assert want_v == FITS or want_v["code"] in {c.title for c in Code}
