@@ -135,9 +135,15 @@ class GPUMemory:
         self.invalid_label = f"node(s) had an invalid {args.label_key} label"
         #: (node, reason) pairs already logged, so a bad label is reported once, not every cycle
         self._warned: set[tuple[str, str]] = set()
+        self._budgets: tuple[tuple[int, int, int], FloatArray, BoolArray] | None = None
 
     def free(self, table: NodeTable) -> tuple[FloatArray, BoolArray]:
-        total, malformed = node_gpu_memory(table, self.args)
+        # the budgets depend on node labels only: computed again when a node is added, removed or
+        # relabelled (table.version), not at each of Filter, Score and Reserve of every pod
+        key = (id(table), table.version, table.n)
+        if self._budgets is None or self._budgets[0] != key:
+            self._budgets = (key, *node_gpu_memory(table, self.args))
+        _, total, malformed = self._budgets
         return total - table.gpu_memory_used[: table.n], malformed
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
