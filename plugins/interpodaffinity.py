@@ -313,8 +313,10 @@ class InterPodAffinity:
 
     def events_to_register(self) -> Sequence[EventRegistration]:
         # a placed pod leaving (or relabelled) may lift anti-affinity; one arriving may satisfy
-        # affinity; a node relabelled may enter a domain
-        return (EventRegistration(EventKind.ANY_POD | EventKind.NODE_ADD | EventKind.NODE_UPDATE),)
+        # affinity; a node relabelled may enter a domain; a namespace relabelled may enter or
+        # leave a namespaceSelector
+        kinds = EventKind.ANY_POD | EventKind.NODE_ADD | EventKind.NODE_UPDATE | EventKind.NAMESPACE_CHANGE
+        return (EventRegistration(kinds),)
 
 
 def new(args: Args, handle: Handle) -> InterPodAffinity:

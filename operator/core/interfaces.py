@@ -70,10 +70,12 @@ class EventKind(Flag):
     PROFILE_CHANGE = auto()
     #: a PersistentVolume, PersistentVolumeClaim, StorageClass or CSINode added, changed or deleted
     STORAGE_CHANGE = auto()
+    #: a namespace's labels changed (pod affinity's namespaceSelector)
+    NAMESPACE_CHANGE = auto()
 
     ANY_NODE = NODE_ADD | NODE_UPDATE | NODE_DELETE
     ANY_POD = POD_ADD | POD_UPDATE | POD_DELETE
-    ALL = ANY_NODE | ANY_POD | POD_GROUP_CHANGE | PROFILE_CHANGE | STORAGE_CHANGE
+    ALL = ANY_NODE | ANY_POD | POD_GROUP_CHANGE | PROFILE_CHANGE | STORAGE_CHANGE | NAMESPACE_CHANGE
 
 
 @dataclass(frozen=True, slots=True)

@@ -198,7 +198,7 @@ class Scheduler:
             self.cache.remove_namespace(name)
         else:
             self.cache.set_namespace(name, {str(k): str(v) for k, v in (labels or {}).items()})
-        self._event(EventKind.POD_UPDATE, None)
+        self._event(EventKind.NAMESPACE_CHANGE, name)
 
     def on_storage(self, obj: StorageObject, deleted: bool = False) -> None:
         """A PersistentVolume, claim, StorageClass or CSINode added, changed or deleted."""

@@ -322,3 +322,30 @@ def test_a_node_whose_images_alone_change_requeues_nothing() -> None:
     node["status"]["allocatable"]["cpu"] = "8"
     sim.scheduler.on_node(NodeSpec.from_dict(node))
     assert sim.scheduler.queue.counts()["unschedulable"] == 0
+
+
+def test_a_namespace_relabelled_requeues_pods_whose_affinity_selects_namespaces() -> None:
+    cluster = InMemoryCluster([make_node("n1", cpu="8")])
+    sim = Simulation(cluster)
+    sim.submit(make_pod("x", cpu="1", node_name="n1", namespace="other", labels={"app": "x"}))
+    near = make_pod("near", cpu="1", scheduler_name="gpu-scheduler")
+    near["spec"]["affinity"] = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "x"}},
+                    "namespaceSelector": {"matchLabels": {"team": "b"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    stored = sim.submit(near)
+    asyncio.run(sim.run())
+    assert sim.scheduler.queue.counts()["unschedulable"] == 1  # no namespace is team=b yet
+    sim.scheduler.on_node(NodeSpec.from_dict(cluster.nodes["n1"]))  # unchanged node: no event
+    assert sim.scheduler.queue.counts()["unschedulable"] == 1
+    sim.scheduler.on_namespace("other", {"team": "b"})
+    assert sim.scheduler.queue.counts()["unschedulable"] == 0
+    asyncio.run(sim.run())
+    assert stored["spec"]["nodeName"] == "n1"
