@@ -191,7 +191,7 @@ class PodInfo:
             used += (FieldUse(f"metadata.labels[{POD_GROUP_LABEL}]", "Coscheduling", None),)
         return cls(
             uid=str(meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"),
-            namespace=str(meta.get("namespace") or "default"),
+            namespace=namespace,
             name=str(meta.get("name") or ""),
             scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
             node_name=str(spec.get("nodeName") or ""),
