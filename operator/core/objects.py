@@ -309,6 +309,19 @@ class NodeSpec:
         )
 
 
+TOPOLOGY_REQUIRED_ANNOTATION = "shoal.dev/topology-required"
+TOPOLOGY_PREFERRED_ANNOTATION = "shoal.dev/topology-preferred"
+
+
+def topology_annotations(annotations: JSON) -> dict[str, Any]:
+    """A PodGroup's topology constraint from its ``shoal.dev/topology-*`` annotations (the
+    preferred list is comma-separated, tightest level first)."""
+    required = str(annotations.get(TOPOLOGY_REQUIRED_ANNOTATION) or "").strip() or None
+    preferred = str(annotations.get(TOPOLOGY_PREFERRED_ANNOTATION) or "")
+    levels = tuple(k.strip() for k in preferred.split(",") if k.strip())
+    return {"topology_required": required, "topology_preferred": levels}
+
+
 @dataclass(slots=True)
 class PodGroupInfo:
     """A scheduler-plugins PodGroup: ``minMember`` pods are placed together or not at all."""
@@ -321,10 +334,24 @@ class PodGroupInfo:
     created: float = 0.0
     uid: str = ""
     generation: int = 0
+    #: a node label key every member must share one value of (the gang fails rather than spread)
+    topology_required: str | None = None
+    #: node label keys from tightest to loosest: the gang goes in one domain of the first that holds it
+    topology_preferred: tuple[str, ...] = ()
+    #: the API it comes from: scheduler-plugins' ``scheduling.x-k8s.io`` or native ``scheduling.k8s.io``
+    api: str = "scheduling.x-k8s.io"
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def topology_levels(self) -> tuple[str, ...]:
+        """The keys to try, tightest first; a required key is the only (and last) level."""
+        if self.topology_required:
+            levels = tuple(k for k in self.topology_preferred if k != self.topology_required)
+            return (*levels, self.topology_required)
+        return self.topology_preferred
 
     @classmethod
     def from_dict(cls, obj: JSON) -> PodGroupInfo:
@@ -350,6 +377,7 @@ class PodGroupInfo:
             created=parse_time(meta.get("creationTimestamp")),
             uid=str(meta.get("uid") or ""),
             generation=int(meta.get("generation") or 0),
+            **topology_annotations(meta.get("annotations") or {}),
         )
 
 
