@@ -38,6 +38,7 @@ from shoal.plugins import (
     prioritysort,
     schedulinggates,
     tainttoleration,
+    topologyplacement,
     volumebinding,
     volumerestrictions,
     volumezone,
@@ -64,6 +65,7 @@ BUILTIN: tuple[PluginEntry, ...] = (
     nodevolumelimits.ENTRY,
     volumebinding.ENTRY,
     volumezone.ENTRY,
+    topologyplacement.ENTRY,
 )
 DEFAULT_SCHEDULER_NAME = "gpu-scheduler"
 
@@ -160,6 +162,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "GPUMemory",
         "PodTopologySpread",
         "InterPodAffinity",
+        "TopologyPlacement",
     ),
     "postFilter": [],
     "preScore": _refs(

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from shoal.core.cyclestate import CycleState
     from shoal.core.gates import WaitingPods
     from shoal.core.nodetable import NodeInfo, NodeTable
+    from shoal.core.topology import GangPlan, GangTrial
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -291,6 +292,28 @@ class GangPlugin(Plugin, Protocol):
     def pod_group(self, pod: PodInfo) -> PodGroupInfo | None:
         """The gang the pod belongs to, if any: its queued members are scheduled in one cycle,
         all-or-nothing (at least ``min_member`` placed, or none)."""
+        ...
+
+
+@runtime_checkable
+class GangPlacementPlugin(Plugin, Protocol):
+    def constrained(self, group: PodGroupInfo) -> bool:
+        """Does the gang carry a placement constraint this plugin enforces (a topology level)?"""
+        ...
+
+    def gang_placements(
+        self, group: PodGroupInfo, members: Sequence[PodInfo], feasible: BoolArray, need: int
+    ) -> GangPlan:
+        """When: once per gang cycle, before its members are placed (a Filter plugin of the
+        profile implementing it is asked). ``feasible``: the nodes one member passes every Filter
+        on; ``need``: members still to place. Returns the trials (node subsets) to place the
+        members in, in order; the cycle places them for real inside each trial (the trial is in
+        the cycle state, the plugin's Filter enforces it) until the quorum fits. No trial: the gang
+        is unschedulable with ``plan.failure``. An exception fails the gang's cycle (requeued)."""
+        ...
+
+    def describe(self, group: PodGroupInfo, trial: GangTrial, rows: Sequence[int]) -> str:
+        """What the members' ``Scheduled`` events say about where the gang went (``rows``)."""
         ...
 
 

@@ -11,13 +11,13 @@ from shoal.core.objects import PodInfo
 class Reporter(Protocol):
     """Where the outcome of each attempt goes (one call per pod per attempt, at most)."""
 
-    def scheduled(self, pod: PodInfo, node: str, profile: str) -> None: ...
+    def scheduled(self, pod: PodInfo, node: str, profile: str, *, note: str = "") -> None: ...
 
     def unschedulable(self, pod: PodInfo, message: str, profile: str, *, error: bool = False) -> None: ...
 
 
 class NullReporter:
-    def scheduled(self, pod: PodInfo, node: str, profile: str) -> None:
+    def scheduled(self, pod: PodInfo, node: str, profile: str, *, note: str = "") -> None:
         pass
 
     def unschedulable(self, pod: PodInfo, message: str, profile: str, *, error: bool = False) -> None:

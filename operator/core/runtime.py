@@ -57,6 +57,7 @@ from shoal.core.interfaces import (
     EventKind,
     EventRegistration,
     ExtensionPoint,
+    GangPlacementPlugin,
     GangPlugin,
     Handle,
     IntArray,
@@ -181,6 +182,9 @@ class Framework:
         self.queue_sort = queue_sort[0]
         self.percentage = validated.spec.percentage_of_nodes_to_score
         self._gang = next((p for p in self.plugins.values() if isinstance(p, GangPlugin)), None)
+        #: the Filter plugin that chooses where a gang goes (TopologyPlacement), if the profile has one
+        placers = (self.plugins[n] for n in sorted(self.at["filter"]))
+        self.gang_placer = next((p for p in placers if isinstance(p, GangPlacementPlugin)), None)
         #: where sampling (placement.sample_rows) starts next: it rotates over the feasible rows
         self.next_start = 0
         self._cycles = 0

@@ -9,11 +9,8 @@ Why it is shaped this way:
   Any failure after assume (a Permit rejection or timeout included) runs Unreserve (reverse order),
   forgets the pod and requeues it with backoff; a 409 from Bind (someone else bound it) only forgets it.
 * **Gangs** (pods of a PodGroup, via a profile plugin that implements ``pod_group``) are scheduled in
-  one cycle: every queued member is placed against the cache, one after the other, each assumed,
-  reserved and sent to Permit, where members wait at their gates until the quorum is reached and the
-  last one opens them all. If fewer than ``minMember`` members fit, everything placed in that cycle is
-  rolled back before the cycle ends: a gang that does not fit holds nothing, two gangs can never hold
-  half the cluster each (no deadlock), and small pods behind it are scheduled normally.
+  one cycle, all or nothing, inside the topology domain the profile's gang placer chooses: see
+  :mod:`shoal.core.gangs`.
 
 Outcomes go to a :class:`~shoal.core.reporting.Reporter`; the core itself does no I/O.
 """
@@ -31,13 +28,14 @@ from typing import Any
 from shoal.core.cache import ClusterCache
 from shoal.core.cycle import Assumed, Cycle
 from shoal.core.cyclestate import CycleState
+from shoal.core.gangs import PLACEMENT_NOTE, error_message, schedule_gang
 from shoal.core.gates import WaitingPods
 from shoal.core.interfaces import Binder, ClusterEvent, EventKind, EventRegistration, Handle
 from shoal.core.metrics import Metrics, NullMetrics
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.placement import Explanation as Explanation  # re-exported (was defined here)
 from shoal.core.placement import Placement as Placement  # re-exported (was defined here)
-from shoal.core.placement import first_reason, schedule_pod
+from shoal.core.placement import schedule_pod
 from shoal.core.profile import PluginEntry, PluginSet
 from shoal.core.queue import PreEnqueue, QueuedPodInfo, SchedulingQueue, SortKey
 from shoal.core.reporting import NullReporter, Reporter
@@ -46,10 +44,6 @@ from shoal.core.status import Code, Status
 from shoal.core.volumes import StorageObject
 
 log = logging.getLogger("shoal.scheduler")
-
-
-def _error_message(status: Status) -> str:
-    return f"running {status.plugin or 'the framework'}: {status.message}"
 
 
 class Scheduler:
@@ -240,7 +234,7 @@ class Scheduler:
             message = f"internal error: {type(exc).__name__}: {exc}"
             for member in cycle.rollback():  # not those deleted meanwhile, or binding
                 if cycle.fw is not None:
-                    self._retry_after_error(cycle.fw, member, message, 0.0)
+                    self.retry_after_error(cycle.fw, member, message, 0.0)
                 else:
                     self.queue.requeue_backoff(member, message)
 
@@ -313,26 +307,26 @@ class Scheduler:
         self.attempts += 1
         group = fw.pod_group(qpi.pod)
         if group is not None:
-            self._schedule_gang(fw, qpi, group, cycle)
+            schedule_gang(self, fw, qpi, group, cycle)
             return
         began = time.perf_counter()
         state = fw.new_cycle_state()
         placement = self.place(fw, state, qpi.pod)
         if placement.node is None:
-            self._failed(fw, qpi, placement, began)
+            self.failed(fw, qpi, placement, began)
             return
         placed, status = cycle.assume(fw, qpi, state, placement.node)
         if not status.ok and not status.is_wait:
             cycle.release(fw, placed)
-            self._failed(fw, qpi, Placement(status=status), began)
+            self.failed(fw, qpi, Placement(status=status), began)
             return
-        self._start_binding(fw, placed, began)
+        self.start_binding(fw, placed, began)
 
-    def _failed(self, fw: Framework, qpi: QueuedPodInfo, placement: Placement, began: float) -> None:
+    def failed(self, fw: Framework, qpi: QueuedPodInfo, placement: Placement, began: float) -> None:
         status = placement.status
         duration = time.perf_counter() - began
         if status.code is Code.ERROR or (placement.diagnosis is None and not status.is_rejected):
-            self._retry_after_error(fw, qpi, _error_message(status), duration)
+            self.retry_after_error(fw, qpi, error_message(status), duration)
             return
         diag = placement.diagnosis
         message = diag.message() if diag is not None else status.message
@@ -341,13 +335,13 @@ class Scheduler:
         self.queue.requeue_unschedulable(qpi, plugins, message)
         self.reporter.unschedulable(qpi.pod, message, fw.name)
 
-    def _retry_after_error(self, fw: Framework, qpi: QueuedPodInfo, message: str, duration: float) -> None:
+    def retry_after_error(self, fw: Framework, qpi: QueuedPodInfo, message: str, duration: float) -> None:
         """An error (not "no node fits"): count it, retry after the backoff, say so in an event."""
         self.metrics.attempt("error", fw.name, duration)
         self.queue.requeue_backoff(qpi, message)
         self.reporter.unschedulable(qpi.pod, message, fw.name, error=True)
 
-    def _start_binding(self, fw: Framework, placed: Assumed, began: float) -> None:
+    def start_binding(self, fw: Framework, placed: Assumed, began: float) -> None:
         task = asyncio.get_running_loop().create_task(
             self._binding_cycle(fw, placed, began), name=f"bind {placed.qpi.pod.key}"
         )
@@ -356,74 +350,6 @@ class Scheduler:
         # handed over only once the task exists: until then a failure releases it (the guard)
         placed.cycle.hand_over(placed)
         self.queue.done(placed.qpi.uid)
-
-    # -- gangs -----------------------------------------------------------------------------------
-    def _schedule_gang(self, fw: Framework, first: QueuedPodInfo, group: PodGroupInfo, cycle: Cycle) -> None:
-        """A gang is one cycle with N members: all of the quorum go to binding, or none."""
-        began = time.perf_counter()
-        members = [first, *self.queue.pop_group(group.key, exclude=first.uid)]
-        cycle.add_members(members[1:])
-        members = [m for m in members if m.uid in self.cache.pods and not self.cache.placed_node(m.uid)]
-        members.sort(key=lambda m: fw.sort_key(m.pod, m.enqueued))
-        _, already = self.cache.group_counts(group.key)
-        need = max(group.min_member - already, 0)
-        placed: list[Assumed] = []
-        failed: list[tuple[QueuedPodInfo, Placement]] = []
-        for m in members:
-            state = fw.new_cycle_state()
-            placement = self.place(fw, state, m.pod)
-            if placement.node is None:
-                failed.append((m, placement))
-                continue
-            p, status = cycle.assume(fw, m, state, placement.node)
-            if not status.ok and not status.is_wait:
-                cycle.release(fw, p)
-                failed.append((m, Placement(status=status, diagnosis=None)))
-                continue
-            placed.append(p)
-        # The gang plugin opens its members' gates once the quorum is at Permit; a gate it still
-        # holds (or one rejected meanwhile) means the quorum was not reached in this cycle.
-        gang_plugin = fw.gang_plugin_name
-        held = any(
-            p.gate is not None and (p.gate.rejected or gang_plugin in p.gate.pending_plugins) for p in placed
-        )
-        if len(placed) < need or held:
-            for p in reversed(placed):
-                cycle.release(fw, p)
-            self._gang_failed(fw, group, placed, failed, need, began)
-            return
-        for p in placed:
-            self._start_binding(fw, p, began)
-        for m, placement in failed:  # members beyond the quorum that fit nowhere: retried alone
-            self._failed(fw, m, placement, began)
-
-    def _gang_failed(
-        self,
-        fw: Framework,
-        group: PodGroupInfo,
-        placed: list[Assumed],
-        failed: list[tuple[QueuedPodInfo, Placement]],
-        need: int,
-        began: float,
-    ) -> None:
-        """The gang's quorum did not fit (everything it assumed is released): say why, requeue all."""
-        duration = time.perf_counter() - began
-        members = [p.qpi for p in placed] + [m for m, _ in failed]
-        error = next((pl.status for _, pl in failed if pl.status.code is Code.ERROR), None)
-        if error is not None:  # a plugin failed, not the cluster: the whole gang retries with backoff
-            message = f"{_error_message(error)} (pod group {group.key}; nothing was reserved)"
-            for m in members:
-                self._retry_after_error(fw, m, message, duration)
-            return
-        why, plugins = first_reason(pl for _, pl in failed)
-        message = (
-            f"{why} pod group {group.key}: only {len(placed)} of the {need} pending member(s) it needs "
-            f"fit (minMember {group.min_member}); nothing was reserved."
-        ).strip()
-        for m in members:
-            self.metrics.attempt("unschedulable", fw.name, duration)
-            self.queue.requeue_unschedulable(m, plugins or {"Coscheduling"}, message)
-            self.reporter.unschedulable(m.pod, message, fw.name)
 
     # -- the binding cycle -----------------------------------------------------------------------
     async def _binding_cycle(self, fw: Framework, placed: Assumed, began: float) -> None:
@@ -463,7 +389,7 @@ class Scheduler:
         self.cache.finish_binding(pod.uid)
         fw.run_post_bind(state, pod, node)
         self.metrics.attempt("scheduled", fw.name, time.perf_counter() - began)
-        self.reporter.scheduled(pod, node, fw.name)
+        self.reporter.scheduled(pod, node, fw.name, note=state.read(PLACEMENT_NOTE, ""))
 
     def _binding_failed(
         self, fw: Framework, placed: Assumed, status: Status, began: float, *, report: bool = True

@@ -120,11 +120,12 @@ class KubeReporter:
         return True
 
     # -- the Reporter protocol ------------------------------------------------------------------
-    def scheduled(self, pod: PodInfo, node: str, profile: str) -> None:
+    def scheduled(self, pod: PodInfo, node: str, profile: str, *, note: str = "") -> None:
         if not self.enabled():
             return
         self.forget(pod.uid)
-        note = f"Successfully assigned {pod.key} to {node}{problems_note(pod)}"
+        where = f" ({note})" if note else ""
+        note = f"Successfully assigned {pod.key} to {node}{where}{problems_note(pod)}"
         when = time.time()
         self._submit(lambda: self._event(pod, profile, "Normal", "Scheduled", "Binding", note, when))
 

@@ -96,10 +96,12 @@ class RecordingReporter:
     def _get(self, pod: PodInfo) -> Outcome:
         return self.outcomes.setdefault(pod.uid, Outcome(pod.key))
 
-    def scheduled(self, pod: PodInfo, node: str, profile: str) -> None:
+    def scheduled(self, pod: PodInfo, node: str, profile: str, *, note: str = "") -> None:
         out = self._get(pod)
         out.node, out.attempts = node, out.attempts + 1
         out.message = f"Successfully assigned {pod.key} to {node}"
+        if note:
+            out.message += f" ({note})"
         if pod.problems:
             out.message += " (ignored: " + "; ".join(pod.problems.values()) + ")"
         self.events.append((pod.key, "Scheduled", out.message))

@@ -171,6 +171,7 @@ def make_pod_group(
     min_member: int,
     schedule_timeout_seconds: int | None = None,
     min_resources: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> JSON:
     """A scheduler-plugins PodGroup (scheduling.x-k8s.io/v1alpha1)."""
     spec: JSON = {"minMember": min_member}
@@ -181,7 +182,11 @@ def make_pod_group(
     return {
         "apiVersion": "scheduling.x-k8s.io/v1alpha1",
         "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            **({"annotations": dict(annotations)} if annotations else {}),
+        },
         "spec": spec,
     }
 
