@@ -28,6 +28,7 @@ from shoal.plugins import (
     gpumemory,
     imagelocality,
     interpodaffinity,
+    networklatency,
     nodeaffinity,
     nodename,
     nodeports,
@@ -59,6 +60,7 @@ BUILTIN: tuple[PluginEntry, ...] = (
     defaultbinder.ENTRY,
     schedulinggates.ENTRY,
     interpodaffinity.ENTRY,
+    networklatency.ENTRY,
     podtopologyspread.ENTRY,
     imagelocality.ENTRY,
     volumerestrictions.ENTRY,
@@ -166,7 +168,12 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
     ),
     "postFilter": [],
     "preScore": _refs(
-        "NodeResourcesFit", "NodeAffinity", "GPUMemory", "PodTopologySpread", "InterPodAffinity"
+        "NodeResourcesFit",
+        "NodeAffinity",
+        "GPUMemory",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "NetworkLatency",
     ),
     "score": _refs(
         ("NodeResourcesFit", 3),
@@ -176,6 +183,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         ("PodTopologySpread", 2),
         ("InterPodAffinity", 2),
         ("ImageLocality", 1),
+        ("NetworkLatency", 1),
     ),
     "reserve": _refs("VolumeBinding", "GPUMemory", "Coscheduling"),
     "permit": _refs("Coscheduling"),

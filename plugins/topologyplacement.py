@@ -31,11 +31,13 @@ from shoal.core.profile import ArgsModel, PluginEntry
 from shoal.core.status import Code
 from shoal.core.topology import (
     DEFAULT_ACROSS_COST,
-    DEFAULT_LEVEL_COSTS,
     GANG_DOMAIN_STATE,
     CostModel,
     GangPlan,
     GangTrial,
+    LevelCost,
+    cost_model,
+    default_level_costs,
     member_shape,
     member_slots,
     plan_gang,
@@ -43,11 +45,6 @@ from shoal.core.topology import (
 
 NAME = "TopologyPlacement"
 REASON = "node(s) were outside the pod group's topology domain"
-
-
-class LevelCost(ArgsModel):
-    key: str = Field(min_length=1, max_length=317, description="A node label key: one topology level.")
-    cost: float = Field(gt=0, description="The network cost between two nodes that share this label's value.")
 
 
 class Args(ArgsModel):
@@ -65,7 +62,7 @@ class Args(ArgsModel):
     )
     max_trials: int = Field(default=8, ge=1, le=64, description="Placement attempts per gang cycle, at most.")
     level_costs: list[LevelCost] = Field(
-        default_factory=lambda: [LevelCost(key=k, cost=c) for k, c in DEFAULT_LEVEL_COSTS],
+        default_factory=default_level_costs,
         max_length=16,
         description="Network cost per level, tightest first (explain and events report a gang's worst pair).",
     )
@@ -74,7 +71,7 @@ class Args(ArgsModel):
     )
 
     def cost_model(self) -> CostModel:
-        return CostModel(tuple((lc.key, lc.cost) for lc in self.level_costs), self.across_cost)
+        return cost_model(self.level_costs, self.across_cost)
 
 
 def levels_of(group: PodGroupInfo, args: Args) -> tuple[tuple[str, ...], bool]:

@@ -30,6 +30,7 @@ from shoal.core.selectors import (
     PodAffinity,
     SelectorError,
     SpreadConstraint,
+    parse_equality_selector,
     parse_pod_affinity,
     parse_spread_constraints,
 )
@@ -40,6 +41,8 @@ JSON = Mapping[str, Any]
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_MEMORY_ANNOTATION = "shoal.dev/gpu-memory-gb"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+#: the pods a pod talks to, as ``key=value,key2=value2`` (NetworkLatency places it close to them)
+TALKS_TO_ANNOTATION = "shoal.dev/talks-to"
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -184,11 +187,9 @@ class PodInfo:
         namespace = str(meta.get("namespace") or "default")
         pod_affinity, affinity_error = _pod_affinity(spec, namespace)
         spread, spread_error = _spread(spec, labels)
-        used = fields_used(spec)
+        used = fields_used(spec) + _metadata_fields(labels, annotations, problems)
         if gpu_mem is not None or why:
             used += (FieldUse(f"metadata.annotations[{GPU_MEMORY_ANNOTATION}]", "GPUMemory"),)
-        if labels.get(POD_GROUP_LABEL):
-            used += (FieldUse(f"metadata.labels[{POD_GROUP_LABEL}]", "Coscheduling", None),)
         return cls(
             uid=str(meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"),
             namespace=namespace,
@@ -224,6 +225,23 @@ class PodInfo:
             images=pod_images(spec),
             volumes=pod_volumes(str(meta.get("name") or ""), spec),
         )
+
+
+def _metadata_fields(
+    labels: Mapping[str, str], annotations: Mapping[str, str], problems: dict[str, str]
+) -> tuple[FieldUse, ...]:
+    """The placement requests a pod makes in its metadata (a gang label, a talks-to annotation);
+    a malformed talks-to is recorded in ``problems`` (ignored, said in the pod's events)."""
+    used: tuple[FieldUse, ...] = ()
+    if labels.get(POD_GROUP_LABEL):
+        used += (FieldUse(f"metadata.labels[{POD_GROUP_LABEL}]", "Coscheduling", None),)
+    if annotations.get(TALKS_TO_ANNOTATION):
+        used += (FieldUse(f"metadata.annotations[{TALKS_TO_ANNOTATION}]", "NetworkLatency", "score"),)
+        try:
+            parse_equality_selector(annotations[TALKS_TO_ANNOTATION])
+        except SelectorError as exc:
+            problems[TALKS_TO_ANNOTATION] = f"annotation {TALKS_TO_ANNOTATION}: {exc}"
+    return used
 
 
 def _node_affinity(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 _OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
@@ -69,6 +70,27 @@ class LabelSelector:
     def equalities(self) -> list[tuple[str, frozenset[str]]]:
         """``(key, values)`` of the In requirements: a pod must carry one of these values."""
         return [(r.key, r.values) for r in self.requirements if r.operator == "In"]
+
+
+@lru_cache(maxsize=256)
+def parse_equality_selector(value: str) -> LabelSelector:
+    """``app=ps,role=db`` (``==`` too; a bare ``key``: the label exists), as kubectl's ``-l``
+    equality terms. Raises SelectorError for an empty term list or a ``key=`` without a value."""
+    requirements = []
+    for part in (p.strip() for p in value.split(",")):
+        if not part:
+            continue
+        key, eq, wanted = part.partition("=")
+        key, wanted = key.strip(), wanted.lstrip("=").strip()
+        if not key or (eq and not wanted):
+            raise SelectorError(f"{part!r} is not key=value or key")
+        _check_key(key)
+        requirements.append(
+            LabelRequirement(key, "In", frozenset({wanted})) if eq else LabelRequirement(key, "Exists")
+        )
+    if not requirements:
+        raise SelectorError(f"{value!r} has no key=value term")
+    return LabelSelector(tuple(requirements))
 
 
 def _check_key(key: str) -> None:

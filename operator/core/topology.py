@@ -31,8 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import Field
 
 from shoal.core.nodetable import PODS, NodeTable
+from shoal.core.profile import ArgsModel
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -54,6 +56,22 @@ DEFAULT_LEVEL_COSTS: tuple[tuple[str, float], ...] = (
     (ZONE, 16.0),
 )
 DEFAULT_ACROSS_COST = 32.0
+
+
+class LevelCost(ArgsModel):
+    """One level of a profile's cost model (plugin args of TopologyPlacement and NetworkLatency)."""
+
+    key: str = Field(min_length=1, max_length=317, description="A node label key: one topology level.")
+    cost: float = Field(gt=0, description="The network cost between two nodes that share this label's value.")
+
+
+def default_level_costs() -> list[LevelCost]:
+    return [LevelCost(key=k, cost=c) for k, c in DEFAULT_LEVEL_COSTS]
+
+
+def cost_model(levels: Sequence[LevelCost], across: float) -> CostModel:
+    return CostModel(tuple((lc.key, lc.cost) for lc in levels), across)
+
 
 _NO_LIMIT = np.iinfo(np.int64).max // 4
 
