@@ -176,10 +176,13 @@ async def _explain_async(args: argparse.Namespace) -> int:
     finally:
         await api.close()
     print(f"pod {target.key} (schedulerName {result.profile}): {result.message}")
+    for line in result.gang:
+        print(line)
     rows = [("NODE", "RESULT", "DETAILS")]
     for node, total in sorted(result.totals.items(), key=lambda kv: -kv[1]):
         details = " ".join(f"{p}={v}" for p, v in result.scores[node].items())
-        rows.append((node, f"fits, score {total}", details))
+        costs = " ".join(f"{p}.cost={c:g}" for p, c in result.costs.get(node, {}).items())
+        rows.append((node, f"fits, score {total}", f"{details} {costs}".strip()))
     for node, (plugin, reasons) in sorted(result.diagnosis.node_reasons.items()):
         rows.append((node, f"rejected by {plugin}", ", ".join(reasons)))
     widths = [max(len(r[i]) for r in rows) for i in range(2)]

@@ -25,7 +25,12 @@ import numpy as np
 
 from shoal.core.cycle import Assumed, Cycle
 from shoal.core.interfaces import BoolArray
-from shoal.core.objects import TOPOLOGY_PREFERRED_ANNOTATION, TOPOLOGY_REQUIRED_ANNOTATION, PodGroupInfo
+from shoal.core.objects import (
+    TOPOLOGY_PREFERRED_ANNOTATION,
+    TOPOLOGY_REQUIRED_ANNOTATION,
+    PodGroupInfo,
+    PodInfo,
+)
 from shoal.core.placement import Placement, first_reason
 from shoal.core.queue import QueuedPodInfo
 from shoal.core.runtime import Framework
@@ -99,19 +104,29 @@ def _plan(
         return _ANYWHERE
     if not members or not placer.constrained(group):
         return _ANYWHERE
-    feasible = _feasible(fw, members[0])
+    feasible = _feasible_pod(fw, members[0].pod)
     return placer.gang_placements(group, [m.pod for m in members], feasible, need)
 
 
-def _feasible(fw: Framework, member: QueuedPodInfo) -> BoolArray:
+def _unevaluated(group: PodGroupInfo) -> str:
+    field_name = TOPOLOGY_REQUIRED_ANNOTATION if group.topology_required else TOPOLOGY_PREFERRED_ANNOTATION
+    if group.api == "scheduling.k8s.io":
+        field_name = "spec.schedulingConstraints.topology"
+    return (
+        f"pod group {group.key} uses {field_name}, which this profile does not evaluate "
+        "(it leaves out TopologyPlacement at filter)"
+    )
+
+
+def _feasible_pod(fw: Framework, pod: PodInfo) -> BoolArray:
     """The nodes one member passes every Filter on (all valid nodes if its PreFilter refuses: the
     placement then fails with the real reason)."""
     table = fw.handle.cache.table
     state = fw.new_cycle_state()
-    pre, status = fw.run_pre_filter(state, member.pod)
+    pre, status = fw.run_pre_filter(state, pod)
     if not status.ok:
         return table.valid_rows().copy()
-    outcome = fw.find_feasible(state, member.pod, pre)
+    outcome = fw.find_feasible(state, pod, pre)
     if outcome.error is not None:
         return table.valid_rows().copy()
     feasible: BoolArray = np.asarray(outcome.feasible, dtype=bool)
@@ -202,3 +217,31 @@ def _gang_failed(
         s.metrics.attempt("unschedulable", fw.name, duration)
         s.queue.requeue_unschedulable(m, plugins or {"Coscheduling"}, message)
         s.reporter.unschedulable(m.pod, message, fw.name)
+
+
+def explain_gang(fw: Framework, group: PodGroupInfo) -> list[str]:
+    """What the gang cycle would do for ``group`` now, for ``shoal explain``: the levels, the
+    domains it would try in order (with their room) or why none, as lines. Changes nothing."""
+    cache = fw.handle.cache
+    members = [m for m in cache.group_members(group.key) if not cache.placed_node(m.uid)]
+    _, placed = cache.group_counts(group.key)
+    need = max(group.min_member - placed, 0)
+    head = f"pod group {group.key}: minMember {group.min_member}, {placed} placed, {len(members)} pending"
+    placer = fw.gang_placer
+    if placer is None and group.topology_levels:
+        return [head, f"  no placement: {_unevaluated(group)}"]
+    if placer is None or not placer.constrained(group):
+        return [head, "  no topology constraint: the members may go anywhere"]
+    if not members:
+        return [head]
+    feasible = _feasible_pod(fw, members[0])
+    plan = placer.gang_placements(group, members, feasible, need)
+    lines = [head]
+    if not plan.trials:
+        lines.append(f"  no placement: {plan.failure}")
+    for i, trial in enumerate(plan.trials, 1):
+        dom = trial.domain
+        room = f" (room for {dom.room} member(s) on {dom.nodes} node(s))" if dom is not None else ""
+        size = f", {int(trial.rows.sum())} node(s) tried" if trial.rows is not None else ""
+        lines.append(f"  try {i}: {trial.note or 'anywhere'}{room}{size}")
+    return lines

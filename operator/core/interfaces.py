@@ -317,6 +317,13 @@ class GangPlacementPlugin(Plugin, Protocol):
         ...
 
 
+@runtime_checkable
+class ExplainsCosts(Plugin, Protocol):
+    def explain_costs(self, pod: PodInfo, rows: Sequence[int]) -> dict[int, float]:
+        """For ``shoal explain``: the raw cost per row behind this plugin's score (empty: none)."""
+        ...
+
+
 P = TypeVar("P", bound=Plugin)
 
 

@@ -160,6 +160,10 @@ class Explanation:
     diagnosis: Diagnosis
     scores: dict[str, dict[str, int]]
     totals: dict[str, int]
+    #: the pod's gang: what the gang cycle would try (core/gangs.explain_gang), as lines
+    gang: list[str] = field(default_factory=list)
+    #: node -> plugin -> the raw cost behind a score (NetworkLatency's network cost to the peers)
+    costs: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, pod: PodInfo, profile: str, placement: Placement, table: NodeTable) -> Explanation:

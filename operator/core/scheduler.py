@@ -28,9 +28,9 @@ from typing import Any
 from shoal.core.cache import ClusterCache
 from shoal.core.cycle import Assumed, Cycle
 from shoal.core.cyclestate import CycleState
-from shoal.core.gangs import PLACEMENT_NOTE, error_message, schedule_gang
+from shoal.core.gangs import PLACEMENT_NOTE, error_message, explain_gang, schedule_gang
 from shoal.core.gates import WaitingPods
-from shoal.core.interfaces import Binder, ClusterEvent, EventKind, EventRegistration, Handle
+from shoal.core.interfaces import Binder, ClusterEvent, EventKind, EventRegistration, ExplainsCosts, Handle
 from shoal.core.metrics import Metrics, NullMetrics
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.placement import Explanation as Explanation  # re-exported (was defined here)
@@ -422,4 +422,14 @@ class Scheduler:
         if fw is None:
             raise KeyError(f"no profile for schedulerName {pod.scheduler_name!r}")
         placement = schedule_pod(fw, CycleState(), pod, what_if=True)
-        return Explanation.of(pod, fw.name, placement, self.cache.table)
+        result = Explanation.of(pod, fw.name, placement, self.cache.table)
+        group = fw.pod_group(pod)
+        if group is not None:
+            result.gang = explain_gang(fw, group)
+        table = self.cache.table
+        rows = [table.index[n] for n in result.totals if n in table.index]
+        for plugin in fw.plugins.values():
+            if isinstance(plugin, ExplainsCosts) and plugin.name in fw.at["score"]:
+                for row, cost in plugin.explain_costs(pod, rows).items():
+                    result.costs.setdefault(table.name(row), {})[plugin.name] = cost
+        return result

@@ -85,6 +85,8 @@ class Outcome:
     node: str | None = None
     message: str = ""
     attempts: int = 0
+    #: where the pod's gang went and why (TopologyPlacement), from the Scheduled event
+    note: str = ""
     top: list[tuple[str, int, dict[str, int]]] = field(default_factory=list)
 
 
@@ -100,6 +102,7 @@ class RecordingReporter:
         out = self._get(pod)
         out.node, out.attempts = node, out.attempts + 1
         out.message = f"Successfully assigned {pod.key} to {node}"
+        out.note = note
         if note:
             out.message += f" ({note})"
         if pod.problems:
@@ -386,7 +389,9 @@ def _copy(value: Any) -> Any:
 
 
 def format_table(outcomes: Iterable[Outcome], *, show_scores: bool = True) -> str:
-    """The ``shoal simulate`` table: pod → node, best nodes' per-plugin scores, or why not."""
+    """The ``shoal simulate`` table: pod → node, best nodes' per-plugin scores, or why not; then
+    where each placed gang went (its topology domain and worst pairwise network cost)."""
+    outcomes = list(outcomes)
     rows = [("POD", "NODE", "DETAILS")]
     for out in sorted(outcomes, key=lambda o: o.pod):
         if out.node is not None:
@@ -404,4 +409,6 @@ def format_table(outcomes: Iterable[Outcome], *, show_scores: bool = True) -> st
         else:
             rows.append((out.pod, "<pending>", out.message))
     widths = [max(len(r[i]) for r in rows) for i in range(2)]
-    return "\n".join(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip() for r in rows)
+    table = "\n".join(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip() for r in rows)
+    gangs = sorted({o.note for o in outcomes if o.node is not None and o.note})
+    return table + "".join(f"\n{n}" for n in (["", "gangs:"] + [f"  {g}" for g in gangs] if gangs else []))

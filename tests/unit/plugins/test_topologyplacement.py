@@ -13,7 +13,7 @@ from shoal.core.objects import PodGroupInfo
 from shoal.core.topology import RACK, ZONE
 from shoal.plugins import topologyplacement
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim import InMemoryCluster, Simulation, format_table
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 
 JSON = dict[str, Any]
@@ -154,3 +154,49 @@ def test_levels_of_group_then_profile_defaults() -> None:
 def test_bad_args_are_refused(bad: JSON) -> None:
     with pytest.raises(ValidationError):
         topologyplacement.Args.model_validate(bad)
+
+
+def test_explain_lists_the_domains_the_gang_would_try_and_the_network_costs() -> None:
+    objs = [*fleet(), *gang("train", 8, 4, {"shoal.dev/topology-preferred": f"{RACK},{ZONE}"})]
+    s = sim(objs)
+    pod = s.scheduler.cache.pods[
+        next(u for u, p in s.cluster.pods.items() if p["metadata"]["name"] == "train-0")
+    ]
+    result = s.scheduler.explain(pod)
+    assert result.gang[0] == "pod group default/train: minMember 8, 0 placed, 8 pending"
+    assert result.gang[1].startswith(
+        "  try 1: in topology.shoal.dev/rack domain ra (room for 8 member(s) on 4 node(s))"
+    )
+    assert any("domain rb" in line for line in result.gang)
+
+
+def test_explain_says_why_a_required_gang_has_no_placement() -> None:
+    s = sim([*fleet(), *gang("big", 7, 8, {"shoal.dev/topology-required": RACK})])
+    pod = s.scheduler.cache.pods[
+        next(u for u, p in s.cluster.pods.items() if p["metadata"]["name"] == "big-0")
+    ]
+    lines = s.scheduler.explain(pod).gang
+    assert "no placement: no topology.shoal.dev/rack domain can hold its members (required)" in lines[1]
+
+
+async def test_simulate_table_ends_with_where_each_gang_went() -> None:
+    s = sim([*fleet(), *gang("train", 8, 4, {"shoal.dev/topology-preferred": f"{RACK},{ZONE}"})])
+    outcomes = await s.run()
+    text = format_table(outcomes.values())
+    assert "\ngangs:\n  pod group default/train in topology.shoal.dev/rack domain ra, on 4 node(s)" in text
+
+
+async def test_explain_shows_the_network_cost_behind_the_score() -> None:
+    objs = [*fleet(), *gang("pair", 2, 8, {}), make_pod("pair-2", gpus=8, pod_group="pair")]
+    s = sim(objs)
+    await s.run()
+    placed = nodes_of(s, "pair")
+    assert len(placed) == 3
+    extra = make_pod("pair-3", gpus=8, pod_group="pair")
+    s.submit(extra)
+    pod = s.scheduler.cache.pods[
+        next(u for u, p in s.cluster.pods.items() if p["metadata"]["name"] == "pair-3")
+    ]
+    costs = s.scheduler.explain(pod).costs
+    assert costs and all("NetworkLatency" in c for c in costs.values())
+    assert min(c["NetworkLatency"] for c in costs.values()) < max(c["NetworkLatency"] for c in costs.values())
