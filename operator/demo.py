@@ -1,12 +1,14 @@
 """``make demo``: shoal scheduling a simulated GPU fleet on a real local control plane.
 
 Starts etcd + kube-apiserver (built from Go modules by ``make cluster-bin``), installs the CRDs,
-creates 20 GPU nodes (8-GPU and 4-GPU, with ``gpu-memory-free-gb``, GFD labels and zones, one
+creates 24 GPU nodes (8-GPU and 4-GPU, with ``gpu-memory-free-gb``, GFD labels, zones and racks, one
 tainted), applies the ``gpu-scheduler`` profile, runs ``shoal run`` as a real process, submits a
-workload and prints where every pod went and why. Everything is stopped at the end and its work
-directory (``/tmp/shoal-demo-*``: the control plane's files, the operator log) removed, unless the
-demo failed (the logs are kept for the message that names them); with ``--keep``
-(``KEEP=1 make demo``) it keeps running until Ctrl-C, prints the KUBECONFIG line and keeps the files.
+workload and prints where every pod went and why: two training gangs that prefer one rack, then
+one zone (the first fits a rack, the second falls back to a zone), and where each gang went.
+Everything is stopped at the end and its work directory (``/tmp/shoal-demo-*``: the control
+plane's files, the operator log) removed, unless the demo failed (the logs are kept for the message
+that names them); with ``--keep`` (``KEEP=1 make demo``) it keeps running until Ctrl-C, prints the
+KUBECONFIG line and keeps the files.
 """
 
 from __future__ import annotations
@@ -40,11 +42,14 @@ NS = "default"
 INFERENCE_TAINT = {"key": "dedicated", "value": "inference", "effect": "NoSchedule"}
 
 
+TOPOLOGY = {"shoal.dev/topology-preferred": "topology.shoal.dev/rack,topology.kubernetes.io/zone"}
+
+
 def fleet() -> list[dict[str, Any]]:
-    zones = ("zone-a", "zone-b", "zone-c")
+    """16 A100 nodes in zones a and b, two racks of 4 each per zone; 8 L40S nodes in zone c."""
     nodes = []
-    for i in range(12):
-        zone = zones[i % 3]
+    for i in range(16):
+        zone = ("zone-a", "zone-b")[i // 8]
         nodes.append(
             make_node(
                 f"a100-{i:02d}",
@@ -55,11 +60,10 @@ def fleet() -> list[dict[str, Any]]:
                 gpu_product="NVIDIA-A100-SXM4-80GB",
                 gpu_memory_free_gb=640,
                 zone=zone,
-                rack=f"{zone}-r{i // 3}",
+                rack=f"{zone}-r{(i // 4) % 2}",
             )
         )
     for i in range(8):
-        zone = zones[i % 3]
         nodes.append(
             make_node(
                 f"l40s-{i:02d}",
@@ -69,37 +73,66 @@ def fleet() -> list[dict[str, Any]]:
                 gpu_memory_mib=49152,
                 gpu_product="NVIDIA-L40S",
                 gpu_memory_free_gb=192,
-                zone=zone,
-                rack=f"{zone}-r{4 + i // 3}",
+                zone="zone-c",
+                rack=f"zone-c-r{i // 4}",
                 taints=[INFERENCE_TAINT] if i == 0 else (),
             )
         )
     return nodes
 
 
-def workload() -> list[dict[str, Any]]:
-    objs: list[dict[str, Any]] = [make_priority_class("training", 100)]
-    for i in range(12):
-        objs.append(
-            make_pod(f"notebook-{i:02d}", namespace=NS, cpu="4", memory="32Gi", gpus=1, gpu_memory_gb=20)
+def gang(name: str, members: int, gpus: int, cpu: str, memory: str) -> list[dict[str, Any]]:
+    """A training gang that prefers one rack, then one zone (its PodGroup's annotation)."""
+    objs = [
+        make_pod_group(
+            name, namespace=NS, min_member=members, schedule_timeout_seconds=120, annotations=TOPOLOGY
         )
-    objs.append(make_pod_group("llm-train", namespace=NS, min_member=8, schedule_timeout_seconds=120))
-    for i in range(8):
+    ]
+    for i in range(members):
         objs.append(
             make_pod(
-                f"llm-train-{i}",
+                f"{name}-{i}",
                 namespace=NS,
-                cpu="32",
-                memory="256Gi",
-                gpus=8,
-                pod_group="llm-train",
+                cpu=cpu,
+                memory=memory,
+                gpus=gpus,
+                pod_group=name,
                 priority_class="training",
             )
         )
+    return objs
+
+
+def workload() -> list[dict[str, Any]]:
+    objs: list[dict[str, Any]] = [make_priority_class("training", 100)]
+    for i in range(12):  # notebooks run on the inference-class GPUs
+        objs.append(
+            make_pod(
+                f"notebook-{i:02d}",
+                namespace=NS,
+                cpu="4",
+                memory="32Gi",
+                gpus=1,
+                gpu_memory_gb=20,
+                node_selector={"nvidia.com/gpu.product": "NVIDIA-L40S"},
+            )
+        )
+    objs += gang("llm-train", 8, 4, "16", "128Gi")  # 32 GPUs: one rack of four 8-GPU nodes holds it
+    objs += gang("llm-pretrain", 6, 8, "32", "256Gi")  # 6 whole nodes: no rack holds it, a zone does
     objs.append(make_pod("too-big", namespace=NS, cpu="8", gpus=16))
     for i in range(3):
         objs.append(make_pod(f"web-{i}", namespace=NS, cpu="500m", scheduler_name="default-scheduler"))
     return objs
+
+
+def gang_notes(events: list[dict[str, Any]]) -> list[str]:
+    """Where each gang went, from its members' Scheduled events (the part in parentheses)."""
+    notes = set()
+    for e in events:
+        note = str(e.get("note") or "")
+        if e.get("reason") == "Scheduled" and " (pod group " in note:
+            notes.add(note[note.index(" (pod group ") + 2 : -1])
+    return sorted(notes)
 
 
 def pod_of(event: dict[str, Any]) -> str:
@@ -162,13 +195,15 @@ def table(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -> str:
             why = "Scheduled"
         rows.append((name, p["spec"]["schedulerName"], node, why))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    return "\n".join(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}" for r in rows)
+    lines = [f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}" for r in rows]
+    notes = gang_notes(events)
+    return "\n".join(lines + (["", "GANGS", *notes] if notes else []))
 
 
 async def run_demo(cp: ControlPlane, workdir: Path, keep: bool) -> int:
     api = await config.new_client_from_config(config_file=str(cp.kubeconfig))
     try:
-        print("shoal demo: installing CRDs, 20 GPU nodes and the gpu-scheduler profile")
+        print("shoal demo: installing CRDs, 24 GPU nodes (zones, racks) and the gpu-scheduler profile")
         await apply_crds(api)
         await create_many(api, fleet())
         await create(api, make_profile("gpu-scheduler", DEFAULT_PROFILE_SPEC))
@@ -176,7 +211,10 @@ async def run_demo(cp: ControlPlane, workdir: Path, keep: bool) -> int:
             print(f"shoal demo: started `shoal run` (pid {op.pid}, metrics on 127.0.0.1:{op.metrics_port})")
             await asyncio.sleep(1.0)
             began = time.monotonic()
-            print("shoal demo: submitting 12 notebooks, an 8-pod training gang, a 16-GPU pod, 3 web pods")
+            print(
+                "shoal demo: submitting 12 notebooks, two training gangs (8 and 6 pods), "
+                "a 16-GPU pod, 3 web pods"
+            )
             objs = workload()
             await create(api, objs[0])  # the PriorityClass first: admission resolves it for the gang
             await create_many(api, objs[1:])

@@ -44,15 +44,24 @@ def test_demo_places_the_workload_and_cleans_up(tmp_path: Path) -> None:
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     rows = placement_table(proc.stdout)
 
-    # the 8-pod gang: every member bound, each to a whole 8-GPU node of its own
+    # the 8-pod gang (4 GPUs each): every member bound, inside one rack, two members per node
     gang = {name: row for name, row in rows.items() if name.startswith("llm-train-")}
     assert sorted(gang) == [f"llm-train-{i}" for i in range(8)]
     assert all(sched == "gpu-scheduler" and why == "Scheduled" for sched, _, why in gang.values()), (
         proc.stdout
     )
     nodes = {node for _, node, _ in gang.values()}
-    assert len(nodes) == 8
-    assert all(node.startswith("a100-") for node in nodes)
+    assert len(nodes) == 4 and all(node.startswith("a100-") for node in nodes)
+    assert len({int(n.removeprefix("a100-")) // 4 for n in nodes}) == 1, proc.stdout  # one rack of 4
+    # the 6-pod gang (8 GPUs each): no rack holds 6 whole nodes, so one zone does
+    big = {name: row for name, row in rows.items() if name.startswith("llm-pretrain-")}
+    assert len(big) == 6 and all(why == "Scheduled" for _, _, why in big.values()), proc.stdout
+    big_nodes = {node for _, node, _ in big.values()}
+    assert len(big_nodes) == 6 and len({int(n.removeprefix("a100-")) // 8 for n in big_nodes}) == 1
+    gangs = proc.stdout.split("\nGANGS\n", 1)[1]
+    assert "pod group default/llm-train in topology.shoal.dev/rack domain" in gangs, proc.stdout
+    assert "pod group default/llm-pretrain in topology.kubernetes.io/zone domain" in gangs
+    assert "preferred topology.shoal.dev/rack could not hold it" in gangs
 
     notebooks = {name: row for name, row in rows.items() if name.startswith("notebook-")}
     assert len(notebooks) == 12
@@ -61,14 +70,14 @@ def test_demo_places_the_workload_and_cleans_up(tmp_path: Path) -> None:
     # the impossible pod: pending, with kube-scheduler's wording of why
     sched, node, why = rows["too-big"]
     assert (sched, node) == ("gpu-scheduler", "<pending>")
-    assert why.startswith("FailedScheduling: 0/20 nodes are available: ")
+    assert why.startswith("FailedScheduling: 0/24 nodes are available: ")
     assert "Insufficient nvidia.com/gpu" in why
     assert "node(s) had untolerated taint(s)" in why
 
     # another scheduler's pods: not touched
     for i in range(3):
         assert rows[f"web-{i}"] == ("default-scheduler", "<pending>", "left alone (another scheduler's pod)")
-    assert len(rows) == 8 + 12 + 1 + 3
+    assert len(rows) == 8 + 6 + 12 + 1 + 3
 
     # everything stopped and removed: no process left running from its directory, no directory
     assert "shoal demo: control plane stopped" in proc.stdout
