@@ -61,8 +61,9 @@ crds: $(STAMP) ## regenerate crds/ from the pydantic models
 	$(PY) -m shoal.cli crds --out crds
 	$(PY) -m shoal.cli crds --out helm/shoal/files/crds
 
-bench-core: $(BENCH_STAMP) ## per-pod cycle time at 1,000 / 5,000 / 15,000 nodes (no API server)
+bench-core: $(BENCH_STAMP) ## per-pod cycle time at 1,000 / 5,000 / 15,000 nodes, topology gang search (no API server)
 	$(PY) bench/core.py
+	$(PY) bench/topology_core.py
 
 bench: $(BENCH_STAMP) cluster-bin ## shoal vs kube-scheduler on the real control plane
 	$(PY) bench/e2e.py
