@@ -10,7 +10,8 @@ short settle has passed. Measured per scheduler: pods/s from the first pod creat
 bound, p50/p99 of create→bound (client-observed), peak RSS and CPU seconds of the scheduler process.
 
 Scenarios: basic (1,000 nodes / 5,000 pods), scale (5,000 / 50,000; --large), gang (a 64-pod gang
-on 1,000 nodes: last member created → all bound), packing (64 × 8-GPU nodes, a seeded mix of 1/2/4/
+on 1,000 nodes: last member created → all bound), topology (gangs of 8/16/64 required in one
+clique/rack/block, native PodGroups, both schedulers: bench/e2e_topology.py), packing (64 × 8-GPU nodes, a seeded mix of 1/2/4/
 8-GPU pods and gangs: GPUs allocated before the first 8-GPU pod that cannot be placed), herding
 (GPU-memory requests against free-memory labels: nodes that end over their label). A gang whose
 members are not all bound fails the run at once (nothing is written but bench's temporary folder).
@@ -45,6 +46,7 @@ from kubernetes_asyncio import client, config
 # of sys.path, so `bench` is found and the checkout's operator/ never shadows the standard library.
 if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parents[1]))
+from bench import e2e_topology
 from bench.e2e_report import plot, write_doc
 from bench.e2e_schedulers import SETTLE_S, KubeScheduler, Shoal, proc_stats
 from bench.e2e_workloads import CONSTRAINED, workload_node, workload_pod
@@ -200,6 +202,21 @@ class Bench:
     def stats(self) -> tuple[float, int]:
         assert self.scheduler is not None
         return proc_stats(self.scheduler.pid)
+
+    def bound_nodes(self) -> dict[str, str]:
+        return self.watcher.nodes
+
+    def bound_times(self) -> dict[str, float]:
+        return self.watcher.bound
+
+
+async def topology(kind: str, base: Path) -> dict[str, Any]:
+    """bench/e2e_topology.py's scenario on a fresh control plane."""
+    async with Bench(kind, base / "topology") as b:
+        await b.create_all(e2e_topology.fleet())
+        await b.create_all(e2e_topology.background(NS))
+        await b.start_scheduler()
+        return await e2e_topology.run_gangs(b, NS)
 
 
 async def throughput(
@@ -369,11 +386,26 @@ async def herding(kind: str, base: Path) -> dict[str, Any]:
         }
 
 
+def topology_summary(topo: dict[str, Any]) -> dict[str, Any]:
+    shoal, kube = topo["shoal"], topo["kube-scheduler"]
+    latency = None
+    if shoal["gang_latency_p50_s"] is not None and kube["gang_latency_p50_s"]:
+        latency = shoal["gang_latency_p50_s"] / kube["gang_latency_p50_s"]
+    return {
+        "topology_domain_fit": shoal["domain_fit"],
+        "topology_domain_fit_kube": kube["domain_fit"],
+        "topology_latency_ratio": latency,
+        "topology_pods_per_s_ratio": shoal["pods_per_s"] / max(kube["pods_per_s"], 1e-9),
+        "topology_free_racks_ratio": shoal["free_racks"] / max(kube["free_racks"], 1),
+    }
+
+
 def report_from_results(results_file: Path = RESULTS, doc: Path = DOC) -> None:
     """The e2e section again from recorded results (the plots already in docs/ are kept as they are)."""
     recorded = json.loads(results_file.read_text())
     results = recorded.pop("results")
-    images = [name for name in ("bench-basic.png", "bench-packing.png") if (doc.parent / name).is_file()]
+    names = ("bench-basic.png", "bench-packing.png", "bench-topology.png")
+    images = [name for name in names if (doc.parent / name).is_file()]
     write_doc(results, recorded, images, doc=doc, settle_s=SETTLE_S)
 
 
@@ -400,6 +432,8 @@ async def main_async(args: argparse.Namespace) -> int:
             f"gang: only {results['gang']['bound']} of {results['gang']['members']} members bound; "
             f"nothing written to bench/results or docs (partial results: {failed}; logs under {base})"
         )
+    print("bench: topology (gangs of 8/16/64 in one clique/rack/block, 1,024 nodes)", flush=True)
+    results["topology"] = {k: await topology(k, base) for k in kinds}
     print("bench: packing", flush=True)
     results["packing"] = {k: await packing(k, base) for k in kinds}
     print("bench: herding", flush=True)
@@ -423,6 +457,7 @@ async def main_async(args: argparse.Namespace) -> int:
         "packing_ratio": results["packing"]["shoal"]["allocated"]
         / max(results["packing"]["kube-scheduler"]["allocated"], 1),
         "packing_fraction": results["packing"]["shoal"]["fraction"],
+        **topology_summary(results["topology"]),
     }
     print(json.dumps(summary, indent=2))
     if not args.no_write:

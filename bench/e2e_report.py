@@ -46,7 +46,27 @@ def plot(results: dict[str, Any]) -> list[str]:
     fig.savefig(path, dpi=90)
     out.append(path.name)
     plt.close(fig)
+    if "topology" in results:
+        out.append(_plot_topology(plt, results["topology"], names))
     return out
+
+
+def _plot_topology(plt: Any, topo: dict[str, Any], names: list[str]) -> str:
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+    panels = [
+        ("domain_fit", "gangs inside one domain of their level\n(fraction, higher is better)"),
+        ("gang_latency_p50_s", "gang latency p50, s\n(last created → all bound)"),
+        ("free_racks", "whole racks left free\n(higher is better)"),
+    ]
+    for ax, (key, title) in zip(axes, panels, strict=True):
+        ax.bar(names, [topo[n][key] or 0 for n in names], color=["#888888", "#2a7ab0"])
+        ax.set_title(title, fontsize=10)
+    fig.suptitle("topology: gangs of 8 / 16 / 64 in one clique / rack / block, 1,024 nodes", fontsize=11)
+    fig.tight_layout()
+    path = ROOT / "docs" / "bench-topology.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path.name
 
 
 #: scheduler_perf's inter-pod workloads in bench/e2e.py -> the pod template each follows
@@ -60,7 +80,12 @@ CONSTRAINED_WORKLOADS = {
 def write_doc(
     results: dict[str, Any], summary: dict[str, Any], images: list[str], doc: Path = DOC, *, settle_s: float
 ) -> None:
-    lines = [*_intro(results, summary, settle_s), *_runs(results), *_gpu_scenarios(results)]
+    lines = [
+        *_intro(results, summary, settle_s),
+        *_runs(results),
+        *_gpu_scenarios(results),
+        *_topology(results),
+    ]
     for img in images:
         lines += ["", f"![{img}]({img})"]
     write_section("e2e", "make bench", lines, first=True, doc=doc)
@@ -184,3 +209,28 @@ def _gpu_scenarios(results: dict[str, Any]) -> list[str]:
         f"### gang: {results['gang']['members']} members × 8 GPUs on {results['gang']['nodes']:,} nodes: "
         f"{results['gang']['seconds']:.2f} s from the last member created to all bound",
     ]
+
+
+def _topology(results: dict[str, Any]) -> list[str]:
+    """The topology scenario (bench/e2e_topology.py), when the run had it."""
+    topo = results.get("topology")
+    if not topo:
+        return []
+    lines = [
+        "",
+        "### topology: gangs of 8 / 16 / 64 × 8 GPUs required in one clique / rack / block",
+        "",
+        "1,024 nodes (zones of 512, blocks of 128, racks of 32, NVLink cliques of 8), half the racks",
+        "fragmented by bound background pods; 12 native `scheduling.k8s.io/v1beta1` PodGroups with",
+        "`schedulingConstraints.topology`, created one after the other; the same objects for both.",
+        "",
+        "| scheduler | gangs bound | inside one domain | gang latency p50 s | pods/s | whole racks left free |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name in ("kube-scheduler", "shoal"):
+        r = topo[name]
+        lines.append(
+            f"| {name} | {r['gangs_bound']}/{r['gangs']} | {r['domain_fit']:.2f} | {_f(r['gang_latency_p50_s'])} "
+            f"| {r['pods_per_s']:.1f} | {r['free_racks']} |"
+        )
+    return lines
