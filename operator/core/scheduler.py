@@ -418,7 +418,7 @@ class Scheduler:
         why, plugins = first_reason(pl for _, pl in failed)
         message = (
             f"{why} pod group {group.key}: only {len(placed)} of the {need} pending member(s) it needs "
-            f"fit (minMember {group.min_member}); nothing was reserved."
+            f"fit ({group.min_field} {group.min_member}); nothing was reserved."
         ).strip()
         for m in members:
             self.metrics.attempt("unschedulable", fw.name, duration)
