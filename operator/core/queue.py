@@ -244,11 +244,12 @@ class SchedulingQueue:
             if qpi is not None:
                 return qpi
             self._wakeup.clear()
-            timeout = None
+            # idle: the pending gauges say what waits (gated pods too) within a second, as the
+            # loop's maintenance reports them only between cycles
+            self.report()
+            timeout = 1.0
             if self._backoff:
-                timeout = max(self._backoff[0][0] - self.clock(), 0.001)
-            elif self._counts[UNSCHEDULABLE]:
-                timeout = 5.0
+                timeout = min(max(self._backoff[0][0] - self.clock(), 0.001), timeout)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
         return None
