@@ -168,7 +168,7 @@ class Informer:
                 if not w.kind.optional:
                     raise
                 log.info(
-                    "not priming %s (%s): HTTP %s; not served here, watched if it appears",
+                    "not priming %s (%s): HTTP %s, not served by this API server",
                     w.kind.name,
                     w.kind.resource.api,
                     exc.code,
