@@ -30,6 +30,7 @@ from shoal.core.objects import NATIVE_GROUP_API, PodGroupInfo, parse_time
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
 REASON_SCHEDULED = "Scheduled"
 REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
 
 
 def native_pod_group(obj: Mapping[str, Any]) -> PodGroupInfo:
@@ -73,12 +74,15 @@ def initially_scheduled(
     message: str,
     current: Sequence[Mapping[str, Any]],
     now: str,
+    *,
+    error: bool = False,
 ) -> dict[str, Any] | None:
     """The ``PodGroupInitiallyScheduled`` condition to write, or None when there is nothing to say.
 
     As kube-scheduler 1.37 (``schedule_one_podgroup.go``, ``updatePodGroupCondition``): True
     (reason ``Scheduled``) once ``minCount`` members (one, for ``basic``) were placed; False with
-    reason ``Unschedulable`` and the scheduling failure's ``message`` while they cannot be; a True
+    reason ``Unschedulable`` and the scheduling failure's ``message`` while they cannot be
+    (``SchedulerError`` when the failure was an ``error``: a plugin's or a binding's); a True
     condition is final (never turned back to False). ``lastTransitionTime`` changes only with the
     status; ``observedGeneration`` is the group's. ``scheduled`` counts members bound (or that ran).
     """
@@ -88,7 +92,7 @@ def initially_scheduled(
     if scheduled >= group.min_member:
         status, reason, message = "True", REASON_SCHEDULED, ""
     elif message:
-        status, reason = "False", REASON_UNSCHEDULABLE
+        status, reason = "False", REASON_SCHEDULER_ERROR if error else REASON_UNSCHEDULABLE
     else:
         return None  # not attempted yet (or waiting for members): kube-scheduler says nothing either
     since = now
@@ -98,7 +102,7 @@ def initially_scheduled(
         "type": INITIALLY_SCHEDULED,
         "status": status,
         "reason": reason,
-        "message": message,
+        "message": message[:32768],  # the API's limit for a condition's message
         "observedGeneration": group.generation,
         "lastTransitionTime": since,
     }

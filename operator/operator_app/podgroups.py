@@ -304,14 +304,15 @@ class PodGroupStatus:
             self._written[key] = status
 
     # -- native PodGroups --------------------------------------------------------------------------
-    def failure(self, key: str) -> str:
-        """Why the group's pending members were last not placed ("" when none was tried)."""
+    def failure(self, key: str) -> tuple[str, bool]:
+        """Why the group's pending members were last not placed ("" when none was tried), and
+        whether that was an error rather than "does not fit"."""
         queue = self.scheduler.queue
         for pod in self.scheduler.cache.group_members(key):
             qpi = queue.get(pod.uid)
             if qpi is not None and qpi.last_message and not pod.bound:
-                return qpi.last_message
-        return ""
+                return qpi.last_message, qpi.last_error
+        return "", False
 
     async def write_native(self, group: PodGroupInfo) -> None:
         """kube-scheduler's ``PodGroupInitiallyScheduled`` condition (True once ``minCount`` members
@@ -320,7 +321,8 @@ class PodGroupStatus:
         terminal = self._terminal.get(key, {})
         placed = self.scheduler.cache.group_counts(key)[1] + sum(len(uids) for uids in terminal.values())
         current = self._conditions.get(key, [])
-        condition = initially_scheduled(group, placed, self.failure(key), current, rfc3339())
+        message, error = self.failure(key)
+        condition = initially_scheduled(group, placed, message, current, rfc3339(), error=error)
         if condition is None:
             return
         path = NATIVE_PODGROUPS.path(group.name, namespace=group.namespace, sub="status")

@@ -178,6 +178,8 @@ def test_the_condition_as_kube_scheduler_writes_it() -> None:
     )
     assert initially_scheduled(group(), 0, "evicted", [done], later) is None  # True is final
     assert initially_scheduled(group(None), 1, "", [], now) is not None  # basic: one member placed
+    broken = initially_scheduled(group(), 0, "plugin X failed", [], now, error=True)
+    assert broken is not None and (broken["status"], broken["reason"]) == ("False", "SchedulerError")
 
 
 async def test_the_status_loop_patches_native_conditions_and_leaves_plugins_status_alone() -> None:
