@@ -316,8 +316,12 @@ class PodGroupStatus:
 
     async def write_native(self, group: PodGroupInfo) -> None:
         """kube-scheduler's ``PodGroupInitiallyScheduled`` condition (True once ``minCount`` members
-        are placed, else False/Unschedulable with the failure), only when it changes."""
+        are placed, else False/Unschedulable with the failure), only when it changes, and only on
+        groups whose pods shoal schedules (a profile has their schedulerName)."""
         key = group.key
+        members = self.scheduler.cache.group_members(key)
+        if not any(m.scheduler_name in self.scheduler.profiles for m in members):
+            return  # another scheduler's group (kube-scheduler writes its own condition)
         terminal = self._terminal.get(key, {})
         placed = self.scheduler.cache.group_counts(key)[1] + sum(len(uids) for uids in terminal.values())
         current = self._conditions.get(key, [])

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from kubernetes_asyncio import client
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import ControlPlane, python_env
+from shoal.testing.kubescheduler import KubeSchedulerProcess
 from shoal.testing.objects import (
     make_native_pod_group,
     make_node,
@@ -231,3 +233,62 @@ async def _missing_native_group_waits(
     await create(api, make_native_pod_group("later", namespace=namespace, min_count=None))  # basic
     await wait_bound(api, namespace, ["orphan"], "orphan bound once its (basic) PodGroup exists")
     await wait_gated(op, 0, "nothing left gated")
+
+
+async def run_native_gangs(api: client.ApiClient, namespace: str, scheduler: str) -> dict[str, Any]:
+    """On 3 nodes of 8 GPUs: gang ``fits`` (2 × 8 GPUs) binds, then gang ``toobig`` (2 × 8 GPUs,
+    room for one) binds nothing. Returns each group's bound members and condition."""
+    for name in ("fits", "toobig"):
+        await create(api, make_native_pod_group(name, namespace=namespace, min_count=2))
+
+    def members(group: str) -> list[dict[str, Any]]:
+        return [
+            make_pod(
+                f"{group}-{i}", namespace=namespace, gpus=8, scheduler_name=scheduler, scheduling_group=group
+            )
+            for i in range(2)
+        ]
+
+    await create_many(api, members("fits"))
+    await wait_bound(api, namespace, ["fits-0", "fits-1"], f"{scheduler}: gang fits bound")
+    await create_many(api, members("toobig"))
+
+    async def conditions() -> dict[str, dict[str, Any]] | None:
+        out = {g: condition(await native(api, namespace, "podgroups", g)) for g in ("fits", "toobig")}
+        settled = out["fits"] and out["toobig"] and out["toobig"]["status"] == "False"
+        return {g: c for g, c in out.items() if c} if settled else None
+
+    conds = await wait_for(conditions, 60, what=f"{scheduler}: both native PodGroups' conditions")
+    placed = await bound(api, namespace)
+    return {
+        g: (
+            sum(1 for n, node in placed.items() if n.startswith(g) and node),
+            conds[g]["status"],
+            conds[g]["reason"],
+        )
+        for g in ("fits", "toobig")
+    } | {"messages": {g: conds[g]["message"] for g in conds}}
+
+
+async def test_native_gangs_as_kube_scheduler_schedules_them(
+    clean: client.ApiClient, crds: ControlPlane, operator: OperatorProcess, tmp_path: Path
+) -> None:
+    """kube-scheduler 1.37 with the gates on (its GangScheduling plugin) and shoal, on the same
+    native gangs: the same members bound, the same PodGroupInitiallyScheduled status and reason."""
+    api = clean
+    core: Any = client.CoreV1Api(api)
+    await create_many(api, [make_node(f"g{i}", gpus=8) for i in range(3)])
+    spaces = [f"native-kube-{uuid.uuid4().hex[:6]}", f"native-shoal-{uuid.uuid4().hex[:6]}"]
+    for ns in spaces:
+        await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
+        kube = await run_native_gangs(api, spaces[0], "default-scheduler")
+    await core.delete_collection_namespaced_pod(spaces[0], grace_period_seconds=0)
+    sched = f"s-{uuid.uuid4().hex[:6]}"
+    await create(api, make_profile(sched, dict(DEFAULT_PROFILE_SPEC), scheduler_name=sched))
+    ours = await run_native_gangs(api, spaces[1], sched)
+    print("kube-scheduler:", kube["messages"], "\nshoal:", ours["messages"])
+    assert kube["fits"] == ours["fits"] == (2, "True", "Scheduled")
+    assert kube["toobig"] == ours["toobig"] == (0, "False", "Unschedulable")
+    for ns in spaces:
+        await core.delete_namespace(ns)

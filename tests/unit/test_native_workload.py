@@ -27,7 +27,7 @@ from shoal.kube.kinds import KIND_NATIVE_PODGROUPS, KIND_PODGROUPS
 from shoal.kube.wire import MERGE_PATCH, STRATEGIC_MERGE_PATCH
 from shoal.operator_app.app import ShoalOperator
 from shoal.operator_app.settings import RunSettings
-from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
+from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
 from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import make_native_pod_group, make_node, make_pod, make_pod_group
 from tests.unit.test_operator_lifecycle import RecordingWriter, SlowBinder
@@ -192,13 +192,18 @@ async def test_the_status_loop_patches_native_conditions_and_leaves_plugins_stat
     native["status"] = {"conditions": [{"type": "example.com/Audited", "status": "True"}]}
     await op.informer.deliver(KIND_NATIVE_PODGROUPS, LISTED, native)
     await op.informer.deliver(KIND_PODGROUPS, LISTED, make_pod_group("train", min_member=1))
+    scheduler.set_profile(DEFAULT_PROFILE_SPEC)  # shoal schedules gpu-scheduler's pods
+    # kube-scheduler's gang: its own scheduler writes its condition, shoal does not
+    await op.informer.deliver(KIND_NATIVE_PODGROUPS, LISTED, make_native_pod_group("theirs", min_count=1))
     scheduler.on_node(NodeSpec.from_dict(make_node("n0")))
     for obj in (
         make_pod("a", node_name="n0", scheduling_group="train"),
         make_pod("b", node_name="n0", pod_group="train"),
+        make_pod("c", node_name="n0", scheduling_group="theirs", scheduler_name="default-scheduler"),
     ):
         scheduler.on_pod(PodInfo.from_dict(obj))
     await op.podgroups.write_all()
+    assert not [path for path, _, _ in writer.written if "/theirs/" in path]
     by_path = {
         path: (status, patch) for (path, status, _), patch in zip(writer.written, writer.patches, strict=True)
     }
