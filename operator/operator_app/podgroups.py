@@ -40,7 +40,6 @@ from shoal.kube.wire import (
     STRATEGIC_MERGE_PATCH,
     phase_selector,
     rfc3339,
-    split_key,
 )
 
 log = logging.getLogger("shoal.operator")
@@ -298,8 +297,7 @@ class PodGroupStatus:
         status = self.status(key)
         if same_status(self._written.get(key, {}), status):
             return
-        namespace, name = split_key(key)
-        path = PODGROUPS.path(name, namespace=namespace, sub="status")
+        path = PODGROUPS.path(group.name, namespace=group.namespace, sub="status")
         if await self.writer.write(path, status, f"PodGroup {key}"):
             self._written[key] = status
 
