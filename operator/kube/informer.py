@@ -167,12 +167,8 @@ class Informer:
             except ListError as exc:
                 if not w.kind.optional:
                     raise
-                log.info(
-                    "not priming %s (%s): HTTP %s, not served by this API server",
-                    w.kind.name,
-                    w.kind.resource.api,
-                    exc.code,
-                )
+                why = "not served by this API server" if exc.code == 404 else "refused"
+                log.info("not priming %s (%s): HTTP %s, %s", w.kind.name, w.kind.resource.api, exc.code, why)
                 continue
             for obj in objs:
                 await self.dispatch(w, PRIMED, obj)
