@@ -64,6 +64,13 @@ def _amount(resource: str, value: int) -> str:
     return str(value)
 
 
+def named(group: PodGroupInfo) -> str:
+    """``pod group KEY``, with the Workload template a native PodGroup was made from, if any."""
+    workload, _, template = group.workload.partition("/")
+    origin = f" (Workload {workload}, template {template})" if group.workload else ""
+    return f"pod group {group.key}{origin}"
+
+
 def quorum_reached(placed: int, min_member: int) -> bool:
     """The pure rule: the gang may bind once ``min_member`` members are placed."""
     return placed >= min_member
@@ -96,7 +103,7 @@ class Coscheduling:
         total, _ = self.cache.group_counts(key)
         if group.gang and total < group.min_member:
             return Status.unschedulable(
-                f"pod group {key} has {total} of the {group.min_member} pods it needs ({group.min_field})",
+                f"{named(group)} has {total} of the {group.min_member} pods it needs ({group.min_field})",
                 plugin=NAME,
             )
         return SUCCESS

@@ -131,6 +131,17 @@ async def test_a_native_gang_is_all_or_nothing_and_says_mincount() -> None:
     assert "(minCount 3)" in msg
 
 
+async def test_members_below_the_quorum_wait_named_with_their_workload_template() -> None:
+    group = make_native_pod_group("job-workers", min_count=3, workload=("job", "workers"))
+    s = sim([make_node("n0", gpus=8), group, make_pod("w-0", gpus=1, scheduling_group="job-workers")])
+    outcomes = await s.run()
+    (outcome,) = outcomes.values()
+    assert (
+        "pod group default/job-workers@scheduling.k8s.io (Workload job, template workers) "
+        "has 1 of the 3 pods it needs (minCount)"
+    ) in outcome.message
+
+
 async def test_a_basic_group_places_each_pod_alone() -> None:
     s = sim([make_node("n0", gpus=8), *native_gang("svc", 3, None)])
     await s.run()
