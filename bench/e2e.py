@@ -210,13 +210,15 @@ class Bench:
         return self.watcher.bound
 
 
-async def topology(kind: str, base: Path) -> dict[str, Any]:
+async def topology(
+    kind: str, base: Path, nodes: int = e2e_topology.NODES, gangs: tuple[int, ...] = e2e_topology.GANGS
+) -> dict[str, Any]:
     """bench/e2e_topology.py's scenario on a fresh control plane."""
     async with Bench(kind, base / "topology") as b:
-        await b.create_all(e2e_topology.fleet())
-        await b.create_all(e2e_topology.background(NS))
+        await b.create_all(e2e_topology.fleet(nodes))
+        await b.create_all(e2e_topology.background(NS, nodes_count=nodes))
         await b.start_scheduler()
-        return await e2e_topology.run_gangs(b, NS)
+        return await e2e_topology.run_gangs(b, NS, gangs=gangs, nodes_count=nodes)
 
 
 async def throughput(

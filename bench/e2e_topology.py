@@ -45,20 +45,20 @@ def node_name(i: int) -> str:
     return f"gpu-{i:05d}"
 
 
-def fleet() -> list[dict[str, Any]]:
+def fleet(nodes_count: int = NODES) -> list[dict[str, Any]]:
     nodes = []
-    for i in range(NODES):
+    for i in range(nodes_count):
         node = make_node(node_name(i), cpu="96", memory="1Ti", gpus=8, gfd_labels=False)
         node["metadata"]["labels"].update(labels_of(i))
         nodes.append(node)
     return nodes
 
 
-def background(namespace: str, seed: int = 5) -> list[dict[str, Any]]:
+def background(namespace: str, seed: int = 5, nodes_count: int = NODES) -> list[dict[str, Any]]:
     """Pods bound beforehand: half the racks, half their nodes, 1-7 GPUs each (seeded)."""
     rng = random.Random(seed)
     pods = []
-    for rack in range(NODES // 32):
+    for rack in range(nodes_count // 32):
         if rng.random() >= 0.5:
             continue
         for i in range(rack * 32, rack * 32 + 32):
@@ -117,17 +117,19 @@ def in_one_domain(nodes: list[str], key: str) -> bool:
     return len({labels_of(int(n.removeprefix("gpu-")))[key] for n in nodes}) == 1
 
 
-def whole_free_racks(used_nodes: set[str]) -> int:
+def whole_free_racks(used_nodes: set[str], nodes_count: int = NODES) -> int:
     return sum(
         1
-        for r in range(NODES // 32)
+        for r in range(nodes_count // 32)
         if not any(node_name(i) in used_nodes for i in range(r * 32, r * 32 + 32))
     )
 
 
-async def run_gangs(b: Harness, namespace: str, seed: int = 9) -> dict[str, Any]:
+async def run_gangs(
+    b: Harness, namespace: str, seed: int = 9, gangs: tuple[int, ...] = GANGS, nodes_count: int = NODES
+) -> dict[str, Any]:
     """Create the gangs one after the other on a started scheduler; measure (see the docstring)."""
-    order = list(GANGS)
+    order = list(gangs)
     random.Random(seed).shuffle(order)
     fits, latencies = 0, []
     placed_pods = 0
@@ -155,5 +157,5 @@ async def run_gangs(b: Harness, namespace: str, seed: int = 9) -> dict[str, Any]
         "domain_fit": fits / len(order),
         "gang_latency_p50_s": statistics.median(latencies) if latencies else None,
         "pods_per_s": placed_pods / max(last_bound - first, 1e-9),
-        "free_racks": whole_free_racks(used),
+        "free_racks": whole_free_racks(used, nodes_count),
     }

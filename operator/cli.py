@@ -74,17 +74,16 @@ def _simulate(args: argparse.Namespace) -> int:
 async def _snapshot(
     raw: RawClient, sched: Scheduler, namespace: str, name: str
 ) -> tuple[dict[str, str], PodInfo | None]:
-    """Prime ``sched`` as the operator primes its cache (the same informer, kinds and profile
-    ownership), without queueing anything. Returns (schedulerName -> its invalid owning profile,
-    the pod ``namespace/name`` or None)."""
+    """Prime ``sched`` as the operator primes its cache (same informer, kinds, profile ownership),
+    queueing nothing. Returns (schedulerName -> its invalid owning profile, the pod or None)."""
     from shoal.core.objects import NodeSpec, PodGroupInfo
     from shoal.kube.informer import Event, Informer
     from shoal.kube.kinds import (
         KIND_NAMESPACES,
         KIND_NODES,
-        KIND_PODGROUPS,
         KIND_PODS,
         KIND_PROFILES,
+        POD_GROUP_KINDS,
         STORAGE_KINDS,
         NamespaceInfo,
         ProfileObject,
@@ -116,7 +115,8 @@ async def _snapshot(
 
     informer = Informer()
     informer.watch(KIND_PROFILES, on_profile)
-    informer.watch(KIND_PODGROUPS, on_group)
+    for group_kind in POD_GROUP_KINDS:  # scheduler-plugins' and native PodGroups
+        informer.watch(group_kind, on_group)
     informer.watch(KIND_NAMESPACES, on_namespace)
     informer.watch(KIND_NODES, on_node)
     for kind in STORAGE_KINDS:

@@ -1,8 +1,14 @@
 """Coscheduling (PreEnqueue, PreFilter, Reserve, Permit, gang): all-or-nothing PodGroups.
 
-The scheduler-plugins API, so Kubeflow Trainer / KubeRay work unchanged: a ``PodGroup``
-(``scheduling.x-k8s.io/v1alpha1``) with ``minMember`` and ``scheduleTimeoutSeconds`` (default
-60 s), and pods that join it with the label ``scheduling.x-k8s.io/pod-group: <name>``.
+Two APIs, one model (``PodGroupInfo``, keyed apart: ``shoal.core.objects.pod_group_key``):
+
+* scheduler-plugins', so Kubeflow Trainer / KubeRay work unchanged: a ``PodGroup``
+  (``scheduling.x-k8s.io/v1alpha1``) with ``minMember`` and ``scheduleTimeoutSeconds`` (default
+  60 s), and pods that join it with the label ``scheduling.x-k8s.io/pod-group: <name>``;
+* Kubernetes' native one (``scheduling.k8s.io/v1beta1``, ``shoal.core.workloads``): a ``PodGroup``
+  with ``schedulingPolicy.gang.minCount`` or ``basic``, and pods that join it with
+  ``spec.schedulingGroup.podGroupName``. A ``basic`` group is not a gang: as kube-scheduler's
+  GangScheduling, its pods wait until it exists, then each is scheduled alone.
 
 A thin adapter over state the scheduler already keeps (the cache counts members, WaitingPods holds
 their gates), after scheduler-plugins' ``pkg/coscheduling``:
@@ -58,6 +64,13 @@ def _amount(resource: str, value: int) -> str:
     return str(value)
 
 
+def named(group: PodGroupInfo) -> str:
+    """``pod group KEY``, with the Workload template a native PodGroup was made from, if any."""
+    workload, _, template = group.workload.partition("/")
+    origin = f" (Workload {workload}, template {template})" if group.workload else ""
+    return f"pod group {group.key}{origin}"
+
+
 def quorum_reached(placed: int, min_member: int) -> bool:
     """The pure rule: the gang may bind once ``min_member`` members are placed."""
     return placed >= min_member
@@ -72,8 +85,12 @@ class Coscheduling:
         self.waiting = handle.waiting
 
     def pod_group(self, pod: PodInfo) -> PodGroupInfo | None:
+        """The pod's gang (None when it has none, or its group is a native ``basic`` one without a
+        topology constraint: a ``basic`` group with one is placed by the gang cycle with a quorum of
+        one, so its members share the domain, as kube-scheduler's pod-group cycle does)."""
         key = pod.group_key
-        return self.cache.pod_groups.get(key) if key else None
+        group = self.cache.pod_groups.get(key) if key else None
+        return group if group is not None and (group.gang or group.topology_levels) else None
 
     def timeout(self, group: PodGroupInfo) -> float:
         return float(group.schedule_timeout_seconds or self.args.default_schedule_timeout_seconds)
@@ -83,12 +100,12 @@ class Coscheduling:
         if key is None:
             return SUCCESS
         group = self.cache.pod_groups.get(key)
-        if group is None:
+        if group is None:  # kube-scheduler's GangScheduling waits for a native one too
             return Status.unschedulable(f"PodGroup {key} not found", plugin=NAME, resolvable=False)
         total, _ = self.cache.group_counts(key)
-        if total < group.min_member:
+        if group.gang and total < group.min_member:
             return Status.unschedulable(
-                f"pod group {key} has {total} of the {group.min_member} pods it needs (minMember)",
+                f"{named(group)} has {total} of the {group.min_member} pods it needs ({group.min_field})",
                 plugin=NAME,
             )
         return SUCCESS

@@ -106,16 +106,25 @@ class TopologyPlacement:
         slots = member_slots(table, member_shape(m.requests for m in members), feasible)
         nodes = (self.cache.placed_node(m.uid) for m in self.cache.group_members(group.key))
         placed = [r for n in nodes if n is not None and (r := table.index.get(n)) is not None]
-        return plan_gang(
-            table,
-            levels,
-            required=required,
-            slots=slots,
-            need=max(need, 1),
-            placed_rows=placed,
-            per_level=self.args.domains_per_level,
-            max_trials=self.args.max_trials,
-        )
+
+        def plan(count: int) -> GangPlan:
+            return plan_gang(
+                table,
+                levels,
+                required=required,
+                slots=slots,
+                need=max(count, 1),
+                placed_rows=placed,
+                per_level=self.args.domains_per_level,
+                max_trials=self.args.max_trials,
+            )
+
+        # a domain for every pending member first (extra members then fit beside the quorum);
+        # if no domain holds them all, one for the quorum
+        whole = plan(max(need, len(members)))
+        if len(members) > need and not any(t.domain is not None for t in whole.trials):
+            return plan(need)
+        return whole
 
     def describe(self, group: PodGroupInfo, trial: GangTrial, rows: Sequence[int]) -> str:
         cost, level = self.costs.worst_pairwise(self.cache.table, rows)

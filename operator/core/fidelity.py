@@ -82,9 +82,10 @@ def fields_used(spec: Mapping[str, Any]) -> tuple[FieldUse, ...]:
         )
     if _host_ports(spec):
         out.append(FieldUse("spec.containers[*].ports[*].hostPort", "NodePorts"))
-    for key in ("resourceClaims", "schedulingGroup"):
-        if spec.get(key):
-            out.append(FieldUse(f"spec.{key}", None))
+    if spec.get("resourceClaims"):
+        out.append(FieldUse("spec.resourceClaims", None))
+    if spec.get("schedulingGroup"):  # the native PodGroup (Coscheduling, as the pod-group label)
+        out.append(FieldUse("spec.schedulingGroup", "Coscheduling", None))
     for i, volume in enumerate(spec.get("volumes") or ()):
         if not isinstance(volume, Mapping):
             continue

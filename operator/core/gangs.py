@@ -211,7 +211,7 @@ def _gang_failed(
         where = f" ({tried}{attempt.trial.note})"
     message = (
         f"{why} pod group {group.key}: only {len(attempt.placed)} of the {need} pending member(s) it needs "
-        f"fit{where} (minMember {group.min_member}); nothing was reserved."
+        f"fit{where} ({group.min_field} {group.min_member}); nothing was reserved."
     ).strip()
     for m in members:
         s.metrics.attempt("unschedulable", fw.name, duration)
@@ -226,7 +226,8 @@ def explain_gang(fw: Framework, group: PodGroupInfo) -> list[str]:
     members = [m for m in cache.group_members(group.key) if not cache.placed_node(m.uid)]
     _, placed = cache.group_counts(group.key)
     need = max(group.min_member - placed, 0)
-    head = f"pod group {group.key}: minMember {group.min_member}, {placed} placed, {len(members)} pending"
+    head = f"pod group {group.key}: {group.min_field} {group.min_member}, {placed} placed"
+    head += f", {len(members)} pending"
     placer = fw.gang_placer
     if placer is None and group.topology_levels:
         return [head, f"  no placement: {_unevaluated(group)}"]

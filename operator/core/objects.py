@@ -43,6 +43,27 @@ GPU_MEMORY_ANNOTATION = "shoal.dev/gpu-memory-gb"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 #: the pods a pod talks to, as ``key=value,key2=value2`` (NetworkLatency places it close to them)
 TALKS_TO_ANNOTATION = "shoal.dev/talks-to"
+#: the two gang APIs: scheduler-plugins' PodGroup CRD and Kubernetes' native PodGroup (1.37 beta)
+PLUGINS_GROUP_API = "scheduling.x-k8s.io"
+NATIVE_GROUP_API = "scheduling.k8s.io"
+
+
+def pod_group_key(namespace: str, name: str, api: str = PLUGINS_GROUP_API) -> str:
+    """How a PodGroup is keyed (cache, queue, gates, status writer) and named in messages.
+
+    ``namespace/name`` for scheduler-plugins' PodGroups (as it always was) and
+    ``namespace/name@scheduling.k8s.io`` for native ones: a PodGroup ``train`` of each API in one
+    namespace are two gangs, and ``@`` is in no object name, so the keys never collide.
+    """
+    return f"{namespace}/{name}" if api == PLUGINS_GROUP_API else f"{namespace}/{name}@{api}"
+
+
+def scheduling_group_name(spec: Mapping[str, Any]) -> str | None:
+    """``spec.schedulingGroup.podGroupName``: the native PodGroup a pod belongs to."""
+    group = spec.get("schedulingGroup")
+    name = group.get("podGroupName") if isinstance(group, Mapping) else None
+    return str(name) if name else None
+
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -135,7 +156,10 @@ class PodInfo:
     node_selector: dict[str, str] = field(default_factory=dict)
     required_terms: tuple[SelectorTerm, ...] | None = None  # None: no required node affinity
     preferred_terms: tuple[tuple[int, SelectorTerm], ...] = ()
+    #: the PodGroup's name: ``spec.schedulingGroup.podGroupName`` (native) or the pod-group label
     pod_group: str | None = None
+    #: which API ``pod_group`` names a PodGroup of (``PLUGINS_GROUP_API`` or ``NATIVE_GROUP_API``)
+    pod_group_api: str = PLUGINS_GROUP_API
     gpu_memory_gb: float | None = None
     terminating: bool = False
     resource_version: str = ""
@@ -160,7 +184,7 @@ class PodInfo:
 
     @property
     def group_key(self) -> str | None:
-        return f"{self.namespace}/{self.pod_group}" if self.pod_group else None
+        return pod_group_key(self.namespace, self.pod_group, self.pod_group_api) if self.pod_group else None
 
     @property
     def terminated(self) -> bool:
@@ -187,7 +211,9 @@ class PodInfo:
         namespace = str(meta.get("namespace") or "default")
         pod_affinity, affinity_error = _pod_affinity(spec, namespace)
         spread, spread_error = _spread(spec, labels)
-        used = fields_used(spec) + _metadata_fields(labels, annotations, problems)
+        # the native link wins: kube-scheduler reads only it, and a pod is in one gang
+        native_group = scheduling_group_name(spec)
+        used = fields_used(spec) + _metadata_fields(labels, annotations, problems, native_group is None)
         if gpu_mem is not None or why:
             used += (FieldUse(f"metadata.annotations[{GPU_MEMORY_ANNOTATION}]", "GPUMemory"),)
         return cls(
@@ -209,7 +235,8 @@ class PodInfo:
             node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
             required_terms=required_terms,
             preferred_terms=preferred,
-            pod_group=labels.get(POD_GROUP_LABEL) or None,
+            pod_group=native_group or labels.get(POD_GROUP_LABEL) or None,
+            pod_group_api=NATIVE_GROUP_API if native_group else PLUGINS_GROUP_API,
             gpu_memory_gb=gpu_mem,
             terminating=bool(meta.get("deletionTimestamp")),
             resource_version=str(meta.get("resourceVersion") or ""),
@@ -228,12 +255,13 @@ class PodInfo:
 
 
 def _metadata_fields(
-    labels: Mapping[str, str], annotations: Mapping[str, str], problems: dict[str, str]
+    labels: Mapping[str, str], annotations: Mapping[str, str], problems: dict[str, str], group_label: bool
 ) -> tuple[FieldUse, ...]:
-    """The placement requests a pod makes in its metadata (a gang label, a talks-to annotation);
-    a malformed talks-to is recorded in ``problems`` (ignored, said in the pod's events)."""
+    """The placement requests a pod makes in its metadata (a gang label, unless ``spec.schedulingGroup``
+    links the pod; a talks-to annotation); a malformed talks-to is recorded in ``problems``
+    (ignored, said in the pod's events)."""
     used: tuple[FieldUse, ...] = ()
-    if labels.get(POD_GROUP_LABEL):
+    if group_label and labels.get(POD_GROUP_LABEL):
         used += (FieldUse(f"metadata.labels[{POD_GROUP_LABEL}]", "Coscheduling", None),)
     if annotations.get(TALKS_TO_ANNOTATION):
         used += (FieldUse(f"metadata.annotations[{TALKS_TO_ANNOTATION}]", "NetworkLatency", "score"),)
@@ -342,7 +370,13 @@ def topology_annotations(annotations: JSON) -> dict[str, Any]:
 
 @dataclass(slots=True)
 class PodGroupInfo:
-    """A scheduler-plugins PodGroup: ``minMember`` pods are placed together or not at all."""
+    """A PodGroup of either API: ``min_member`` pods are placed together or not at all.
+
+    scheduler-plugins' ``PodGroup`` (:meth:`from_dict`) and Kubernetes' native one
+    (``shoal.core.workloads.native_pod_group``) map to this one model; ``api`` tells them apart
+    (and is part of ``key``). A native ``basic`` PodGroup is not a gang (``gang`` False): its pods
+    wait until it exists, then each is scheduled alone.
+    """
 
     namespace: str
     name: str
@@ -357,11 +391,20 @@ class PodGroupInfo:
     #: node label keys from tightest to loosest: the gang goes in one domain of the first that holds it
     topology_preferred: tuple[str, ...] = ()
     #: the API it comes from: scheduler-plugins' ``scheduling.x-k8s.io`` or native ``scheduling.k8s.io``
-    api: str = "scheduling.x-k8s.io"
+    api: str = PLUGINS_GROUP_API
+    #: all-or-nothing (scheduler-plugins' PodGroups, native ``gang``); False: native ``basic``
+    gang: bool = True
+    #: a native PodGroup's ``spec.workloadRef``: ``workload/template`` ("" when none)
+    workload: str = ""
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return pod_group_key(self.namespace, self.name, self.api)
+
+    @property
+    def min_field(self) -> str:
+        """The field ``min_member`` comes from, as the user wrote it (for messages)."""
+        return "minMember" if self.api == PLUGINS_GROUP_API else "minCount"
 
     @property
     def topology_levels(self) -> tuple[str, ...]:

@@ -52,6 +52,8 @@ class QueuedPodInfo:
     where: str = ""
     generation: int = 0
     last_message: str = ""
+    #: the last attempt failed with an error (a plugin's, or a binding's), not "no node fits"
+    last_error: bool = False
 
     @property
     def uid(self) -> str:
@@ -244,11 +246,12 @@ class SchedulingQueue:
             if qpi is not None:
                 return qpi
             self._wakeup.clear()
-            timeout = None
+            # idle: the pending gauges say what waits (gated pods too) within a second, as the
+            # loop's maintenance reports them only between cycles
+            self.report()
+            timeout = 1.0
             if self._backoff:
-                timeout = max(self._backoff[0][0] - self.clock(), 0.001)
-            elif self._counts[UNSCHEDULABLE]:
-                timeout = 5.0
+                timeout = min(max(self._backoff[0][0] - self.clock(), 0.001), timeout)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
         return None
@@ -276,16 +279,16 @@ class SchedulingQueue:
         """No node fits: park the pod until a relevant event (or the 5-minute flush)."""
         self._pods.setdefault(qpi.uid, qpi)
         qpi.unschedulable_plugins = set(plugins)
-        qpi.last_message = message
+        qpi.last_message, qpi.last_error = message, False
         qpi.backoff_until = self.clock() + self._backoff_for(qpi.attempts)
         qpi.parked_at = self.clock()
         self._move(qpi, UNSCHEDULABLE)
 
-    def requeue_backoff(self, qpi: QueuedPodInfo, message: str = "") -> None:
-        """An error or a failed binding: retry after the backoff."""
+    def requeue_backoff(self, qpi: QueuedPodInfo, message: str = "", *, error: bool = True) -> None:
+        """An error or a failed binding (``error`` False: rejected at Permit): retry after the backoff."""
         if qpi.uid not in self._pods:
             self._pods[qpi.uid] = qpi
-        qpi.last_message = message
+        qpi.last_message, qpi.last_error = message, error
         qpi.backoff_until = self.clock() + self._backoff_for(qpi.attempts)
         self._push_backoff(qpi)
 

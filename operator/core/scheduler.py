@@ -412,7 +412,7 @@ class Scheduler:
         # Rejected or timed out at Permit, or failed at PreBind/Bind: retried after the backoff
         # (1 s doubling to 10 s). Waiting for a cluster event instead could strand a gang whose
         # Permit timed out with nothing left to change.
-        self.queue.requeue_backoff(qpi, message)
+        self.queue.requeue_backoff(qpi, message, error=result == "error")
         self.reporter.unschedulable(pod, message, fw.name, error=result == "error")
 
     # -- explain ---------------------------------------------------------------------------------

@@ -58,12 +58,15 @@ class Kind(Generic[T]):
     identity: Callable[[Mapping[str, Any]], str] | None = None
     #: server-side field selector of the watch, the priming and the re-list check
     field_selector: str | None = None
-    #: a CRD that may not be installed: a refused listing is logged, not raised
+    #: a CRD that may not be installed, or an API the server may not serve: a refused listing is
+    #: logged, not raised (kopf watches it once it appears)
     optional: bool = False
+    #: the kind's name in logs and counts when its plural is not unique (``podgroups.scheduling.k8s.io``)
+    alias: str = ""
 
     @property
     def name(self) -> str:
-        return self.resource.plural
+        return self.alias or self.resource.plural
 
 
 class Event(Generic[T]):
@@ -120,7 +123,7 @@ class Informer:
         """One ``@kopf.on.event`` per kind: no annotation, finalizer or status written by kopf."""
         for w in self._watches:
             res = w.kind.resource
-            kopf.on.event(res.group, res.version, res.plural, registry=registry, id=f"watch-{res.plural}")(
+            kopf.on.event(res.group, res.version, res.plural, registry=registry, id=f"watch-{w.kind.name}")(
                 self._kopf_handler(w)
             )
 
@@ -164,7 +167,8 @@ class Informer:
             except ListError as exc:
                 if not w.kind.optional:
                     raise
-                log.info("not priming %s.%s: HTTP %s", w.kind.name, w.kind.resource.group, exc.code)
+                why = "not served by this API server" if exc.code == 404 else "refused"
+                log.info("not priming %s (%s): HTTP %s, %s", w.kind.name, w.kind.resource.api, exc.code, why)
                 continue
             for obj in objs:
                 await self.dispatch(w, PRIMED, obj)

@@ -1,8 +1,8 @@
 """The kinds shoal watches, declared once for the operator, ``shoal explain`` and the benchmarks.
 
 Order matters where a list of kinds is primed: profiles first (a pod is only queued when its
-schedulerName has one), then PodGroups, namespaces, nodes, the storage kinds (a pod's claims must be
-known before it is tried), and pods last.
+schedulerName has one), then PodGroups (of both APIs), namespaces, nodes, the storage kinds (a
+pod's claims must be known before it is tried), and pods last.
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from typing import Any
 
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo, parse_time
 from shoal.core.volumes import CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
+from shoal.core.workloads import native_pod_group
 from shoal.kube.informer import Kind
 from shoal.kube.wire import (
     CSI_NODES,
     LIVE_PODS_SELECTOR,
     NAMESPACES,
+    NATIVE_PODGROUPS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
@@ -58,6 +60,12 @@ class ProfileObject:
 
 KIND_PROFILES: Kind[ProfileObject] = Kind(PROFILES, ProfileObject.from_dict, optional=True)
 KIND_PODGROUPS: Kind[PodGroupInfo] = Kind(PODGROUPS, PodGroupInfo.from_dict, optional=True)
+#: Kubernetes' native PodGroups: optional, a cluster before 1.37 (or with the gates off) has none
+KIND_NATIVE_PODGROUPS: Kind[PodGroupInfo] = Kind(
+    NATIVE_PODGROUPS, native_pod_group, optional=True, alias="podgroups.scheduling.k8s.io"
+)
+#: both gang APIs, in priming order
+POD_GROUP_KINDS: tuple[Kind[PodGroupInfo], ...] = (KIND_PODGROUPS, KIND_NATIVE_PODGROUPS)
 KIND_NODES: Kind[NodeSpec] = Kind(NODES, NodeSpec.from_dict, identity=name_of)
 
 

@@ -1,4 +1,8 @@
-"""Writing a ``status`` subresource by merge patch, and telling whether it needs writing."""
+"""Writing a ``status`` subresource by patch, and telling whether it needs writing.
+
+A JSON merge patch (the default) replaces lists whole; a built-in kind's conditions list
+(``listType=map`` keyed by type, as a native PodGroup's) is written by strategic merge patch
+instead, which merges one condition and leaves the others as they are."""
 
 from __future__ import annotations
 
@@ -15,21 +19,26 @@ log = logging.getLogger("shoal.status")
 
 
 class StatusWriter(Protocol):
-    """Writes ``status`` at ``path`` (a ``/status`` subresource); True when the API took it."""
+    """Writes ``status`` at ``path`` (a ``/status`` subresource) as a patch of content type
+    ``patch``; True when the API took it."""
 
-    async def write(self, path: str, status: Mapping[str, Any], what: str) -> bool: ...
+    async def write(
+        self, path: str, status: Mapping[str, Any], what: str, *, patch: str = MERGE_PATCH
+    ) -> bool: ...
 
 
 class MergePatchStatus:
-    """The StatusWriter of the operator: one merge patch per write."""
+    """The StatusWriter of the operator: one patch per write."""
 
     def __init__(self, raw: RawClient) -> None:
         self.raw = raw
 
-    async def write(self, path: str, status: Mapping[str, Any], what: str) -> bool:
+    async def write(
+        self, path: str, status: Mapping[str, Any], what: str, *, patch: str = MERGE_PATCH
+    ) -> bool:
         """False (logged unless 404: the object is gone) when refused or unreachable."""
         try:
-            code, reply = await self.raw.request("PATCH", path, {"status": status}, content_type=MERGE_PATCH)
+            code, reply = await self.raw.request("PATCH", path, {"status": status}, content_type=patch)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             log.warning("writing status of %s: %s", what, exc)
             return False

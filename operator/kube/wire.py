@@ -72,6 +72,8 @@ STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses")
 CSI_NODES = Resource("storage.k8s.io", "v1", "csinodes")
 PROFILES = Resource(PROFILE_GROUP, PROFILE_VERSION, PROFILE_PLURAL)
 PODGROUPS = Resource(PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL, namespaced=True)
+#: Kubernetes' native PodGroups (1.37 beta; served with the GenericWorkload gate and the version on)
+NATIVE_PODGROUPS = Resource("scheduling.k8s.io", "v1beta1", "podgroups", namespaced=True)
 EVENTS = Resource("events.k8s.io", "v1", "events", namespaced=True)
 
 

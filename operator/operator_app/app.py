@@ -11,7 +11,8 @@ Watched kinds (all ``@kopf.on.event``, so kopf writes **no** annotation, finaliz
 * pods → the cache (every non-terminated pod, whoever schedules it) and the queue (pending pods
   whose schedulerName has a profile); a pod that finishes leaves the field selector as DELETED;
 * SchedulingProfiles → build, replace or remove the framework for a schedulerName, live;
-* PodGroups → gang state; the leader writes their status;
+* PodGroups of both APIs (scheduler-plugins' and native ``scheduling.k8s.io``, if served) → gang
+  state; the leader writes their status;
 * namespaces → their labels (pod affinity's namespaceSelector);
 * PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes → the cache's volume store
   (the volume plugins).
@@ -46,9 +47,9 @@ from shoal.kube.informer import Event, Informer, Kind
 from shoal.kube.kinds import (
     KIND_NAMESPACES,
     KIND_NODES,
-    KIND_PODGROUPS,
     KIND_PODS,
     KIND_PROFILES,
+    POD_GROUP_KINDS,
     STORAGE_KINDS,
     NamespaceInfo,
     ProfileObject,
@@ -83,7 +84,8 @@ class ShoalOperator:
         self.health = Health()
         self.informer = Informer()
         self.informer.watch(KIND_PROFILES, self._on_profile)
-        self.informer.watch(KIND_PODGROUPS, self._on_pod_group)
+        for group_kind in POD_GROUP_KINDS:  # scheduler-plugins' and native PodGroups: one gang model
+            self.informer.watch(group_kind, self._on_pod_group)
         self.informer.watch(KIND_NAMESPACES, self._on_namespace, gone=self._namespace_gone)
         self.informer.watch(KIND_NODES, self._on_node, gone=self._node_gone)
         for kind in STORAGE_KINDS:

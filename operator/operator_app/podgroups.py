@@ -10,6 +10,10 @@ Members that finished are outside the pod watch (it drops terminated pods), so t
 once at start-up (:meth:`PodGroupStatus.load_finished`), and a member leaving the watch (DELETED
 carries the *previous* object) is checked with one GET: deleted, or finished and counted.
 Finished and Failed are final and never rewritten.
+
+A native PodGroup (``scheduling.k8s.io``) gets kube-scheduler 1.37's status instead: the
+``PodGroupInitiallyScheduled`` condition (``shoal.core.workloads.initially_scheduled``), written by
+strategic merge patch so that other conditions stay; its members need no listing or checks.
 """
 
 from __future__ import annotations
@@ -22,13 +26,21 @@ from typing import Any
 
 import aiohttp
 
-from shoal.core.objects import POD_GROUP_LABEL, TERMINAL_PHASES, PodGroupInfo, PodInfo
+from shoal.core.objects import NATIVE_GROUP_API, POD_GROUP_LABEL, TERMINAL_PHASES, PodGroupInfo, PodInfo
 from shoal.core.scheduler import Scheduler
+from shoal.core.workloads import INITIALLY_SCHEDULED, initially_scheduled
 from shoal.kube.informer import Event
 from shoal.kube.listing import list_objects
 from shoal.kube.rest import RawClient
 from shoal.kube.status import StatusWriter, same_status
-from shoal.kube.wire import PODGROUPS, PODS, phase_selector, rfc3339, split_key
+from shoal.kube.wire import (
+    NATIVE_PODGROUPS,
+    PODGROUPS,
+    PODS,
+    STRATEGIC_MERGE_PATCH,
+    phase_selector,
+    rfc3339,
+)
 
 log = logging.getLogger("shoal.operator")
 
@@ -127,12 +139,20 @@ class PodGroupStatus:
         self._checking: dict[str, set[str]] = {}
         self._checks: asyncio.TaskGroup | None = None
         self._waiting_checks: list[PodInfo] = []
+        #: native PodGroup -> its status.conditions as last seen or written
+        self._conditions: dict[str, list[dict[str, Any]]] = {}
 
     # -- what the watch says ---------------------------------------------------------------------
     def on_group(self, event: Event[PodGroupInfo]) -> None:
         key = event.obj.key
         status = event.raw.get("status")
-        if event.deleted:
+        if event.obj.api == NATIVE_GROUP_API:
+            conditions = (status or {}).get("conditions") or []
+            if event.deleted:
+                self._conditions.pop(key, None)
+            else:
+                self._conditions[key] = [dict(c) for c in conditions if isinstance(c, Mapping)]
+        elif event.deleted:
             self._written.pop(key, None)
             self._terminal.pop(key, None)
             self._started.pop(key, None)
@@ -149,7 +169,8 @@ class PodGroupStatus:
         """A gang member's event. Leaving the field selector (finished) arrives as DELETED with the
         *previous* object: ask the API whether the member is gone or finished, for the counts."""
         self.note_member(pod, raw)
-        if deleted and pod.phase not in TERMINAL_PHASES and self.raw is not None:
+        native = pod.pod_group_api == NATIVE_GROUP_API  # its condition needs no finished members
+        if deleted and not native and pod.phase not in TERMINAL_PHASES and self.raw is not None:
             assert pod.group_key is not None
             self._checking.setdefault(pod.group_key, set()).add(pod.uid)
             if self._checks is not None:
@@ -265,14 +286,49 @@ class PodGroupStatus:
                 log.exception("writing the status of PodGroup %s", key)
 
     async def write(self, key: str) -> None:
+        group = self.scheduler.cache.pod_groups.get(key)
+        if group is not None and group.api == NATIVE_GROUP_API:
+            await self.write_native(group)
+            return
         if key in self._final or key in self._checking:
             return
-        if key not in self.scheduler.cache.pod_groups:
+        if group is None:
             return  # deleted while another group's status was being written
         status = self.status(key)
         if same_status(self._written.get(key, {}), status):
             return
-        namespace, name = split_key(key)
-        path = PODGROUPS.path(name, namespace=namespace, sub="status")
+        path = PODGROUPS.path(group.name, namespace=group.namespace, sub="status")
         if await self.writer.write(path, status, f"PodGroup {key}"):
             self._written[key] = status
+
+    # -- native PodGroups --------------------------------------------------------------------------
+    def failure(self, key: str) -> tuple[str, bool]:
+        """Why the group's pending members were last not placed ("" when none was tried), and
+        whether that was an error rather than "does not fit"."""
+        queue = self.scheduler.queue
+        for pod in self.scheduler.cache.group_members(key):
+            qpi = queue.get(pod.uid)
+            if qpi is not None and qpi.last_message and not pod.bound:
+                return qpi.last_message, qpi.last_error
+        return "", False
+
+    async def write_native(self, group: PodGroupInfo) -> None:
+        """kube-scheduler's ``PodGroupInitiallyScheduled`` condition (True once ``minCount`` members
+        are placed, else False/Unschedulable with the failure), only when it changes, and only on
+        groups whose pods shoal schedules (a profile has their schedulerName)."""
+        key = group.key
+        members = self.scheduler.cache.group_members(key)
+        if not any(m.scheduler_name in self.scheduler.profiles for m in members):
+            return  # another scheduler's group (kube-scheduler writes its own condition)
+        terminal = self._terminal.get(key, {})
+        placed = self.scheduler.cache.group_counts(key)[1] + sum(len(uids) for uids in terminal.values())
+        current = self._conditions.get(key, [])
+        message, error = self.failure(key)
+        condition = initially_scheduled(group, placed, message, current, rfc3339(), error=error)
+        if condition is None:
+            return
+        path = NATIVE_PODGROUPS.path(group.name, namespace=group.namespace, sub="status")
+        if await self.writer.write(
+            path, {"conditions": [condition]}, f"PodGroup {key}", patch=STRATEGIC_MERGE_PATCH
+        ):
+            self._conditions[key] = [c for c in current if c.get("type") != INITIALLY_SCHEDULED] + [condition]

@@ -20,7 +20,7 @@ import numpy as np
 import yaml
 
 from shoal.core.nodetable import NodeTable
-from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
+from shoal.core.objects import NodeSpec, PodInfo
 from shoal.core.outcomes import ScoreOutcome
 from shoal.core.placement import Placement
 from shoal.core.profile import PluginEntry
@@ -37,6 +37,7 @@ from shoal.core.volumes import (
     StorageObject,
     decode_storage,
 )
+from shoal.core.workloads import decode_pod_group
 from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
 
 JSON = dict[str, Any]
@@ -179,7 +180,7 @@ class MemoryVolumeWriter:
 _PARSERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
     "Node": NodeSpec.from_dict,
     "Pod": PodInfo.from_dict,
-    "PodGroup": PodGroupInfo.from_dict,
+    "PodGroup": decode_pod_group,  # scheduler-plugins' or native, by apiVersion
 }
 
 
@@ -230,7 +231,7 @@ class InMemoryCluster:
             self.pods[meta["uid"]] = stored
         elif kind == "PodGroup":
             meta.setdefault("namespace", "default")
-            self.pod_groups[f"{meta['namespace']}/{meta['name']}"] = stored
+            self.pod_groups[decode_pod_group(stored).key] = stored
         elif kind == "SchedulingProfile":
             self.profiles.append(stored)
         elif kind == "Namespace":
@@ -290,7 +291,7 @@ class Simulation:
         for obj in cluster.storage:
             self.scheduler.on_storage(obj)
         for group in cluster.pod_groups.values():
-            self.scheduler.on_pod_group(PodGroupInfo.from_dict(group))
+            self.scheduler.on_pod_group(decode_pod_group(group))
         for pod in cluster.pods.values():
             self.scheduler.on_pod(PodInfo.from_dict(pod))
 
@@ -302,7 +303,7 @@ class Simulation:
         elif kind == "Node":
             self.scheduler.on_node(NodeSpec.from_dict(stored))
         elif kind == "PodGroup":
-            self.scheduler.on_pod_group(PodGroupInfo.from_dict(stored))
+            self.scheduler.on_pod_group(decode_pod_group(stored))
         elif kind == "Namespace":
             self.scheduler.on_namespace(stored["metadata"]["name"], stored["metadata"].get("labels"))
         elif kind in STORAGE_DECODERS:

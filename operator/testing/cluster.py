@@ -76,6 +76,12 @@ async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any
     elif kind == "PriorityClass":
         sched: Any = client.SchedulingV1Api(api)
         resp = await sched.create_priority_class(obj, _preload_content=False)
+    elif kind in ("PodGroup", "Workload") and str(obj.get("apiVersion")).startswith("scheduling.k8s.io/"):
+        group, version = str(obj["apiVersion"]).split("/")  # Kubernetes' native Workload API
+        plural = "podgroups" if kind == "PodGroup" else "workloads"
+        resp = await custom.create_namespaced_custom_object(
+            group, version, ns, plural, obj, _preload_content=False
+        )
     elif kind == "PodGroup":
         resp = await custom.create_namespaced_custom_object(
             PODGROUPS.group, PODGROUPS.version, ns, PODGROUPS.plural, obj, _preload_content=False

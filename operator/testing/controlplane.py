@@ -46,6 +46,14 @@ from pathlib import Path
 from types import TracebackType
 
 ADMIN_TOKEN = "shoal-admin-token"
+#: Kubernetes' native gang API (``scheduling.k8s.io/v1beta1`` Workload and PodGroup, KEP-4671) and
+#: topology-aware workload scheduling (KEP-5732), off by default in 1.37: turned on in every control
+#: plane this module starts and in kube-scheduler of the same release (``testing/kubescheduler.py``),
+#: so shoal and kube-scheduler schedule native gangs side by side. 1.37 has no separate
+#: ``GangScheduling`` gate: ``GenericWorkload`` enables kube-scheduler's GangScheduling plugin.
+WORKLOAD_FEATURE_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+#: beta API versions of groups served only by kube-apiserver are off by default
+WORKLOAD_RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -174,6 +182,8 @@ class ControlPlane:
     binaries: Binaries = field(default_factory=Binaries.locate)
     extra_apiserver_args: Sequence[str] = ()
     keep_workdir: bool = False
+    #: serve the native Workload API (False: a cluster without it, as before 1.37 or with the gates off)
+    native_workloads: bool = True
 
     def __post_init__(self) -> None:
         self._own_workdir = self.workdir is None
@@ -352,9 +362,15 @@ class ControlPlane:
                 "--max-mutating-requests-inflight=1000",
                 "--profiling=false",
                 "--v=1",
+                *self._workload_args(),
                 *self.extra_apiserver_args,
             ],
         )
+
+    def _workload_args(self) -> list[str]:
+        if not self.native_workloads:
+            return []
+        return [f"--feature-gates={WORKLOAD_FEATURE_GATES}", f"--runtime-config={WORKLOAD_RUNTIME_CONFIG}"]
 
     def _wait_ready(self, deadline: float) -> None:
         ctx = ssl.create_default_context()

@@ -26,6 +26,7 @@ from kubernetes_asyncio import client
 
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
+from shoal.core.workloads import native_pod_group
 from shoal.kube.listing import list_all
 from shoal.kube.wire import LIVE_PODS_SELECTOR, PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from shoal.plugins import gpumemory
@@ -112,21 +113,27 @@ async def check_invariants(api: client.ApiClient, *, gangs: bool = True) -> list
 
 async def partly_bound_gangs(custom: Any, pods: list[PodInfo]) -> list[str]:
     """Gangs with some but fewer than ``minMember`` members bound while others wait."""
-    try:
-        groups = await list_all(
-            custom.list_cluster_custom_object, PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL
-        )
-    except client.ApiException:
-        groups = []
+    infos: list[PodGroupInfo] = []
+    apis = (
+        (PODGROUP_GROUP, PODGROUP_VERSION, PodGroupInfo.from_dict),
+        ("scheduling.k8s.io", "v1beta1", native_pod_group),
+    )
+    for api_group, version, decode in apis:
+        try:
+            groups = await list_all(custom.list_cluster_custom_object, api_group, version, PODGROUP_PLURAL)
+        except client.ApiException:  # not installed / not served
+            groups = []
+        infos += [decode(obj) for obj in groups]
     problems: list[str] = []
-    for obj in groups:
-        group = PodGroupInfo.from_dict(obj)
+    for group in infos:
+        if not group.gang:
+            continue
         members = [p for p in pods if p.group_key == group.key]
         placed = [p.name for p in members if p.bound]
         pending = [p.name for p in members if not p.bound]
         if 0 < len(placed) < group.min_member and pending:
             problems.append(
-                f"gang {group.key} is partly bound: {len(placed)} of minMember {group.min_member} "
+                f"gang {group.key} is partly bound: {len(placed)} of {group.min_field} {group.min_member} "
                 f"({', '.join(sorted(placed))}), {len(pending)} pending ({', '.join(sorted(pending))})"
             )
     return problems

@@ -2,7 +2,10 @@
 
 Differential tests and benchmarks schedule the same objects with it and with shoal. It runs with
 a KubeSchedulerConfiguration (its default profile unless ``profiles`` are passed) and is ready when
-``/readyz`` answers: informers synced, and with leader election off scheduling starts then.
+``/readyz`` answers: informers synced, and with leader election off scheduling starts then. It
+runs with the control plane's Workload feature gates, so its default profile includes
+GangScheduling and TopologyPlacementGenerator: native gangs and their topology constraints are
+scheduled by kube-scheduler itself.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from shoal.testing.component import ComponentProcess
-from shoal.testing.controlplane import Binaries
+from shoal.testing.controlplane import WORKLOAD_FEATURE_GATES, Binaries
 
 
 class KubeSchedulerProcess(ComponentProcess):
@@ -38,4 +41,5 @@ class KubeSchedulerProcess(ComponentProcess):
     def argv(self, port: int) -> list[str]:
         cfg = self.workdir / "kube-scheduler.yaml"
         cfg.write_text(json.dumps(self.config()))
-        return [str(Binaries.locate().kube_scheduler), f"--config={cfg}"]
+        gates = f"--feature-gates={WORKLOAD_FEATURE_GATES}"
+        return [str(Binaries.locate().kube_scheduler), f"--config={cfg}", gates]

@@ -107,6 +107,7 @@ def make_pod(
     priority: int | None = None,
     priority_class: str | None = None,
     pod_group: str | None = None,
+    scheduling_group: str | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
     node_name: str | None = None,
@@ -117,7 +118,9 @@ def make_pod(
     extra_requests: Mapping[str, str] | None = None,
     image: str = "registry.k8s.io/pause:3.10",
 ) -> JSON:
-    """A pending Pod with one container (or bound, when ``node_name`` is given)."""
+    """A pending Pod with one container (or bound, when ``node_name`` is given). ``pod_group``
+    joins a scheduler-plugins PodGroup (the label), ``scheduling_group`` a native one
+    (``spec.schedulingGroup.podGroupName``)."""
     requests: dict[str, str] = {}
     if cpu is not None:
         requests["cpu"] = cpu
@@ -150,6 +153,8 @@ def make_pod(
         spec["priorityClassName"] = priority_class
     if node_name is not None:
         spec["nodeName"] = node_name
+    if scheduling_group is not None:
+        spec["schedulingGroup"] = {"podGroupName": scheduling_group}
     if node_selector:
         spec["nodeSelector"] = dict(node_selector)
     if tolerations:
@@ -187,6 +192,59 @@ def make_pod_group(
             "namespace": namespace,
             **({"annotations": dict(annotations)} if annotations else {}),
         },
+        "spec": spec,
+    }
+
+
+NATIVE_SCHEDULING_API = "scheduling.k8s.io/v1beta1"
+
+
+def native_policy(min_count: int | None) -> JSON:
+    """``schedulingPolicy``: ``gang`` with ``minCount``, or ``basic`` when ``min_count`` is None."""
+    return {"gang": {"minCount": min_count}} if min_count is not None else {"basic": {}}
+
+
+def make_workload(
+    name: str,
+    *,
+    namespace: str = "default",
+    templates: Mapping[str, int | None],
+    topology_key: str | None = None,
+) -> JSON:
+    """A native Workload (scheduling.k8s.io/v1beta1): template name -> gang minCount (None: basic)."""
+    constraints = {"topology": [{"key": topology_key}]} if topology_key else None
+    return {
+        "apiVersion": NATIVE_SCHEDULING_API,
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "podGroupTemplates": [
+                {"name": t, "schedulingPolicy": native_policy(n), "schedulingConstraints": constraints}
+                for t, n in templates.items()
+            ]
+        },
+    }
+
+
+def make_native_pod_group(
+    name: str,
+    *,
+    namespace: str = "default",
+    min_count: int | None,
+    workload: tuple[str, str] | None = None,
+    topology_key: str | None = None,
+) -> JSON:
+    """A native PodGroup (scheduling.k8s.io/v1beta1), as a workload controller creates one from
+    ``workload`` = (Workload name, template name): ``gang.minCount``, or ``basic`` when None."""
+    spec: JSON = {"schedulingPolicy": native_policy(min_count)}
+    if workload is not None:
+        spec["workloadRef"] = {"workloadName": workload[0], "templateName": workload[1]}
+    if topology_key:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+    return {
+        "apiVersion": NATIVE_SCHEDULING_API,
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }
 

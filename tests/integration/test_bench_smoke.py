@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bench import e2e
-from bench.e2e import gang, throughput
+from bench.e2e import gang, throughput, topology
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +35,14 @@ async def test_constrained_smoke(kind: str, workload: str, tmp_path: Path) -> No
     )
     assert result["all_bound"], result
     assert result["bound"] == 25
+
+
+@pytest.mark.parametrize("kind", ["kube-scheduler", "shoal"])
+async def test_topology_smoke(kind: str, tmp_path: Path) -> None:
+    """Native PodGroups with a required clique / rack: both schedulers bind the gangs, in one domain."""
+    result = await topology(kind, tmp_path, nodes=128, gangs=(8, 16))
+    assert result["gangs_bound"] == 2, result
+    assert result["domain_fit"] == 1.0, result
 
 
 async def test_gang_smoke(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from shoal.kube.bootstrap import HASH_ANNOTATION, MANAGED_BY_LABEL, parse_bootst
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import Binaries, ControlPlane
-from shoal.testing.objects import make_node, make_pod, make_pod_group
+from shoal.testing.objects import make_native_pod_group, make_node, make_pod, make_pod_group
 from tests.integration.conftest import wait_ready
 
 pytestmark = pytest.mark.slow
@@ -421,14 +421,17 @@ async def test_chart_rbac_is_enough_and_no_more(
         assert profile["metadata"]["labels"][MANAGED_BY_LABEL] == "shoal"
         assert profile["spec"] == DEFAULT_PROFILE_SPEC
         assert profile["status"]["conditions"][0]["reason"] == "Valid"
-        # a gang too: its PodGroup status is written through podgroups/status
+        # a gang too: its PodGroup status is written through podgroups/status; and a native gang,
+        # whose condition is written through scheduling.k8s.io's podgroups/status
         await create(api, make_pod_group("rbac-gang", min_member=3))
+        await create(api, make_native_pod_group("rbac-native", min_count=2))
         await create_many(
             api,
             [
                 make_pod("fits", gpus=1, gpu_memory_gb=10),
                 make_pod("never", gpus=64),
                 *(make_pod(f"rbac-gang-{i}", gpus=4, pod_group="rbac-gang") for i in range(3)),
+                *(make_pod(f"rbac-native-{i}", gpus=4, scheduling_group="rbac-native") for i in range(2)),
             ],
         )
         core: Any = client.CoreV1Api(api)
@@ -454,6 +457,16 @@ async def test_chart_rbac_is_enough_and_no_more(
 
         status = await wait_for(gang_status, 30, what="the PodGroup status written with the chart's RBAC")
         assert status["scheduled"] == 3
+
+        async def native_condition() -> dict[str, Any] | None:
+            group = await custom.get_namespaced_custom_object(
+                "scheduling.k8s.io", "v1beta1", "default", "podgroups", "rbac-native"
+            )
+            conds = (group.get("status") or {}).get("conditions") or []
+            return next((c for c in conds if c["type"] == "PodGroupInitiallyScheduled"), None)
+
+        cond = await wait_for(native_condition, 30, what="the native PodGroup's condition, chart RBAC")
+        assert (cond["status"], cond["reason"]) == ("True", "Scheduled")
         gang_nodes = {
             p["metadata"]["name"]: p["spec"].get("nodeName")
             for p in await list_all(core.list_namespaced_pod, "default")

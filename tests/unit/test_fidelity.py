@@ -70,7 +70,6 @@ REQ, PREF = (
         ),
         ({"schedulingGates": [{"name": "x"}]}, "spec.schedulingGates", "SchedulingGates", "preEnqueue"),
         ({"resourceClaims": [{"name": "gpu"}]}, "spec.resourceClaims", None, "filter"),
-        ({"schedulingGroup": {"podGroupName": "g"}}, "spec.schedulingGroup", None, "filter"),
         (
             {
                 "volumes": [

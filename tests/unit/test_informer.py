@@ -161,3 +161,35 @@ async def test_stream_rewatches_from_the_last_version_and_skips_bookmarks() -> N
     pending.cancel()
     assert [w["resourceVersion"] for w in fake.watched] == [["7"], ["9"]]
     assert fake.watched[0]["fieldSelector"] == [LIVE_PODS_SELECTOR]
+
+
+async def test_both_podgroup_apis_are_primed_and_watched_apart(caplog: pytest.LogCaptureFixture) -> None:
+    """Two kinds of one plural: their own names in counts and logs, their own kopf handler ids;
+    the native one is optional (a server without it answers 404: logged, not fatal)."""
+    from shoal.kube.kinds import KIND_NATIVE_PODGROUPS, POD_GROUP_KINDS
+    from shoal.testing.objects import make_native_pod_group, make_pod_group
+
+    assert [k.name for k in POD_GROUP_KINDS] == ["podgroups", "podgroups.scheduling.k8s.io"]
+    seen: list[str] = []
+
+    async def handler(event: Event[Any]) -> None:
+        seen.append(event.obj.key)
+
+    informer = Informer()
+    for kind in POD_GROUP_KINDS:
+        informer.watch(kind, handler)
+    both = {
+        "/apis/scheduling.x-k8s.io/v1alpha1/podgroups": [make_pod_group("train", min_member=2)],
+        "/apis/scheduling.k8s.io/v1beta1/podgroups": [make_native_pod_group("train", min_count=2)],
+    }
+    assert await informer.prime(raw(both)) == {"podgroups": 1, "podgroups.scheduling.k8s.io": 1}
+    assert seen == ["default/train", "default/train@scheduling.k8s.io"]
+    del both["/apis/scheduling.k8s.io/v1beta1/podgroups"]
+    with caplog.at_level("INFO", logger="shoal.informer"):
+        assert await informer.prime(raw(both)) == {"podgroups": 1}
+    assert "not priming podgroups.scheduling.k8s.io" in caplog.text and "not served" in caplog.text
+    registry = kopf.OperatorRegistry()
+    informer.install(registry)
+    ids = {h.id for h in registry._watching.get_all_handlers()}
+    assert {"watch-podgroups", "watch-podgroups.scheduling.k8s.io"} <= ids
+    assert KIND_NATIVE_PODGROUPS.optional

@@ -203,10 +203,12 @@ class RecordingWriter:
 
     def __init__(self) -> None:
         self.written: list[tuple[str, dict[str, Any], str]] = []
+        self.patches: list[str] = []
         self.during: Any = None
 
-    async def write(self, path: str, status: Mapping[str, Any], what: str) -> bool:
+    async def write(self, path: str, status: Mapping[str, Any], what: str, *, patch: str = "") -> bool:
         self.written.append((path, dict(status), what))
+        self.patches.append(patch)
         if self.during is not None:
             await self.during()
         return True

@@ -200,3 +200,31 @@ async def test_explain_shows_the_network_cost_behind_the_score() -> None:
     costs = s.scheduler.explain(pod).costs
     assert costs and all("NetworkLatency" in c for c in costs.values())
     assert min(c["NetworkLatency"] for c in costs.values()) < max(c["NetworkLatency"] for c in costs.values())
+
+
+def native_group(name: str, policy: JSON, key: str) -> JSON:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"schedulingPolicy": policy, "schedulingConstraints": {"topology": [{"key": key}]}},
+    }
+
+
+def native_member(name: str, group: str, gpus: int) -> JSON:
+    pod = make_pod(name, gpus=gpus)
+    pod["spec"]["schedulingGroup"] = {"podGroupName": group}
+    return pod
+
+
+@pytest.mark.parametrize("policy", [{"gang": {"minCount": 5}}, {"basic": {}}], ids=["gang", "basic"])
+async def test_native_podgroup_topology_constraint_is_required(policy: JSON) -> None:
+    objs = [
+        *fleet(),
+        native_group("job", policy, RACK),
+        *(native_member(f"job-{i}", "job", 8) for i in range(5)),
+    ]
+    s = sim(objs)
+    await s.run()
+    placed = nodes_of(s, "job")
+    assert len(placed) == 5 and {rack_of(n) for n in placed} == {"rb"}  # only rb has 5 whole nodes

@@ -1,0 +1,229 @@
+"""Kubernetes' native Workload API in shoal's one gang model (core/workloads.py), without a server:
+parsing, keys that never collide with scheduler-plugins' PodGroups, basic vs gang, the missing
+PodGroup gate, and the PodGroupInitiallyScheduled condition."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shoal.core import fidelity
+from shoal.core.objects import (
+    NATIVE_GROUP_API,
+    PLUGINS_GROUP_API,
+    NodeSpec,
+    PodGroupInfo,
+    PodInfo,
+    pod_group_key,
+)
+from shoal.core.scheduler import Scheduler
+from shoal.core.workloads import (
+    INITIALLY_SCHEDULED,
+    decode_pod_group,
+    initially_scheduled,
+    native_pod_group,
+)
+from shoal.kube.informer import LISTED
+from shoal.kube.kinds import KIND_NATIVE_PODGROUPS, KIND_PODGROUPS
+from shoal.kube.wire import MERGE_PATCH, STRATEGIC_MERGE_PATCH
+from shoal.operator_app.app import ShoalOperator
+from shoal.operator_app.settings import RunSettings
+from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
+from shoal.sim import InMemoryCluster, Simulation
+from shoal.testing.objects import make_native_pod_group, make_node, make_pod, make_pod_group
+from tests.unit.test_operator_lifecycle import RecordingWriter, SlowBinder
+
+
+def sim(objects: list[dict[str, Any]]) -> Simulation:
+    return Simulation(InMemoryCluster(objects), [], initial_backoff=0.01, max_backoff=0.05)
+
+
+def bound(s: Simulation, prefix: str) -> int:
+    return sum(1 for k, v in s.placements().items() if k.startswith(f"default/{prefix}") and v)
+
+
+def native_gang(name: str, members: int, min_count: int | None, gpus: int = 8) -> list[dict[str, Any]]:
+    return [make_native_pod_group(name, min_count=min_count)] + [
+        make_pod(f"{name}-n{i}", gpus=gpus, scheduling_group=name) for i in range(members)
+    ]
+
+
+# -- parsing and keys -------------------------------------------------------------------------------
+def test_a_native_gang_maps_to_the_one_model() -> None:
+    obj = make_native_pod_group(
+        "train",
+        namespace="ml",
+        min_count=4,
+        workload=("job", "workers"),
+        topology_key="topology.kubernetes.io/zone",
+    )
+    obj["metadata"].update(uid="u1", generation=3, creationTimestamp="2026-01-01T00:00:00Z")
+    group = decode_pod_group(obj)
+    assert (group.min_member, group.gang, group.api) == (4, True, NATIVE_GROUP_API)
+    assert group.topology_required == "topology.kubernetes.io/zone"
+    assert group.topology_levels == ("topology.kubernetes.io/zone",)
+    assert (group.workload, group.uid, group.generation) == ("job/workers", "u1", 3)
+    assert group.key == "ml/train@scheduling.k8s.io"
+    assert group.min_field == "minCount"
+
+
+def test_basic_and_malformed_policies_are_not_gangs() -> None:
+    basic = native_pod_group(make_native_pod_group("b", min_count=None))
+    assert (basic.gang, basic.min_member, basic.topology_required, basic.workload) == (False, 1, None, "")
+    policies: list[object] = [{}, {"gang": {}}, {"gang": {"minCount": 0}}, {"gang": "x"}, "nonsense"]
+    for policy in policies:
+        obj = make_native_pod_group("m", min_count=2)
+        obj["spec"]["schedulingPolicy"] = policy
+        assert not native_pod_group(obj).gang
+
+
+def test_scheduler_plugins_podgroups_keep_their_keys() -> None:
+    group = decode_pod_group(make_pod_group("train", namespace="ml", min_member=2))
+    assert (group.api, group.key, group.min_field, group.gang) == (
+        PLUGINS_GROUP_API,
+        "ml/train",
+        "minMember",
+        True,
+    )
+    # '@' is in no object name: no scheduler-plugins PodGroup can have a native one's key
+    assert pod_group_key("ml", "train") != pod_group_key("ml", "train", NATIVE_GROUP_API)
+
+
+def test_pods_link_by_scheduling_group_and_it_wins_over_the_label() -> None:
+    native = PodInfo.from_dict(make_pod("a", namespace="ml", scheduling_group="train"))
+    assert (native.pod_group, native.pod_group_api, native.group_key) == (
+        "train",
+        NATIVE_GROUP_API,
+        "ml/train@scheduling.k8s.io",
+    )
+    assert fidelity.FieldUse("spec.schedulingGroup", "Coscheduling", None) in native.fields_used
+    labelled = PodInfo.from_dict(make_pod("b", namespace="ml", pod_group="train"))
+    assert (labelled.pod_group_api, labelled.group_key) == (PLUGINS_GROUP_API, "ml/train")
+    both = PodInfo.from_dict(make_pod("c", namespace="ml", pod_group="other", scheduling_group="train"))
+    assert both.group_key == "ml/train@scheduling.k8s.io"  # kube-scheduler reads only the field
+    assert [u.path for u in both.fields_used if u.plugin == "Coscheduling"] == ["spec.schedulingGroup"]
+    # a profile without Coscheduling refuses a native member instead of placing it alone
+    status = fidelity.check(native.fields_used, at={"filter": {"NodeResourcesFit"}})
+    assert status is not None and "spec.schedulingGroup" in status.message
+    assert fidelity.check(native.fields_used, at={"permit": {"Coscheduling"}}) is None
+
+
+# -- scheduling ---------------------------------------------------------------------------------------
+async def test_a_native_and_a_plugins_gang_of_one_name_are_two_gangs() -> None:
+    nodes = [make_node(f"n{i}", gpus=8) for i in range(4)]
+    # one member of each "train": merged, they would make a quorum of 2
+    objs = [*nodes, *native_gang("train", 1, 2), make_pod_group("train", min_member=2)]
+    s = sim([*objs, make_pod("train-p0", gpus=8, pod_group="train")])
+    await s.run()
+    assert s.scheduler.queue.counts()["gated"] == 2 and not any(s.placements().values())
+    s.submit(make_pod("train-n1", gpus=8, scheduling_group="train"))
+    s.submit(make_pod("train-p1", gpus=8, pod_group="train"))
+    await s.run()
+    assert bound(s, "train-n") == 2 and bound(s, "train-p") == 2
+    assert set(s.scheduler.cache.pod_groups) == {"default/train", "default/train@scheduling.k8s.io"}
+
+
+async def test_a_native_gang_is_all_or_nothing_and_says_mincount() -> None:
+    s = sim([*[make_node(f"n{i}", gpus=8) for i in range(2)], *native_gang("big", 3, 3)])
+    outcomes = await s.run()
+    assert bound(s, "big") == 0
+    msg = next(o.message for o in outcomes.values() if o.pod.startswith("default/big"))
+    assert "pod group default/big@scheduling.k8s.io: only 2 of the 3 pending member(s)" in msg
+    assert "(minCount 3)" in msg
+
+
+async def test_members_below_the_quorum_wait_named_with_their_workload_template() -> None:
+    group = make_native_pod_group("job-workers", min_count=3, workload=("job", "workers"))
+    s = sim([make_node("n0", gpus=8), group, make_pod("w-0", gpus=1, scheduling_group="job-workers")])
+    outcomes = await s.run()
+    (outcome,) = outcomes.values()
+    assert (
+        "pod group default/job-workers@scheduling.k8s.io (Workload job, template workers) "
+        "has 1 of the 3 pods it needs (minCount)"
+    ) in outcome.message
+
+
+async def test_a_basic_group_places_each_pod_alone() -> None:
+    s = sim([make_node("n0", gpus=8), *native_gang("svc", 3, None)])
+    await s.run()
+    assert bound(s, "svc") == 1  # no quorum: what fits is placed, the rest waits alone
+
+
+async def test_a_pod_naming_a_missing_native_group_waits_until_it_exists() -> None:
+    s = sim([make_node("n0", gpus=8), make_pod("orphan", gpus=1, scheduling_group="later")])
+    await s.run()
+    assert s.scheduler.queue.counts()["gated"] == 1 and not any(s.placements().values())
+    explanation = s.scheduler.explain(PodInfo.from_dict(next(iter(s.cluster.pods.values()))))
+    assert "PodGroup default/later@scheduling.k8s.io not found" in explanation.message
+    s.submit(make_native_pod_group("later", min_count=None))
+    await s.run()
+    assert bound(s, "orphan") == 1
+
+
+# -- the PodGroupInitiallyScheduled condition ---------------------------------------------------------
+def group(min_count: int | None = 2, generation: int = 1) -> PodGroupInfo:
+    obj = make_native_pod_group("g", min_count=min_count)
+    obj["metadata"]["generation"] = generation
+    return native_pod_group(obj)
+
+
+def test_the_condition_as_kube_scheduler_writes_it() -> None:
+    now, later = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"
+    assert initially_scheduled(group(), 0, "", [], now) is None  # not tried yet: nothing to say
+    failed = initially_scheduled(group(), 1, "0/4 nodes are available", [], now)
+    assert failed == {
+        "type": INITIALLY_SCHEDULED,
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "0/4 nodes are available",
+        "observedGeneration": 1,
+        "lastTransitionTime": now,
+    }
+    assert initially_scheduled(group(), 1, "0/4 nodes are available", [failed], later) is None  # unchanged
+    again = initially_scheduled(group(), 1, "0/5 nodes are available", [failed], later)
+    assert again is not None and again["lastTransitionTime"] == now  # same status: same transition time
+    done = initially_scheduled(group(), 2, "", [failed], later)
+    assert done is not None and (done["status"], done["reason"], done["lastTransitionTime"]) == (
+        "True",
+        "Scheduled",
+        later,
+    )
+    assert initially_scheduled(group(), 0, "evicted", [done], later) is None  # True is final
+    assert initially_scheduled(group(None), 1, "", [], now) is not None  # basic: one member placed
+    broken = initially_scheduled(group(), 0, "plugin X failed", [], now, error=True)
+    assert broken is not None and (broken["status"], broken["reason"]) == ("False", "SchedulerError")
+
+
+async def test_the_status_loop_patches_native_conditions_and_leaves_plugins_status_alone() -> None:
+    op = ShoalOperator(RunSettings())
+    writer = RecordingWriter()
+    scheduler = Scheduler(load_registry(third_party=False), SlowBinder(0), defaults=DEFAULT_PLUGINS)
+    op.compose(scheduler, writer)
+    assert op.podgroups is not None
+    native = make_native_pod_group("train", min_count=1)
+    native["status"] = {"conditions": [{"type": "example.com/Audited", "status": "True"}]}
+    await op.informer.deliver(KIND_NATIVE_PODGROUPS, LISTED, native)
+    await op.informer.deliver(KIND_PODGROUPS, LISTED, make_pod_group("train", min_member=1))
+    scheduler.set_profile(DEFAULT_PROFILE_SPEC)  # shoal schedules gpu-scheduler's pods
+    # kube-scheduler's gang: its own scheduler writes its condition, shoal does not
+    await op.informer.deliver(KIND_NATIVE_PODGROUPS, LISTED, make_native_pod_group("theirs", min_count=1))
+    scheduler.on_node(NodeSpec.from_dict(make_node("n0")))
+    for obj in (
+        make_pod("a", node_name="n0", scheduling_group="train"),
+        make_pod("b", node_name="n0", pod_group="train"),
+        make_pod("c", node_name="n0", scheduling_group="theirs", scheduler_name="default-scheduler"),
+    ):
+        scheduler.on_pod(PodInfo.from_dict(obj))
+    await op.podgroups.write_all()
+    assert not [path for path, _, _ in writer.written if "/theirs/" in path]
+    by_path = {
+        path: (status, patch) for (path, status, _), patch in zip(writer.written, writer.patches, strict=True)
+    }
+    status, patch = by_path["/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups/train/status"]
+    assert patch == STRATEGIC_MERGE_PATCH  # merged by type: the foreign condition stays
+    assert [(c["type"], c["status"]) for c in status["conditions"]] == [(INITIALLY_SCHEDULED, "True")]
+    status, patch = by_path["/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/train/status"]
+    assert patch in (MERGE_PATCH, "") and status["phase"] == "Scheduled"
+    writer.written.clear()
+    writer.patches.clear()
+    await op.podgroups.write_all()  # nothing changed: nothing written
+    assert writer.written == []
