@@ -89,19 +89,8 @@ def _plan(
     s: Scheduler, fw: Framework, group: PodGroupInfo, members: list[QueuedPodInfo], need: int
 ) -> GangPlan:
     placer = fw.gang_placer
-    if placer is None:
-        if group.topology_levels:  # never silently wrong: a constraint nobody enforces refuses the gang
-            field_name = (
-                TOPOLOGY_REQUIRED_ANNOTATION if group.topology_required else TOPOLOGY_PREFERRED_ANNOTATION
-            )
-            if group.api == "scheduling.k8s.io":
-                field_name = "spec.schedulingConstraints.topology"
-            return GangPlan(
-                (),
-                f"pod group {group.key} uses {field_name}, which this profile does not evaluate "
-                "(it leaves out TopologyPlacement at filter)",
-            )
-        return _ANYWHERE
+    if placer is None:  # never silently wrong: a constraint nobody enforces refuses the gang
+        return GangPlan((), _unevaluated(group)) if group.topology_levels else _ANYWHERE
     if not members or not placer.constrained(group):
         return _ANYWHERE
     feasible = _feasible_pod(fw, members[0].pod)
