@@ -25,6 +25,7 @@ from shoal.core.profile import PluginEntry, PluginSet
 from shoal.plugins import (
     coscheduling,
     defaultbinder,
+    defaultpreemption,
     gpumemory,
     imagelocality,
     interpodaffinity,
@@ -64,6 +65,7 @@ BUILTIN: tuple[PluginEntry, ...] = (
     nodevolumelimits.ENTRY,
     volumebinding.ENTRY,
     volumezone.ENTRY,
+    defaultpreemption.ENTRY,
 )
 DEFAULT_SCHEDULER_NAME = "gpu-scheduler"
 
@@ -161,7 +163,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "PodTopologySpread",
         "InterPodAffinity",
     ),
-    "postFilter": [],
+    "postFilter": _refs("DefaultPreemption"),
     "preScore": _refs(
         "NodeResourcesFit", "NodeAffinity", "GPUMemory", "PodTopologySpread", "InterPodAffinity"
     ),

@@ -179,6 +179,9 @@ class Framework:
         if self._errors:  # a plugin whose class was unknown at validation lacks a point's methods
             raise ProfileError(self._errors)
         self.queue_sort = queue_sort[0]
+        for plugin in self.plugins.values():  # a plugin that runs its profile's points (preemption)
+            if callable(attach := getattr(plugin, "attach_framework", None)):
+                attach(self)
         self.percentage = validated.spec.percentage_of_nodes_to_score
         self._gang = next((p for p in self.plugins.values() if isinstance(p, GangPlugin)), None)
         #: where sampling (placement.sample_rows) starts next: it rotates over the feasible rows

@@ -1,0 +1,153 @@
+"""DefaultPreemption (PostFilter): a pod no node fits evicts pods of lower priority to make room.
+
+kube-scheduler 1.37's plugin of the same name, with its semantics (the pure steps are in
+:mod:`shoal.core.preemption`): only pods of lower priority are victims; ``preemptionPolicy:
+Never`` preempts nothing; PodDisruptionBudgets are honoured where possible; the victims on a node
+are the fewest that let the pod fit (all lower-priority pods removed, then the most important
+reprieved first); the node is picked by upstream's criteria. Then, as upstream's asynchronous
+preemption (``SchedulerAsyncPreemption``, on in 1.37):
+
+* in memory at once: the pod is nominated to the node (pods of lower or equal priority leave that
+  room alone, :mod:`shoal.core.whatif`), lower-priority pods nominated there lose their
+  nomination, and victims waiting at Permit are rejected there (no API call, as upstream);
+* through the executor (``kube/preemption.py``), without blocking the cycle:
+  ``status.nominatedNodeName`` on the pod, then for each victim a ``DisruptionTarget`` condition
+  (reason ``PreemptionByScheduler``), a delete and a ``Preempted`` event;
+* the pod waits as unschedulable; the victims' deletions wake it (NodeResourcesFit and others
+  register pod deletions) and its nominated node is tried first. While the executor is still at
+  work, or a victim it evicted is still terminating on the nominated node, the pod preempts
+  nothing more.
+
+The message joins the pod's ``FailedScheduling`` event after the filter reasons, as upstream:
+``... preemption: found a potential placement for pod on node n1, preempting 1 victims`` or
+``... preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, ...``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from shoal.core import preemption
+from shoal.core.cyclestate import CycleState
+from shoal.core.interfaces import Diagnosis, EventRegistration, Handle
+from shoal.core.objects import PodInfo
+from shoal.core.preemption import PREEMPTION_EXECUTOR, Candidate, PreemptionExecutor
+from shoal.core.profile import ArgsModel, PluginEntry
+from shoal.core.runtime import Framework
+from shoal.core.status import Code, Status
+
+NAME = "DefaultPreemption"
+PREFIX = "preemption: "
+log = logging.getLogger("shoal.preemption")
+
+
+class Args(ArgsModel):
+    """kube-scheduler's ``DefaultPreemptionArgs``: how many candidate nodes a dry run looks for
+    (at least this percentage of the potential nodes, and at least this many)."""
+
+    min_candidate_nodes_percentage: int = Field(default=10, ge=0, le=100)
+    min_candidate_nodes_absolute: int = Field(default=100, ge=0)
+
+
+class DefaultPreemption:
+    name = NAME
+
+    def __init__(self, args: Args, handle: Handle) -> None:
+        if args.min_candidate_nodes_percentage == 0 and args.min_candidate_nodes_absolute == 0:
+            raise ValueError("minCandidateNodesPercentage and minCandidateNodesAbsolute cannot both be 0")
+        self.args = args
+        self.handle = handle
+        self.fw: Framework | None = None
+        #: preemptors whose executor is still at work (uid -> node)
+        self.running: dict[str, str] = {}
+
+    def attach_framework(self, fw: Framework) -> None:
+        """The profile this instance belongs to: its PreFilter/Filter run the dry runs."""
+        self.fw = fw
+
+    def events_to_register(self) -> Sequence[EventRegistration]:
+        return ()  # never the plugin that rejected a pod
+
+    def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
+        fw = self.fw
+        if fw is None:
+            return Status.error("DefaultPreemption is not attached to a profile")
+        if pod.uid in self.running:
+            return Status.unschedulable(PREFIX + "waiting for the preemption for this pod to be finished")
+        ok, why = preemption.eligible(fw, pod, diagnosis)
+        if not ok:
+            return Status.unschedulable(PREFIX + why)
+        rows = preemption.potential_rows(fw, diagnosis)
+        candidates: list[Candidate] = []
+        statuses: dict[str, Status] = {}
+        if rows:
+            wanted = preemption.num_candidates(
+                len(rows), self.args.min_candidate_nodes_percentage, self.args.min_candidate_nodes_absolute
+            )
+            offset = fw.rng.randrange(len(rows))
+            pdbs = list(self.handle.cache.pdbs.values())
+            candidates, statuses = preemption.dry_run(fw, pod, rows, pdbs, offset, wanted)
+        if not candidates:
+            errors = preemption.errors_of(statuses)
+            if errors:
+                return Status.error(PREFIX + errors[0])
+            self._nominate(pod, "")
+            return Status.unschedulable(PREFIX + preemption.fit_error(len(self.handle.cache.table), statuses))
+        best = preemption.pick_one_node(candidates)
+        assert best is not None
+        self._actuate(pod, best)
+        message = (
+            f"found a potential placement for pod on node {best.node}, preempting {len(best.victims)} victims"
+        )
+        return Status(Code.SUCCESS, (PREFIX + message,))
+
+    # -- carrying it out --------------------------------------------------------------------------
+    def _executor(self) -> PreemptionExecutor | None:
+        executor: PreemptionExecutor | None = self.handle.extras.get(PREEMPTION_EXECUTOR)
+        return executor
+
+    def _nominate(self, pod: PodInfo, node: str) -> None:
+        cache = self.handle.cache
+        had = cache.nominator.node_of(pod.uid) or pod.nominated_node
+        if node:
+            cache.nominator.nominate(pod, node)
+        else:
+            cache.nominator.remove(pod.uid)
+        executor = self._executor()
+        if executor is not None and had != node and (node or pod.nominated_node):
+            executor.nominate(pod, node)
+
+    def _actuate(self, pod: PodInfo, best: Candidate) -> None:
+        cache, node = self.handle.cache, best.node
+        cache.nominator.nominate(pod, node)
+        unnominate = [p for p in cache.nominator.pods_on(node) if p.priority < pod.priority]
+        for other in unnominate:
+            cache.nominator.remove(other.uid)
+        to_delete: list[PodInfo] = []
+        for victim in best.victims:
+            if self.handle.waiting.reject(victim.uid, NAME, "preempted"):
+                continue  # waiting at Permit: preempted in memory, no API call (as upstream)
+            if not victim.terminating:
+                to_delete.append(victim)
+        log.info("pod %s preempts %d pod(s) on %s", pod.key, len(best.victims), node)
+        executor = self._executor()
+        if executor is None:
+            return
+        self.running[pod.uid] = node
+
+        def done(ok: bool) -> None:
+            self.running.pop(pod.uid, None)
+            if not ok:
+                log.warning("preemption for %s on %s did not complete", pod.key, node)
+
+        executor.preempt(pod, node, to_delete, unnominate, done)
+
+
+def new(args: Args, handle: Handle) -> DefaultPreemption:
+    return DefaultPreemption(args, handle)
+
+
+ENTRY = PluginEntry(NAME, new, Args, DefaultPreemption)

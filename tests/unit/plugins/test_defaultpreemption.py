@@ -1,0 +1,144 @@
+"""DefaultPreemption through the in-memory cluster: victims, the chosen node, nominations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shoal.core.disruption import PDBInfo
+from shoal.core.objects import PodInfo
+from shoal.core.preemption import Candidate, pick_one_node, split_by_pdb
+from shoal.sim import InMemoryCluster, Simulation
+from shoal.testing.objects import make_node, make_pod
+from tests.unit.helpers import pod as make_info
+
+
+def running(
+    name: str, node: str, *, priority: int, cpu: str = "1", start: str | None = None, **kw: Any
+) -> Any:
+    obj = make_pod(name, cpu=cpu, memory=None, priority=priority, node_name=node, **kw)
+    obj.setdefault("status", {})["phase"] = "Running"
+    if start is not None:
+        obj["status"]["startTime"] = start
+    return obj
+
+
+def sim_with(*objects: Any) -> Simulation:
+    return Simulation(InMemoryCluster(list(objects)), initial_backoff=0.01, max_backoff=0.01)
+
+
+async def test_higher_priority_pod_preempts_and_binds_to_the_nominated_node() -> None:
+    s = sim_with(make_node("n1", cpu="2"), running("low", "n1", priority=0, cpu="2"))
+    s.submit(make_pod("high", cpu="2", memory=None, priority=1000))
+    await s.run()
+    assert s.placements() == {"default/high": "n1"}  # the victim is gone
+    (p,) = s.preemption.preemptions
+    assert (p.preemptor, p.node, p.victims) == ("default/high", "n1", ["default/low"])
+    first = s.reporter.events[0]
+    assert first[1] == "FailedScheduling"
+    assert first[2].endswith(
+        "preemption: found a potential placement for pod on node n1, preempting 1 victims"
+    )
+
+
+async def test_preemption_policy_never_preempts_nothing() -> None:
+    s = sim_with(make_node("n1", cpu="2"), running("low", "n1", priority=0, cpu="2"))
+    obj = make_pod("polite", cpu="2", memory=None, priority=1000)
+    obj["spec"]["preemptionPolicy"] = "Never"
+    s.submit(obj)
+    outcomes = await s.run()
+    assert s.placements() == {"default/low": "n1", "default/polite": None}
+    assert s.preemption.preemptions == []
+    message = next(o.message for o in outcomes.values() if o.pod == "default/polite")
+    assert message.endswith("preemption: not eligible due to preemptionPolicy=Never.")
+
+
+async def test_equal_priority_is_never_a_victim() -> None:
+    s = sim_with(make_node("n1", cpu="2"), running("peer", "n1", priority=5, cpu="2"))
+    s.submit(make_pod("same", cpu="2", memory=None, priority=5))
+    outcomes = await s.run()
+    message = next(o.message for o in outcomes.values() if o.pod == "default/same")
+    assert message.endswith(
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    )
+
+
+async def test_only_the_fewest_least_important_pods_are_evicted() -> None:
+    s = sim_with(
+        make_node("n1", cpu="3"),
+        running("old", "n1", priority=10, start="2026-01-01T00:00:00Z"),
+        running("young", "n1", priority=10, start="2026-01-02T00:00:00Z"),
+        running("lowest", "n1", priority=1, start="2025-01-01T00:00:00Z"),
+    )
+    s.submit(make_pod("high", cpu="2", memory=None, priority=100))
+    await s.run()
+    (p,) = s.preemption.preemptions
+    # both priority-10 pods cannot stay; the older is reprieved first
+    assert sorted(p.victims) == ["default/lowest", "default/young"]
+    assert s.placements()["default/old"] == "n1"
+    assert s.placements()["default/high"] == "n1"
+
+
+async def test_a_pdb_steers_preemption_to_the_node_without_violations() -> None:
+    s = sim_with(
+        make_node("n1", cpu="1"),
+        make_node("n2", cpu="1"),
+        running("guarded", "n1", priority=0, labels={"app": "db"}),
+        running("free", "n2", priority=0, labels={"app": "batch"}),
+    )
+    s.scheduler.cache.pdbs["default/db"] = PDBInfo.from_dict(
+        {
+            "metadata": {"name": "db", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "db"}}},
+            "status": {"disruptionsAllowed": 0},
+        }
+    )
+    s.submit(make_pod("high", cpu="1", memory=None, priority=100))
+    await s.run()
+    (p,) = s.preemption.preemptions
+    assert (p.node, p.victims) == ("n2", ["default/free"])
+
+
+async def test_nominated_pod_keeps_its_room_from_lower_priority_pods() -> None:
+    s = sim_with(make_node("n1", cpu="2"))
+    nominated = PodInfo.from_dict(make_pod("nominee", cpu="2", memory=None, priority=100))
+    nominated.uid = "uid-nominee"
+    s.scheduler.cache.nominator.nominate(nominated, "n1")
+    s.submit(make_pod("low", cpu="1", memory=None, priority=1))
+    s.submit(make_pod("higher", cpu="1", memory=None, priority=1000))
+    await s.run()
+    placements = s.placements()
+    assert placements["default/low"] is None  # the nominee's room is kept for it
+    assert placements["default/higher"] == "n1"  # a higher priority pod may take it
+
+
+def test_split_by_pdb_spends_budgets_in_order() -> None:
+    pdb = PDBInfo.from_dict(
+        {
+            "metadata": {"name": "b", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "x"}}},
+            "status": {"disruptionsAllowed": 1},
+        }
+    )
+    a, b, c = (make_info(n, labels={"app": "x"}) for n in "abc")
+    violating, others = split_by_pdb([a, b, c], [pdb])
+    assert [p.name for p in others] == ["a"] and [p.name for p in violating] == ["b", "c"]
+    empty = PDBInfo.from_dict({"metadata": {"name": "e"}, "spec": {"selector": {}}})
+    assert not empty.matches(a)  # an empty selector matches nothing
+
+
+def test_pick_one_node_criteria_in_order() -> None:
+    def cand(node: str, *prios: int, violations: int = 0) -> Candidate:
+        return Candidate(
+            node, [make_info(f"{node}-{i}", priority=p) for i, p in enumerate(prios)], violations
+        )
+
+    best = pick_one_node([cand("a", 1, violations=1), cand("b", 100)])
+    assert best is not None and best.node == "b"  # fewer PDB violations first
+    best = pick_one_node([cand("a", 50), cand("b", 10, 10)])
+    assert best is not None and best.node == "b"  # lower highest priority
+    best = pick_one_node([cand("a", 10, 5), cand("b", 10, 1)])
+    assert best is not None and best.node == "b"  # smaller sum
+    best = pick_one_node([cand("a", 10, 0, 0), cand("b", 10, 0)])
+    assert (
+        best is not None and best.node == "b"
+    )  # each priority is shifted by 2^31 in the sum, so fewer victims win there
