@@ -73,6 +73,7 @@ CSI_NODES = Resource("storage.k8s.io", "v1", "csinodes")
 PROFILES = Resource(PROFILE_GROUP, PROFILE_VERSION, PROFILE_PLURAL)
 PODGROUPS = Resource(PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL, namespaced=True)
 EVENTS = Resource("events.k8s.io", "v1", "events", namespaced=True)
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", namespaced=True)
 
 
 # -- object keys ----------------------------------------------------------------------------------
