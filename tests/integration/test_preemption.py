@@ -1,0 +1,127 @@
+"""Preemption on the real API server, with KWOK playing the kubelets (pods run, a deleted pod goes):
+a high-priority pod evicts a lower-priority one and binds where it was nominated; a pod whose
+PriorityClass says ``preemptionPolicy: Never`` evicts nothing."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
+from shoal.testing.cluster import OperatorProcess, create, wait_for
+from shoal.testing.controlplane import ControlPlane
+from shoal.testing.kwok import KWOK_ANNOTATION, KwokProcess
+from shoal.testing.objects import make_node, make_pod, make_profile
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def kwok(crds: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KwokProcess]:
+    with KwokProcess(crds.kubeconfig, Path(tmp_path_factory.mktemp("kwok"))) as k:
+        yield k
+
+
+def fake_node(name: str, cpu: str) -> dict[str, Any]:
+    node = make_node(name, cpu=cpu, gpus=0)
+    node["metadata"].setdefault("annotations", {})[KWOK_ANNOTATION] = "fake"
+    return node
+
+
+def priority_class(name: str, value: int, policy: str = "PreemptLowerPriority") -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        "preemptionPolicy": policy,
+    }
+
+
+async def setup(api: client.ApiClient, run: str) -> str:
+    """One 2-cpu node, the three classes, a profile; returns its schedulerName."""
+    await create(api, fake_node("n1", "2"))
+    for obj in (
+        priority_class(f"low-{run}", 10),
+        priority_class(f"high-{run}", 1000),
+        priority_class(f"polite-{run}", 1000, "Never"),
+    ):
+        await create(api, obj)
+    sched = f"s-{run}"
+    await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+    return sched
+
+
+async def running(core: Any, name: str, namespace: str) -> bool:
+    pod = await core.read_namespaced_pod(name, namespace)
+    return bool(pod.spec.node_name == "n1" and pod.status.phase == "Running")
+
+
+async def notes(core: Any, namespace: str, name: str, reason: str) -> list[str]:
+    events: Any = client.EventsV1Api(core.api_client)
+    found = await events.list_namespaced_event(namespace)
+    return [e.note or "" for e in found.items if e.regarding.name == name and e.reason == reason]
+
+
+async def start_low(api: client.ApiClient, namespace: str, sched: str, run: str) -> Any:
+    core: Any = client.CoreV1Api(api)
+    low = make_pod(
+        "low", namespace=namespace, cpu="2", memory=None, scheduler_name=sched, priority_class=f"low-{run}"
+    )
+    await create(api, low)
+    await wait_for(lambda: running(core, "low", namespace), 60, what="low running on n1 (kwok)")
+    return core
+
+
+async def test_high_priority_pod_preempts_and_binds_to_the_nominated_node(
+    clean: client.ApiClient, namespace: str, operator: OperatorProcess, kwok: KwokProcess
+) -> None:
+    run = uuid.uuid4().hex[:6]
+    sched = await setup(clean, run)
+    core = await start_low(clean, namespace, sched, run)
+    high = make_pod(
+        "high", namespace=namespace, cpu="2", memory=None, scheduler_name=sched, priority_class=f"high-{run}"
+    )
+    created = await create(clean, high)
+
+    async def low_gone() -> bool:
+        names = [p.metadata.name for p in (await core.list_namespaced_pod(namespace)).items]
+        return "low" not in names
+
+    await wait_for(low_gone, 60, what="the victim deleted (kwok completes the deletion)")
+    await wait_for(lambda: running(core, "high", namespace), 60, what="high bound to n1 and running")
+    preempted = await wait_for(lambda: notes(core, namespace, "low", "Preempted"), 30, what="Preempted event")
+    assert preempted == [f"Preempted by pod {created['metadata']['uid']} on node n1"]
+    failed = await notes(core, namespace, "high", "FailedScheduling")
+    assert any(
+        n.endswith("preemption: found a potential placement for pod on node n1, preempting 1 victims")
+        for n in failed
+    ), failed
+
+
+async def test_a_never_preempting_pod_evicts_nothing(
+    clean: client.ApiClient, namespace: str, operator: OperatorProcess, kwok: KwokProcess
+) -> None:
+    run = uuid.uuid4().hex[:6]
+    sched = await setup(clean, run)
+    core = await start_low(clean, namespace, sched, run)
+    polite = make_pod(
+        "polite",
+        namespace=namespace,
+        cpu="2",
+        memory=None,
+        scheduler_name=sched,
+        priority_class=f"polite-{run}",
+    )
+    await create(clean, polite)
+    failed = await wait_for(
+        lambda: notes(core, namespace, "polite", "FailedScheduling"), 30, what="polite's FailedScheduling"
+    )
+    assert all(n.endswith("preemption: not eligible due to preemptionPolicy=Never.") for n in failed), failed
+    assert await running(core, "low", namespace)
+    assert (await core.read_namespaced_pod("polite", namespace)).spec.node_name is None
