@@ -200,7 +200,9 @@ def dry_run(
         node = table.name(row)
         victims, violations, status = select_victims_on_node(fw, pod, row, pdbs)
         if status.ok and victims:
-            (violating if violations else clean).append(Candidate(node, victims, violations))
+            found = violating if violations else clean
+            if len(found) < wanted:  # each list holds ``wanted`` at most, as upstream's
+                found.append(Candidate(node, victims, violations))
             if clean and len(clean) + len(violating) >= wanted:
                 break
             continue
