@@ -13,6 +13,9 @@ preemption (``SchedulerAsyncPreemption``, on in 1.37):
 * through the executor (``kube/preemption.py``), without blocking the cycle:
   ``status.nominatedNodeName`` on the pod, then for each victim a ``DisruptionTarget`` condition
   (reason ``PreemptionByScheduler``), a delete and a ``Preempted`` event;
+* members of a gang (a profile plugin's ``pod_group``) do not preempt: evicting pods for one
+  member could free room for a gang that still does not fit; gang-aware preemption is future
+  work;
 * the pod waits as unschedulable; the victims' deletions wake it (NodeResourcesFit and others
   register pod deletions) and its nominated node is tried first. While the executor is still at
   work, or a victim it evicted is still terminating on the nominated node, the pod preempts
@@ -75,6 +78,10 @@ class DefaultPreemption:
         fw = self.fw
         if fw is None:
             return Status.error("DefaultPreemption is not attached to a profile")
+        if fw.pod_group(pod) is not None:
+            # a gang is placed in one cycle, all or nothing: evicting pods for one member could
+            # free room for a gang that still does not fit (scheduler-plugins #581)
+            return Status.unschedulable(PREFIX + "pod group members do not preempt one by one")
         if pod.uid in self.running:
             return Status.unschedulable(PREFIX + "waiting for the preemption for this pod to be finished")
         ok, why = preemption.eligible(fw, pod, diagnosis)

@@ -8,7 +8,7 @@ from shoal.core.disruption import PDBInfo
 from shoal.core.objects import PodInfo
 from shoal.core.preemption import Candidate, pick_one_node, split_by_pdb
 from shoal.sim import InMemoryCluster, Simulation
-from shoal.testing.objects import make_node, make_pod
+from shoal.testing.objects import make_node, make_pod, make_pod_group
 from tests.unit.helpers import pod as make_info
 
 
@@ -142,3 +142,14 @@ def test_pick_one_node_criteria_in_order() -> None:
     assert (
         best is not None and best.node == "b"
     )  # each priority is shifted by 2^31 in the sum, so fewer victims win there
+
+
+async def test_gang_members_do_not_preempt_one_by_one() -> None:
+    s = sim_with(make_node("n1", cpu="2"), running("low", "n1", priority=0, cpu="2"))
+    s.submit(make_pod_group("g", min_member=2))
+    for i in range(2):
+        s.submit(make_pod(f"m{i}", cpu="2", memory=None, priority=1000, pod_group="g"))
+    outcomes = await s.run()
+    assert s.preemption.preemptions == []
+    assert s.placements()["default/low"] == "n1"
+    assert any("pod group members do not preempt one by one" in o.message for o in outcomes.values())
