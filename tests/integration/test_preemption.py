@@ -5,8 +5,6 @@ PriorityClass says ``preemptionPolicy: Never`` evicts nothing."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,17 +12,10 @@ from kubernetes_asyncio import client
 
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, create, wait_for
-from shoal.testing.controlplane import ControlPlane
 from shoal.testing.kwok import KWOK_ANNOTATION, KwokProcess
 from shoal.testing.objects import make_node, make_pod, make_profile
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def kwok(crds: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KwokProcess]:
-    with KwokProcess(crds.kubeconfig, Path(tmp_path_factory.mktemp("kwok"))) as k:
-        yield k
 
 
 def fake_node(name: str, cpu: str) -> dict[str, Any]:
