@@ -120,66 +120,137 @@ def fits_with_nominated(fw: Framework, pod: PodInfo, row: int) -> RowVerdict:
     return filter_row(fw, pod, row)
 
 
-def split_by_pdb(victims: Sequence[PodInfo], pdbs: Sequence[PDBInfo]) -> tuple[list[PodInfo], list[PodInfo]]:
-    """(victims whose eviction would take a budget below zero, the others), order kept
-    (kube's ``FilterVictimsWithPDBViolation``; budgets are spent in the order given)."""
+@dataclass(frozen=True)
+class Victim:
+    """What is evicted as one: a pod, or every placed member of a gang (a pod whose
+    ``scheduling.x-k8s.io/pod-group`` PodGroup exists), never part of it."""
+
+    pods: tuple[PodInfo, ...]
+    group: bool = False
+
+    @property
+    def priority(self) -> int:
+        """A gang counts as its most important member: it goes only if every member may."""
+        return max(p.priority for p in self.pods)
+
+    def importance(self) -> tuple[int, int, int, float]:
+        """Sort key, most important first, as 1.37's ``MoreImportantVictim``: priority, then a
+        group before a pod, then the larger group, then the earlier start."""
+        earliest = min(_start(p) for p in self.pods)
+        return (-self.priority, -int(self.group), -len(self.pods), earliest)
+
+
+def victims_on(fw: Framework, node: str, priority: int) -> list[Victim]:
+    """The pods on ``node`` of lower priority than ``priority``, gangs whole (their members on
+    other nodes included)."""
+    cache = fw.handle.cache
+    out: list[Victim] = []
+    seen: set[str] = set()
+    for pod in cache.pods_on(node):
+        key = pod.group_key
+        if key is not None and key in cache.pod_groups:
+            if key in seen:
+                continue
+            seen.add(key)
+            members = tuple(m for m in cache.group_members(key) if cache.placed_node(m.uid))
+            victim = Victim(members, group=True)
+        else:
+            victim = Victim((pod,))
+        if victim.priority < priority:
+            out.append(victim)
+    return out
+
+
+def split_by_pdb(
+    victims: Sequence[Victim], pdbs: Sequence[PDBInfo]
+) -> tuple[list[tuple[Victim, int]], list[Victim]]:
+    """(victims with the number of their pods whose eviction would take a budget below zero,
+    the others), order kept (kube's ``FilterVictimsWithPDBViolation``: budgets are spent in the
+    order given; a victim with one violating pod is violating as a whole)."""
     allowed = [p.disruptions_allowed for p in pdbs]
-    violating: list[PodInfo] = []
-    others: list[PodInfo] = []
-    for pod in victims:
-        hit = False
-        if pod.labels:
-            for i, pdb in enumerate(pdbs):
-                if not pdb.matches(pod) or pod.name in pdb.disrupted_pods:
-                    continue
-                allowed[i] -= 1
-                if allowed[i] < 0:
-                    hit = True
-                    break
-        (violating if hit else others).append(pod)
+
+    def violates(pod: PodInfo) -> bool:
+        if not pod.labels:
+            return False
+        for i, pdb in enumerate(pdbs):
+            if not pdb.matches(pod) or pod.name in pdb.disrupted_pods:
+                continue
+            allowed[i] -= 1
+            if allowed[i] < 0:
+                return True
+        return False
+
+    violating: list[tuple[Victim, int]] = []
+    others: list[Victim] = []
+    for victim in victims:
+        count = sum(1 for pod in victim.pods if violates(pod))
+        if count:
+            violating.append((victim, count))
+        else:
+            others.append(victim)
     return violating, others
+
+
+class _Evicted:
+    """Victims counted off their nodes for a what-if, put back by :meth:`restore`."""
+
+    def __init__(self, fw: Framework) -> None:
+        self.cache = fw.handle.cache
+        self.nodes: dict[str, str] = {}
+        self.pods: dict[str, PodInfo] = {}
+
+    def remove(self, victim: Victim) -> None:
+        for pod in victim.pods:
+            node = self.cache.uncount(pod.uid)
+            if node is not None:
+                self.nodes[pod.uid], self.pods[pod.uid] = node, pod
+
+    def add(self, victim: Victim) -> None:
+        for pod in victim.pods:
+            node = self.nodes.pop(pod.uid, None)
+            if node is not None:
+                self.cache.recount(self.pods.pop(pod.uid), node)
+
+    def restore(self) -> None:
+        for uid, node in list(self.nodes.items()):
+            self.cache.recount(self.pods[uid], node)
+        self.nodes.clear()
+        self.pods.clear()
 
 
 def select_victims_on_node(
     fw: Framework, pod: PodInfo, row: int, pdbs: Sequence[PDBInfo]
 ) -> tuple[list[PodInfo], int, Status]:
-    """The fewest pods to evict from ``row`` for ``pod`` to fit: (victims, PDB violations, status)."""
-    cache = fw.handle.cache
-    node = cache.table.name(row)
-    potential = [p for p in cache.pods_on(node) if p.priority < pod.priority]
+    """The fewest pods to evict for ``pod`` to fit on ``row``: (victims, PDB violations, status)."""
+    potential = victims_on(fw, fw.handle.cache.table.name(row), pod.priority)
     if not potential:
         return [], 0, Status.unschedulable(NO_VICTIMS, resolvable=False)
-    out: list[PodInfo] = []  # counted off the node right now
+    evicted = _Evicted(fw)
     try:
         for victim in potential:
-            cache.uncount(victim.uid)
-            out.append(victim)
+            evicted.remove(victim)
         verdict = fits_with_nominated(fw, pod, row)
         if not verdict.fits:
             return [], 0, verdict.status
-        potential.sort(key=importance)
+        potential.sort(key=Victim.importance)
         violating, others = split_by_pdb(potential, pdbs)
-        victims: list[PodInfo] = []
+        victims: list[Victim] = []
 
-        def reprieve(victim: PodInfo) -> bool:
-            cache.recount(victim, node)
-            out.remove(victim)
+        def reprieve(victim: Victim) -> bool:
+            evicted.add(victim)
             if fits_with_nominated(fw, pod, row).fits:
                 return True
-            cache.uncount(victim.uid)
-            out.append(victim)
+            evicted.remove(victim)
             victims.append(victim)
             return False
 
-        violations = sum(1 for v in violating if not reprieve(v))
+        violations = sum(count for v, count in violating if not reprieve(v))
         for victim in others:
             reprieve(victim)
-        if violating and others:
-            victims.sort(key=importance)
-        return victims, violations, Status()
+        pods = sorted((p for v in victims for p in v.pods), key=importance)
+        return pods, violations, Status()
     finally:
-        for victim in out:
-            cache.recount(victim, node)
+        evicted.restore()
 
 
 def num_candidates(n: int, percentage: int, absolute: int) -> int:

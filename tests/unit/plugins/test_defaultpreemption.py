@@ -6,7 +6,7 @@ from typing import Any
 
 from shoal.core.disruption import PDBInfo
 from shoal.core.objects import PodInfo
-from shoal.core.preemption import Candidate, pick_one_node, split_by_pdb
+from shoal.core.preemption import Candidate, Victim, pick_one_node, split_by_pdb
 from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 from tests.unit.helpers import pod as make_info
@@ -120,8 +120,9 @@ def test_split_by_pdb_spends_budgets_in_order() -> None:
         }
     )
     a, b, c = (make_info(n, labels={"app": "x"}) for n in "abc")
-    violating, others = split_by_pdb([a, b, c], [pdb])
-    assert [p.name for p in others] == ["a"] and [p.name for p in violating] == ["b", "c"]
+    violating, others = split_by_pdb([Victim((a,)), Victim((b,)), Victim((c,))], [pdb])
+    assert [v.pods[0].name for v in others] == ["a"]
+    assert [(v.pods[0].name, n) for v, n in violating] == [("b", 1), ("c", 1)]
     empty = PDBInfo.from_dict({"metadata": {"name": "e"}, "spec": {"selector": {}}})
     assert not empty.matches(a)  # an empty selector matches nothing
 
@@ -153,3 +154,23 @@ async def test_gang_members_do_not_preempt_one_by_one() -> None:
     assert s.preemption.preemptions == []
     assert s.placements()["default/low"] == "n1"
     assert any("pod group members do not preempt one by one" in o.message for o in outcomes.values())
+
+
+async def test_a_gang_is_evicted_whole_or_not_at_all() -> None:
+    s = sim_with(
+        make_node("n1", cpu="2"),
+        make_node("n2", cpu="2"),
+        make_pod_group("batch", min_member=2),
+        running("m0", "n1", priority=0, pod_group="batch"),
+        running("m1", "n2", priority=0, pod_group="batch"),
+        running("s1", "n1", priority=5),
+        running("s2", "n2", priority=5),
+    )
+    s.submit(make_pod("high", cpu="1", memory=None, priority=100))
+    await s.run()
+    (p,) = s.preemption.preemptions
+    # one member would do, but the gang goes whole: both members, the single pods stay
+    assert sorted(p.victims) == ["default/m0", "default/m1"]
+    placements = s.placements()
+    assert (placements["default/s1"], placements["default/s2"]) == ("n1", "n2")
+    assert placements["default/high"] == p.node

@@ -28,7 +28,7 @@ from shoal.core.cyclestate import CycleState
 from shoal.core.disruption import PDBInfo
 from shoal.core.interfaces import Diagnosis
 from shoal.core.nodetable import NodeInfo
-from shoal.core.objects import NodeSpec, PodInfo
+from shoal.core.objects import POD_GROUP_LABEL, NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.preemption import dry_run, eligible, num_candidates, pick_one_node, select_victims_on_node
 from shoal.core.profile import PluginEntry
 from shoal.core.runtime import Framework
@@ -110,6 +110,8 @@ def make_pod(raw: dict[str, Any]) -> PodInfo:
         ]
     meta: dict[str, Any] = {"name": raw["name"], "uid": raw.get("uid", raw["name"]), "namespace": "default"}
     meta["labels"] = dict(raw.get("labels") or {})
+    if "group" in raw:  # PodGroupName(...): here a scheduler-plugins PodGroup's label
+        meta["labels"][POD_GROUP_LABEL] = raw["group"]
     if raw.get("terminating"):
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     status: dict[str, Any] = {}
@@ -161,6 +163,8 @@ def world(case: dict[str, Any]) -> tuple[Framework, DefaultPreemption]:
     for path in case["nodes"]:
         capacity = case.get("node_capacities", {}).get(path.split("/")[0]) or case.get("capacity")
         scheduler.on_node(make_node(path, capacity))
+    for group in case.get("pod_groups", ()):
+        scheduler.cache.set_pod_group(PodGroupInfo("default", group))
     for raw in case.get("pods", ()):
         scheduler.cache.upsert_pod(make_pod(raw))
     for i, raw in enumerate(case.get("pdbs", ())):
