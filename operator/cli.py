@@ -68,6 +68,8 @@ def _simulate(args: argparse.Namespace) -> int:
     print(format_table([outcomes[u] for u in pending], show_scores=not args.no_scores))
     placed = sum(1 for u in pending if outcomes[u].node)
     print(f"\n{placed}/{len(pending)} pending pods placed on {len(cluster.nodes)} nodes")
+    for p in sim.preemption.preemptions:  # DefaultPreemption's evictions, in the order decided
+        print(f"{p.preemptor} preempted {', '.join(p.victims) or 'nothing'} on {p.node}")
     return 0
 
 
