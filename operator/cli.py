@@ -141,6 +141,7 @@ async def _explain_async(args: argparse.Namespace) -> int:
     from shoal.core.scheduler import Scheduler
     from shoal.core.status import Status
     from shoal.kube.rest import RawClient
+    from shoal.plugins.defaultpreemption import DefaultPreemption
     from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 
     namespace, _, name = args.pod.partition("/")
@@ -178,6 +179,12 @@ async def _explain_async(args: argparse.Namespace) -> int:
     finally:
         await api.close()
     print(f"pod {target.key} (schedulerName {result.profile}): {result.message}")
+    preempting = sched.profiles[result.profile].plugins.get("DefaultPreemption")
+    if result.best is None and isinstance(preempting, DefaultPreemption):
+        verdict = preempting.evaluate(target, result.diagnosis)  # what it would do, doing nothing
+        best = verdict.best
+        victims = ", ".join(v.key for v in best.victims) if best is not None else ""
+        print(f"would preempt {victims} on {best.node}" if best is not None else verdict.status.message)
     rows = [("NODE", "RESULT", "DETAILS")]
     for node, total in sorted(result.totals.items(), key=lambda kv: -kv[1]):
         details = " ".join(f"{p}={v}" for p, v in result.scores[node].items())

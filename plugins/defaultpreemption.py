@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pydantic import Field
 
@@ -55,6 +56,16 @@ class Args(ArgsModel):
     min_candidate_nodes_absolute: int = Field(default=100, ge=0)
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What preemption would do: its status (``preemption: ...``), the chosen node and victims,
+    or ``hopeless`` when no node can be made to fit (the pod's nomination is then cleared)."""
+
+    status: Status
+    best: Candidate | None = None
+    hopeless: bool = False
+
+
 class DefaultPreemption:
     name = NAME
 
@@ -75,18 +86,29 @@ class DefaultPreemption:
         return ()  # never the plugin that rejected a pod
 
     def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
+        verdict = self.evaluate(pod, diagnosis)
+        if verdict.best is not None:
+            self._actuate(pod, verdict.best)
+        elif verdict.hopeless:
+            self._nominate(pod, "")  # no node can be made to fit: its nomination goes
+        return verdict.status
+
+    def evaluate(self, pod: PodInfo, diagnosis: Diagnosis) -> Verdict:
+        """What preemption would do for ``pod`` now; changes nothing (``shoal explain`` asks too)."""
         fw = self.fw
         if fw is None:
-            return Status.error("DefaultPreemption is not attached to a profile")
+            return Verdict(Status.error("DefaultPreemption is not attached to a profile"))
         if fw.pod_group(pod) is not None:
             # a gang is placed in one cycle, all or nothing: evicting pods for one member could
             # free room for a gang that still does not fit (scheduler-plugins #581)
-            return Status.unschedulable(PREFIX + "pod group members do not preempt one by one")
+            return Verdict(Status.unschedulable(PREFIX + "pod group members do not preempt one by one"))
         if pod.uid in self.running:
-            return Status.unschedulable(PREFIX + "waiting for the preemption for this pod to be finished")
+            return Verdict(
+                Status.unschedulable(PREFIX + "waiting for the preemption for this pod to be finished")
+            )
         ok, why = preemption.eligible(fw, pod, diagnosis)
         if not ok:
-            return Status.unschedulable(PREFIX + why)
+            return Verdict(Status.unschedulable(PREFIX + why))
         rows = preemption.potential_rows(fw, diagnosis)
         candidates: list[Candidate] = []
         statuses: dict[str, Status] = {}
@@ -97,19 +119,16 @@ class DefaultPreemption:
             offset = fw.rng.randrange(len(rows))
             pdbs = list(self.handle.cache.pdbs.values())
             candidates, statuses = preemption.dry_run(fw, pod, rows, pdbs, offset, wanted)
-        if not candidates:
+        best = preemption.pick_one_node(candidates)
+        if best is None:
             errors = preemption.errors_of(statuses)
             if errors:
-                return Status.error(PREFIX + errors[0])
-            self._nominate(pod, "")
-            return Status.unschedulable(PREFIX + preemption.fit_error(len(self.handle.cache.table), statuses))
-        best = preemption.pick_one_node(candidates)
-        assert best is not None
-        self._actuate(pod, best)
-        message = (
-            f"found a potential placement for pod on node {best.node}, preempting {len(best.victims)} victims"
-        )
-        return Status(Code.SUCCESS, (PREFIX + message,))
+                return Verdict(Status.error(PREFIX + errors[0]))
+            message = preemption.fit_error(len(self.handle.cache.table), statuses)
+            return Verdict(Status.unschedulable(PREFIX + message), hopeless=True)
+        found = f"found a potential placement for pod on node {best.node}"
+        status = Status(Code.SUCCESS, (f"{PREFIX}{found}, preempting {len(best.victims)} victims",))
+        return Verdict(status, best)
 
     # -- carrying it out --------------------------------------------------------------------------
     def _executor(self) -> PreemptionExecutor | None:

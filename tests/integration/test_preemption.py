@@ -4,6 +4,9 @@ PriorityClass says ``preemptionPolicy: Never`` evicts nothing."""
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
 import uuid
 from typing import Any
 
@@ -12,6 +15,7 @@ from kubernetes_asyncio import client
 
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, create, wait_for
+from shoal.testing.controlplane import ControlPlane, python_env
 from shoal.testing.kwok import KWOK_ANNOTATION, KwokProcess
 from shoal.testing.objects import make_node, make_pod, make_profile
 
@@ -96,8 +100,9 @@ async def test_high_priority_pod_preempts_and_binds_to_the_nominated_node(
 
 
 async def test_a_never_preempting_pod_evicts_nothing(
-    clean: client.ApiClient, namespace: str, operator: OperatorProcess, kwok: KwokProcess
+    clean: client.ApiClient, namespace: str, operator: OperatorProcess, kwok: KwokProcess, crds: ControlPlane
 ) -> None:
+    kubeconfig = str(crds.kubeconfig)
     run = uuid.uuid4().hex[:6]
     sched = await setup(clean, run)
     core = await start_low(clean, namespace, sched, run)
@@ -114,5 +119,21 @@ async def test_a_never_preempting_pod_evicts_nothing(
         lambda: notes(core, namespace, "polite", "FailedScheduling"), 30, what="polite's FailedScheduling"
     )
     assert all(n.endswith("preemption: not eligible due to preemptionPolicy=Never.") for n in failed), failed
+
+    def explain() -> subprocess.CompletedProcess[str]:
+        argv = [
+            sys.executable,
+            "-m",
+            "shoal.cli",
+            "explain",
+            f"{namespace}/polite",
+            "--kubeconfig",
+            kubeconfig,
+        ]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=python_env())
+
+    out = await asyncio.to_thread(explain)
+    assert out.returncode == 0, out.stderr
+    assert "preemption: not eligible due to preemptionPolicy=Never." in out.stdout
     assert await running(core, "low", namespace)
     assert (await core.read_namespaced_pod("polite", namespace)).spec.node_name is None

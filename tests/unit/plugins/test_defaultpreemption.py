@@ -7,6 +7,7 @@ from typing import Any
 from shoal.core.disruption import PDBInfo
 from shoal.core.objects import PodInfo
 from shoal.core.preemption import Candidate, Victim, pick_one_node, split_by_pdb
+from shoal.plugins.defaultpreemption import DefaultPreemption
 from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 from tests.unit.helpers import pod as make_info
@@ -174,3 +175,15 @@ async def test_a_gang_is_evicted_whole_or_not_at_all() -> None:
     placements = s.placements()
     assert (placements["default/s1"], placements["default/s2"]) == ("n1", "n2")
     assert placements["default/high"] == p.node
+
+
+def test_evaluate_says_what_would_be_preempted_and_changes_nothing() -> None:
+    s = sim_with(make_node("n1", cpu="2"), running("low", "n1", priority=0, cpu="2"))
+    high = PodInfo.from_dict(make_pod("high", cpu="2", memory=None, priority=1000))
+    explanation = s.scheduler.explain(high)
+    plugin = s.scheduler.profiles["gpu-scheduler"].plugins["DefaultPreemption"]
+    assert isinstance(plugin, DefaultPreemption)
+    verdict = plugin.evaluate(high, explanation.diagnosis)
+    assert verdict.best is not None and verdict.best.node == "n1"
+    assert [v.name for v in verdict.best.victims] == ["low"]
+    assert s.preemption.preemptions == [] and s.scheduler.cache.nominator.node_of(high.uid) == ""
