@@ -36,9 +36,10 @@ from pydantic import Field
 
 from shoal.core import preemption
 from shoal.core.cyclestate import CycleState
+from shoal.core.gangpreemption import gang_victims
 from shoal.core.interfaces import Diagnosis, EventRegistration, Handle
-from shoal.core.objects import PodInfo
-from shoal.core.preemption import PREEMPTION_EXECUTOR, Candidate, PreemptionExecutor
+from shoal.core.objects import PodGroupInfo, PodInfo
+from shoal.core.preemption import PREEMPTION_EXECUTOR, Candidate, PreemptionExecutor, Victim
 from shoal.core.profile import ArgsModel, PluginEntry
 from shoal.core.runtime import Framework
 from shoal.core.status import Code, Status
@@ -75,8 +76,8 @@ class DefaultPreemption:
         self.args = args
         self.handle = handle
         self.fw: Framework | None = None
-        #: preemptors whose executor is still at work (uid -> node)
-        self.running: dict[str, str] = {}
+        #: preemptors (pod uid, or a gang's key) whose executor is still at work -> calls left
+        self.running: dict[str, int] = {}
 
     def attach_framework(self, fw: Framework) -> None:
         """The profile this instance belongs to: its PreFilter/Filter run the dry runs."""
@@ -99,9 +100,9 @@ class DefaultPreemption:
         if fw is None:
             return Verdict(Status.error("DefaultPreemption is not attached to a profile"))
         if fw.pod_group(pod) is not None:
-            # a gang is placed in one cycle, all or nothing: evicting pods for one member could
-            # free room for a gang that still does not fit (scheduler-plugins #581)
-            return Verdict(Status.unschedulable(PREFIX + "pod group members do not preempt one by one"))
+            # a gang preempts as one, when its cycle fails (post_filter_gang): evicting pods for
+            # one member could free room for a gang that still does not fit (scheduler-plugins #581)
+            return Verdict(Status.unschedulable())
         if pod.uid in self.running:
             return Verdict(
                 Status.unschedulable(PREFIX + "waiting for the preemption for this pod to be finished")
@@ -130,6 +131,51 @@ class DefaultPreemption:
         status = Status(Code.SUCCESS, (f"{PREFIX}{found}, preempting {len(best.victims)} victims",))
         return Verdict(status, best)
 
+    def post_filter_gang(self, group: PodGroupInfo, members: Sequence[PodInfo], need: int) -> Status:
+        """A gang whose quorum did not fit preempts as one (:mod:`shoal.core.gangpreemption`):
+        victims for every member at once, only if the whole quorum then fits."""
+        fw = self.fw
+        if fw is None or not members:
+            return Status.unschedulable()
+        if group.key in self.running:
+            return Status.unschedulable(
+                PREFIX + "waiting for the preemption for this pod group to be finished"
+            )
+        for member in members:
+            ok, why = preemption.eligible(fw, member, Diagnosis())
+            if not ok:
+                return Status.unschedulable(PREFIX + why)
+        pdbs = list(self.handle.cache.pdbs.values())
+        found = gang_victims(fw, group, members, need, pdbs)
+        if found is None:
+            for member in members:
+                self._nominate(member, "")
+            return Status.unschedulable(
+                f"{PREFIX}pod group {group.key} does not fit even with every lower-priority pod preempted"
+            )
+        victims, where = found
+        self._actuate_gang(group, [m for m in members if m.uid in where], where, victims)
+        count = sum(len(v.pods) for v in victims)
+        return Status(
+            Code.SUCCESS,
+            (f"{PREFIX}found a placement for pod group {group.key}, preempting {count} victims",),
+        )
+
+    def _actuate_gang(
+        self, group: PodGroupInfo, members: list[PodInfo], where: dict[str, str], victims: list[Victim]
+    ) -> None:
+        """Every member of the quorum nominated where it fits; each node's victims evicted for a
+        member placed there (a victim gang's pods elsewhere, for the first member)."""
+        on: dict[str, PodInfo] = {}
+        for member in members:
+            on.setdefault(where[member.uid], member)
+        by_member: dict[str, list[PodInfo]] = {m.uid: [] for m in on.values()}
+        for pod in (p for v in victims for p in v.pods):
+            node = self.handle.cache.placed_node(pod.uid) or ""
+            by_member[on.get(node, members[0]).uid].append(pod)
+        for member in members:
+            self._actuate(member, Candidate(where[member.uid], by_member.get(member.uid, [])), key=group.key)
+
     # -- carrying it out --------------------------------------------------------------------------
     def _executor(self) -> PreemptionExecutor | None:
         executor: PreemptionExecutor | None = self.handle.extras.get(PREEMPTION_EXECUTOR)
@@ -146,7 +192,8 @@ class DefaultPreemption:
         if executor is not None and had != node and (node or pod.nominated_node):
             executor.nominate(pod, node)
 
-    def _actuate(self, pod: PodInfo, best: Candidate) -> None:
+    def _actuate(self, pod: PodInfo, best: Candidate, *, key: str = "") -> None:
+        """``key``: what ``running`` is keyed by (the pod's uid, or its gang's key)."""
         cache, node = self.handle.cache, best.node
         cache.nominator.nominate(pod, node)
         unnominate = [p for p in cache.nominator.pods_on(node) if p.priority < pod.priority]
@@ -162,10 +209,13 @@ class DefaultPreemption:
         executor = self._executor()
         if executor is None:
             return
-        self.running[pod.uid] = node
+        key = key or pod.uid
+        self.running[key] = self.running.get(key, 0) + 1
 
         def done(ok: bool) -> None:
-            self.running.pop(pod.uid, None)
+            left = self.running.pop(key, 1) - 1
+            if left > 0:
+                self.running[key] = left
             if not ok:
                 log.warning("preemption for %s on %s did not complete", pod.key, node)
 

@@ -191,7 +191,7 @@ def split_by_pdb(
     return violating, others
 
 
-class _Evicted:
+class Evicted:
     """Victims counted off their nodes for a what-if, put back by :meth:`restore`."""
 
     def __init__(self, fw: Framework) -> None:
@@ -225,7 +225,7 @@ def select_victims_on_node(
     potential = victims_on(fw, fw.handle.cache.table.name(row), pod.priority)
     if not potential:
         return [], 0, Status.unschedulable(NO_VICTIMS, resolvable=False)
-    evicted = _Evicted(fw)
+    evicted = Evicted(fw)
     try:
         for victim in potential:
             evicted.remove(victim)

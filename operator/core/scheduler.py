@@ -5,17 +5,16 @@ Why it is shaped this way:
 * The **scheduling cycle** is synchronous: between popping a pod and assuming it on a node nothing else
   runs on the event loop, so the cache cannot change under a cycle and no snapshot copy is needed.
   Watch events and binding tasks run between cycles.
-* The **binding cycle** is an asyncio task per pod: wait at the Permit gate, PreBind, Bind, PostBind.
-  Any failure after assume (a Permit rejection or timeout included) runs Unreserve (reverse order),
-  forgets the pod and requeues it with backoff; a 409 from Bind (someone else bound it) only forgets it.
+* The **binding cycle** is an asyncio task per pod: Permit gate, PreBind, Bind, PostBind. Any failure
+  after assume (Permit rejection or timeout included) runs Unreserve (reverse order), forgets the pod,
+  requeues it with backoff; a 409 from Bind (someone else bound it) only forgets it.
 * **Gangs** (pods of a PodGroup, via a profile plugin that implements ``pod_group``) are scheduled in
   one cycle: every queued member is placed against the cache, one after the other, each assumed,
   reserved and sent to Permit, where members wait at their gates until the quorum is reached and the
   last one opens them all. If fewer than ``minMember`` members fit, everything placed in that cycle is
   rolled back before the cycle ends: a gang that does not fit holds nothing, two gangs can never hold
-  half the cluster each (no deadlock), and small pods behind it are scheduled normally.
-
-Outcomes go to a :class:`~shoal.core.reporting.Reporter`; the core itself does no I/O.
+  half the cluster each (no deadlock), and small pods behind it are scheduled normally; then the gang
+  may preempt as one (``core/gangpreemption.py``). Outcomes go to a Reporter; the core does no I/O.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from typing import Any
 from shoal.core.cache import ClusterCache
 from shoal.core.cycle import Assumed, Cycle
 from shoal.core.cyclestate import CycleState
+from shoal.core.gangpreemption import run_gang_post_filter
 from shoal.core.gates import WaitingPods
 from shoal.core.interfaces import Binder, ClusterEvent, EventKind, EventRegistration, Handle
 from shoal.core.metrics import Metrics, NullMetrics
@@ -416,9 +416,10 @@ class Scheduler:
                 self._retry_after_error(fw, m, message, duration)
             return
         why, plugins = first_reason(pl for _, pl in failed)
+        preempted = run_gang_post_filter(fw, group, [m.pod for m in members], need)  # " preemption: ..."
         message = (
             f"{why} pod group {group.key}: only {len(placed)} of the {need} pending member(s) it needs "
-            f"fit (minMember {group.min_member}); nothing was reserved."
+            f"fit (minMember {group.min_member}); nothing was reserved.{preempted}"
         ).strip()
         for m in members:
             self.metrics.attempt("unschedulable", fw.name, duration)

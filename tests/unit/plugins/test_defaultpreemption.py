@@ -146,15 +146,56 @@ def test_pick_one_node_criteria_in_order() -> None:
     )  # each priority is shifted by 2^31 in the sum, so fewer victims win there
 
 
-async def test_gang_members_do_not_preempt_one_by_one() -> None:
-    s = sim_with(make_node("n1", cpu="2"), running("low", "n1", priority=0, cpu="2"))
-    s.submit(make_pod_group("g", min_member=2))
-    for i in range(2):
-        s.submit(make_pod(f"m{i}", cpu="2", memory=None, priority=1000, pod_group="g"))
+def full_cluster(nodes: int) -> list[Any]:
+    """``nodes`` nodes of 2 cpu, each running two 1-cpu pods of priority 0 (oldest on n0)."""
+    objs: list[Any] = []
+    for i in range(nodes):
+        objs.append(make_node(f"n{i}", cpu="2"))
+        for j in range(2):
+            objs.append(running(f"low-{i}-{j}", f"n{i}", priority=0, start=f"2026-01-0{1 + i}T00:00:0{j}Z"))
+    return objs
+
+
+def gang(s: Simulation, name: str, size: int, *, priority: int, cpu: str = "1") -> None:
+    s.submit(make_pod_group(name, min_member=size))
+    for i in range(size):
+        s.submit(make_pod(f"{name}-{i}", cpu=cpu, memory=None, priority=priority, pod_group=name))
+
+
+async def test_a_gang_preempts_exactly_what_it_needs_then_binds_whole() -> None:
+    s = sim_with(*full_cluster(4))
+    gang(s, "train", 4, priority=100)
+    await s.run()
+    victims = [v for p in s.preemption.preemptions for v in p.victims]
+    assert len(victims) == 4 and len(set(victims)) == 4  # 4 cpus needed, 4 pods evicted, once each
+    placements = s.placements()
+    assert all(placements[f"default/train-{i}"] for i in range(4))
+    assert sum(1 for k, v in placements.items() if k.startswith("default/low") and v) == 4
+
+
+async def test_a_gang_that_cannot_fit_even_after_preemption_evicts_nothing() -> None:
+    s = sim_with(*full_cluster(2))
+    gang(s, "huge", 2, priority=100, cpu="3")  # 3 cpus per member, nodes have 2
     outcomes = await s.run()
     assert s.preemption.preemptions == []
-    assert s.placements()["default/low"] == "n1"
-    assert any("pod group members do not preempt one by one" in o.message for o in outcomes.values())
+    assert all(v for k, v in s.placements().items() if k.startswith("default/low"))
+    message = next(o.message for o in outcomes.values() if o.pod == "default/huge-0")
+    assert message.endswith(
+        "preemption: pod group default/huge does not fit even with every lower-priority pod preempted"
+    )
+
+
+async def test_two_gangs_preempting_at_once_both_bind_and_spare_each_other() -> None:
+    s = sim_with(*full_cluster(2))
+    gang(s, "a", 2, priority=100)
+    gang(s, "b", 2, priority=100)
+    gang(s, "c", 2, priority=100)  # no room left for it once a and b run: it must not evict them
+    await s.run()
+    placements = s.placements()
+    assert all(placements[f"default/{g}-{i}"] for g in "ab" for i in range(2))
+    assert not any(placements[f"default/c-{i}"] for i in range(2))
+    victims = [v for p in s.preemption.preemptions for v in p.victims]
+    assert sorted(victims) == sorted(f"default/low-{i}-{j}" for i in range(2) for j in range(2))
 
 
 async def test_a_gang_is_evicted_whole_or_not_at_all() -> None:
