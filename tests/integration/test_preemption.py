@@ -14,10 +14,10 @@ import pytest
 from kubernetes_asyncio import client
 
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
-from shoal.testing.cluster import OperatorProcess, create, wait_for
+from shoal.testing.cluster import OperatorProcess, create, create_many, wait_for
 from shoal.testing.controlplane import ControlPlane, python_env
 from shoal.testing.kwok import KWOK_ANNOTATION, KwokProcess
-from shoal.testing.objects import make_node, make_pod, make_profile
+from shoal.testing.objects import make_node, make_pod, make_pod_group, make_profile
 
 pytestmark = pytest.mark.slow
 
@@ -137,3 +137,42 @@ async def test_a_never_preempting_pod_evicts_nothing(
     assert "preemption: not eligible due to preemptionPolicy=Never." in out.stdout
     assert await running(core, "low", namespace)
     assert (await core.read_namespaced_pod("polite", namespace)).spec.node_name is None
+
+
+async def test_a_gang_preempts_only_what_it_needs_and_binds_whole(
+    clean: client.ApiClient, namespace: str, operator: OperatorProcess, kwok: KwokProcess
+) -> None:
+    run = uuid.uuid4().hex[:6]
+    core: Any = client.CoreV1Api(clean)
+    sched = await setup(clean, run)  # n1, 2 cpu
+    for name in ("n2", "n3", "n4"):
+        await create(clean, fake_node(name, "2"))
+    fill = []
+    for i, node in enumerate(["n1", "n1", "n2", "n2", "n3", "n3", "n4", "n4"]):
+        obj = make_pod(f"low-{i}", namespace=namespace, cpu="1", memory=None, priority_class=f"low-{run}")
+        obj["spec"]["nodeName"] = node
+        fill.append(obj)
+    await create_many(clean, fill)
+
+    async def phase(prefix: str, phase: str, count: int) -> bool:
+        pods = (await core.list_namespaced_pod(namespace)).items
+        return sum(1 for p in pods if p.metadata.name.startswith(prefix) and p.status.phase == phase) == count
+
+    await wait_for(lambda: phase("low-", "Running", 8), 60, what="8 low pods running (kwok)")
+    await create(clean, make_pod_group("train", namespace=namespace, min_member=4))
+    members = [
+        make_pod(
+            f"train-{i}",
+            namespace=namespace,
+            cpu="1",
+            memory=None,
+            scheduler_name=sched,
+            priority_class=f"high-{run}",
+            pod_group="train",
+        )
+        for i in range(4)
+    ]
+    await create_many(clean, members)
+    await wait_for(lambda: phase("train-", "Running", 4), 90, what="the gang bound whole and running")
+    left = [p.metadata.name for p in (await core.list_namespaced_pod(namespace)).items]
+    assert sum(1 for n in left if n.startswith("low-")) == 4, left  # 4 cpus needed, 4 pods evicted
