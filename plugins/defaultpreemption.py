@@ -154,6 +154,8 @@ class DefaultPreemption:
                 f"{PREFIX}pod group {group.key} does not fit even with every lower-priority pod preempted"
             )
         victims, where = found
+        if not victims:  # it fits as things are: what held it back was not room (e.g. a Permit gate)
+            return Status.unschedulable()
         self._actuate_gang(group, [m for m in members if m.uid in where], where, victims)
         count = sum(len(v.pods) for v in victims)
         return Status(
