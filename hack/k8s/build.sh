@@ -68,13 +68,14 @@ check_kube_staging() { # every k8s.io staging module is replaced by the release 
 }
 
 # kwok runs with stage configs; its release ships them as YAML in the module (kustomize/stage/):
-# the fast pod stages (ready, complete, delete: a pod being deleted is gone at once) and node init.
+# the fast pod stages (ready, complete), the general pod-delete (a pod being deleted goes within its
+# grace period, as a kubelet stops it, not at once) and node init.
 kwok_stages() {
   local out=$bin_root/kwok-${KWOK_VERSION}/stages.yaml src f
   [ -s "$out" ] && return
   src=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
   : >"$out.tmp"
-  for f in pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml node/fast/node-initialize.yaml; do
+  for f in pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/general/pod-delete.yaml node/fast/node-initialize.yaml; do
     { echo "---"; cat "$src/kustomize/stage/$f"; } >>"$out.tmp"
   done
   mv "$out.tmp" "$out"

@@ -3,8 +3,9 @@
 Without kubelets a pod bound to a node never runs, and a deleted pod stays terminating forever
 (graceful deletion waits for the kubelet). kwok plays the kubelet of every node annotated
 ``kwok.x-k8s.io/node: fake`` (:data:`KWOK_ANNOTATION`) with its release's "fast" stages
-(``hack/k8s/build.sh kwok`` copies them next to the binary): a bound pod turns Running and Ready,
-a pod being deleted is removed (its grace period is not waited out). Started by PID with
+(``hack/k8s/build.sh kwok`` copies them next to the binary): a bound pod turns Running and Ready;
+a pod being deleted is removed within its grace period (between 1 s and its deletionTimestamp,
+kwok's general pod-delete stage), as a kubelet stopping it would. Started by PID with
 ``PR_SET_PDEATHSIG``, ready when its ``/healthz`` answers, stopped by PID.
 """
 

@@ -43,6 +43,7 @@ async def setup(api: client.ApiClient, run: str) -> str:
     await create(api, fake_node("n1", "2"))
     for obj in (
         priority_class(f"low-{run}", 10),
+        priority_class(f"mid-{run}", 500),
         priority_class(f"high-{run}", 1000),
         priority_class(f"polite-{run}", 1000, "Never"),
     ):
@@ -63,11 +64,19 @@ async def notes(core: Any, namespace: str, name: str, reason: str) -> list[str]:
     return [e.note or "" for e in found.items if e.regarding.name == name and e.reason == reason]
 
 
+def terminating(pod: dict[str, Any], grace: int, at_least: int = 1) -> None:
+    """A victim that takes time to stop, as a real one: kwok removes it ``at_least`` seconds after
+    its deletion, at the latest when its grace period ends."""
+    pod["spec"]["terminationGracePeriodSeconds"] = grace
+    pod["metadata"].setdefault("annotations", {})["pod-delete.stage.kwok.x-k8s.io/delay"] = f"{at_least}s"
+
+
 async def start_low(api: client.ApiClient, namespace: str, sched: str, run: str) -> Any:
     core: Any = client.CoreV1Api(api)
     low = make_pod(
         "low", namespace=namespace, cpu="2", memory=None, scheduler_name=sched, priority_class=f"low-{run}"
     )
+    terminating(low, 10, 5)
     await create(api, low)
     await wait_for(lambda: running(core, "low", namespace), 60, what="low running on n1 (kwok)")
     return core
@@ -83,6 +92,18 @@ async def test_high_priority_pod_preempts_and_binds_to_the_nominated_node(
         "high", namespace=namespace, cpu="2", memory=None, scheduler_name=sched, priority_class=f"high-{run}"
     )
     created = await create(clean, high)
+    found = "preemption: found a potential placement for pod on node n1, preempting 1 victims"
+
+    async def preempting() -> bool:
+        return any(n.endswith(found) for n in await notes(core, namespace, "high", "FailedScheduling"))
+
+    await wait_for(preempting, 30, what="high preempting low")
+    # low is terminating (at least 5 s): a pod of lower priority than high must leave its room alone
+    mid = make_pod(
+        "mid", namespace=namespace, cpu="2", memory=None, scheduler_name=sched, priority_class=f"mid-{run}"
+    )
+    await create(clean, mid)
+    await wait_for(lambda: notes(core, namespace, "mid", "FailedScheduling"), 30, what="mid refused")
 
     async def low_gone() -> bool:
         names = [p.metadata.name for p in (await core.list_namespaced_pod(namespace)).items]
@@ -92,11 +113,9 @@ async def test_high_priority_pod_preempts_and_binds_to_the_nominated_node(
     await wait_for(lambda: running(core, "high", namespace), 60, what="high bound to n1 and running")
     preempted = await wait_for(lambda: notes(core, namespace, "low", "Preempted"), 30, what="Preempted event")
     assert preempted == [f"Preempted by pod {created['metadata']['uid']} on node n1"]
-    failed = await notes(core, namespace, "high", "FailedScheduling")
-    assert any(
-        n.endswith("preemption: found a potential placement for pod on node n1, preempting 1 victims")
-        for n in failed
-    ), failed
+    mid_notes = await notes(core, namespace, "mid", "FailedScheduling")
+    assert not any("found a potential placement" in n for n in mid_notes), mid_notes
+    assert (await core.read_namespaced_pod("mid", namespace)).spec.node_name is None
 
 
 async def test_a_never_preempting_pod_evicts_nothing(
@@ -151,6 +170,7 @@ async def test_a_gang_preempts_only_what_it_needs_and_binds_whole(
     for i, node in enumerate(["n1", "n1", "n2", "n2", "n3", "n3", "n4", "n4"]):
         obj = make_pod(f"low-{i}", namespace=namespace, cpu="1", memory=None, priority_class=f"low-{run}")
         obj["spec"]["nodeName"] = node
+        terminating(obj, 2)
         fill.append(obj)
     await create_many(clean, fill)
 

@@ -58,9 +58,9 @@ async def settled(core: Any, events: Any, namespace: str, name: str) -> str | No
         return None if terminating else str(pod.spec.node_name)
     for e in await list_all(events.list_namespaced_event, namespace):
         note = e.get("note") or ""
-        if e["regarding"]["name"] == name and (
-            "preemption: 0/" in note or "preemption: not eligible" in note
-        ):
+        # "not eligible due to a terminating pod on the nominated node" is a pod waiting for its
+        # victims (shoal retries it meanwhile); only "no node can be made to fit" settles it
+        if e["regarding"]["name"] == name and "preemption: 0/" in note:
             return "pending"
     return None
 
@@ -83,6 +83,7 @@ async def run(
             priority_class=f"pc-{prio}-{run_id}",
         )
         obj["spec"]["nodeName"] = node
+        obj["spec"]["terminationGracePeriodSeconds"] = 2  # kwok removes it within 1-2 s of its deletion
         pods.append(obj)
     await create_many(api, pods)
 
@@ -101,6 +102,7 @@ async def run(
             scheduler_name=scheduler,
             priority_class=f"pc-{prio}-{run_id}",
         )
+        obj["spec"]["terminationGracePeriodSeconds"] = 2  # a later preemptor may evict it
         await create(api, obj)
 
         async def step(pod: str = name) -> str | None:
