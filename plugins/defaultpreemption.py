@@ -36,9 +36,9 @@ from pydantic import Field
 
 from shoal.core import preemption
 from shoal.core.cyclestate import CycleState
-from shoal.core.gangpreemption import gang_victims
+from shoal.core.gangpreemption import all_victims, gang_victims
 from shoal.core.interfaces import Diagnosis, EventRegistration, Handle
-from shoal.core.objects import PodGroupInfo, PodInfo
+from shoal.core.objects import PREEMPT_NEVER, PodGroupInfo, PodInfo
 from shoal.core.preemption import PREEMPTION_EXECUTOR, Candidate, PreemptionExecutor, Victim
 from shoal.core.profile import ArgsModel, PluginEntry
 from shoal.core.runtime import Framework
@@ -46,6 +46,7 @@ from shoal.core.status import Code, Status
 
 NAME = "DefaultPreemption"
 PREFIX = "preemption: "
+GANG_PREFIX = "pod group preemption: "
 log = logging.getLogger("shoal.preemption")
 
 
@@ -133,34 +134,34 @@ class DefaultPreemption:
 
     def post_filter_gang(self, group: PodGroupInfo, members: Sequence[PodInfo], need: int) -> Status:
         """A gang whose quorum did not fit preempts as one (:mod:`shoal.core.gangpreemption`):
-        victims for every member at once, only if the whole quorum then fits."""
+        victims for every member at once, only if the whole quorum then fits. Messages as 1.37's
+        workload-aware preemption (``pod group preemption: ...``)."""
         fw = self.fw
         if fw is None or not members:
             return Status.unschedulable()
-        if group.key in self.running:
-            return Status.unschedulable(
-                PREFIX + "waiting for the preemption for this pod group to be finished"
-            )
-        for member in members:
-            ok, why = preemption.eligible(fw, member, Diagnosis())
-            if not ok:
-                return Status.unschedulable(PREFIX + why)
-        pdbs = list(self.handle.cache.pdbs.values())
-        found = gang_victims(fw, group, members, need, pdbs)
+        if any(m.preemption_policy == PREEMPT_NEVER for m in members):
+            return Status.unschedulable(GANG_PREFIX + "not eligible due to preemptionPolicy=Never.")
+        ongoing = group.key in self.running or not all(
+            preemption.eligible(fw, m, Diagnosis())[0] for m in members
+        )
+        if ongoing:  # victims evicted for it are still going: wait for them, evict nothing more
+            return Status.unschedulable(GANG_PREFIX + "ongoing preemption on nominated nodes")
+        priority = min(m.priority for m in members)
+        if not all_victims(fw, group, priority):
+            return Status.unschedulable(GANG_PREFIX + "No preemption victims found for incoming preemptor")
+        found = gang_victims(fw, group, members, need, list(self.handle.cache.pdbs.values()))
         if found is None:
             for member in members:
                 self._nominate(member, "")
-            return Status.unschedulable(
-                f"{PREFIX}pod group {group.key} does not fit even with every lower-priority pod preempted"
-            )
+            why = f"pod group {group.key} does not fit even with every lower-priority pod preempted"
+            return Status.unschedulable(GANG_PREFIX + why)
         victims, where = found
         if not victims:  # it fits as things are: what held it back was not room (e.g. a Permit gate)
             return Status.unschedulable()
         self._actuate_gang(group, [m for m in members if m.uid in where], where, victims)
         count = sum(len(v.pods) for v in victims)
         return Status(
-            Code.SUCCESS,
-            (f"{PREFIX}found a placement for pod group {group.key}, preempting {count} victims",),
+            Code.SUCCESS, (f"{GANG_PREFIX}found a placement for podgroup, preempting {count} victims",)
         )
 
     def _actuate_gang(

@@ -98,8 +98,6 @@ def gang_victims(
     """(the victims, where each member of the quorum then goes), or None when the gang does not
     fit even with every lower-priority pod gone."""
     potential = all_victims(fw, group, min(m.priority for m in members))
-    if not potential:
-        return None
     evicted = Evicted(fw)
     try:
         for victim in potential:
