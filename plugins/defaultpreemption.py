@@ -89,6 +89,8 @@ class DefaultPreemption:
 
     def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
         verdict = self.evaluate(pod, diagnosis)
+        if self.fw is not None and self.fw.pod_group(pod) is None:  # a gang's attempt counts once
+            self.fw.metrics.preemption(len(verdict.best.victims) if verdict.best is not None else 0)
         if verdict.best is not None:
             self._actuate(pod, verdict.best)
         elif verdict.hopeless:
@@ -158,6 +160,7 @@ class DefaultPreemption:
         victims, where = found
         if not victims:  # it fits as things are: what held it back was not room (e.g. a Permit gate)
             return Status.unschedulable()
+        fw.metrics.preemption(sum(len(v.pods) for v in victims))
         self._actuate_gang(group, [m for m in members if m.uid in where], where, victims)
         count = sum(len(v.pods) for v in victims)
         return Status(

@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from shoal.kube.preemption import KubePreemptionExecutor
 from shoal.kube.rest import RawClient
+from shoal.operator_app.metrics import PromMetrics
 from tests.unit.helpers import pod
 
 
@@ -73,3 +74,12 @@ async def test_a_victim_already_gone_counts_as_preempted() -> None:
 async def test_a_refused_delete_is_reported_as_not_done() -> None:
     rec = Recorder({"DELETE /api/v1/namespaces/default/pods/low": 403})
     assert await preempt(rec) == [False]
+
+
+def test_preemption_metrics_have_kube_schedulers_names() -> None:
+    m = PromMetrics()
+    m.preemption(0)
+    m.preemption(3)
+    text = m.render().decode()
+    assert "scheduler_preemption_attempts_total 2.0" in text
+    assert "scheduler_preemption_victims_count 1.0" in text and "scheduler_preemption_victims_sum 3.0" in text
