@@ -98,6 +98,11 @@ async def test_high_priority_pod_preempts_and_binds_to_the_nominated_node(
         return any(n.endswith(found) for n in await notes(core, namespace, "high", "FailedScheduling"))
 
     await wait_for(preempting, 30, what="high preempting low")
+
+    async def nominated() -> bool:
+        return bool((await core.read_namespaced_pod("high", namespace)).status.nominated_node_name == "n1")
+
+    await wait_for(nominated, 5, what="high's status.nominatedNodeName while low terminates")
     # low is terminating (at least 5 s): a pod of lower priority than high must leave its room alone
     mid = make_pod(
         "mid", namespace=namespace, cpu="2", memory=None, scheduler_name=sched, priority_class=f"mid-{run}"
