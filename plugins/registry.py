@@ -25,6 +25,7 @@ from shoal.core.profile import PluginEntry, PluginSet
 from shoal.plugins import (
     coscheduling,
     defaultbinder,
+    defaultpreemption,
     gpumemory,
     imagelocality,
     interpodaffinity,
@@ -68,6 +69,7 @@ BUILTIN: tuple[PluginEntry, ...] = (
     volumebinding.ENTRY,
     volumezone.ENTRY,
     topologyplacement.ENTRY,
+    defaultpreemption.ENTRY,
 )
 DEFAULT_SCHEDULER_NAME = "gpu-scheduler"
 
@@ -166,7 +168,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "InterPodAffinity",
         "TopologyPlacement",
     ),
-    "postFilter": [],
+    "postFilter": _refs("DefaultPreemption"),
     "preScore": _refs(
         "NodeResourcesFit",
         "NodeAffinity",

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from shoal.core.cycle import Assumed, Cycle
+from shoal.core.gangpreemption import run_gang_post_filter
 from shoal.core.interfaces import BoolArray
 from shoal.core.objects import (
     TOPOLOGY_PREFERRED_ANNOTATION,
@@ -194,13 +195,15 @@ def _gang_failed(
             s.retry_after_error(fw, m, message, duration)
         return
     why, plugins = first_reason(pl for _, pl in attempt.failed)
+    # the gang may preempt as one (core/gangpreemption.py): " preemption: ..." or ""
+    preempted = run_gang_post_filter(fw, group, [m.pod for m in members], need)
     where = ""
     if attempt.trial.domain is not None:
         tried = f"{trials} placement(s) tried, the last " if trials > 1 else ""
         where = f" ({tried}{attempt.trial.note})"
     message = (
         f"{why} pod group {group.key}: only {len(attempt.placed)} of the {need} pending member(s) it needs "
-        f"fit{where} ({group.min_field} {group.min_member}); nothing was reserved."
+        f"fit{where} ({group.min_field} {group.min_member}); nothing was reserved.{preempted}"
     ).strip()
     for m in members:
         s.metrics.attempt("unschedulable", fw.name, duration)

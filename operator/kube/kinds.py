@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shoal.core.disruption import PDBInfo
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo, parse_time
 from shoal.core.volumes import CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
 from shoal.core.workloads import native_pod_group
@@ -21,6 +22,7 @@ from shoal.kube.wire import (
     NAMESPACES,
     NATIVE_PODGROUPS,
     NODES,
+    PDBS,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     PODGROUPS,
@@ -93,5 +95,7 @@ KIND_STORAGE_CLASSES: Kind[StorageClassInfo] = Kind(
 KIND_CSI_NODES: Kind[CSINodeInfo] = Kind(CSI_NODES, CSINodeInfo.from_dict, identity=name_of)
 #: every storage kind, in priming order
 STORAGE_KINDS: tuple[Kind[Any], ...] = (KIND_STORAGE_CLASSES, KIND_CSI_NODES, KIND_PVS, KIND_PVCS)
+#: PodDisruptionBudgets (DefaultPreemption honours them where it can)
+KIND_PDBS: Kind[PDBInfo] = Kind(PDBS, PDBInfo.from_dict, identity=namespaced_key)
 #: non-terminated pods only: a pod that finishes arrives as DELETED, which frees its resources
 KIND_PODS: Kind[PodInfo] = Kind(PODS, PodInfo.from_dict, identity=pod_uid, field_selector=LIVE_PODS_SELECTOR)

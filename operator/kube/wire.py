@@ -75,6 +75,7 @@ PODGROUPS = Resource(PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL, namespac
 #: Kubernetes' native PodGroups (1.37 beta; served with the GenericWorkload gate and the version on)
 NATIVE_PODGROUPS = Resource("scheduling.k8s.io", "v1beta1", "podgroups", namespaced=True)
 EVENTS = Resource("events.k8s.io", "v1", "events", namespaced=True)
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", namespaced=True)
 
 
 # -- object keys ----------------------------------------------------------------------------------
