@@ -36,7 +36,7 @@ from pydantic import Field
 
 from shoal.core import preemption
 from shoal.core.cyclestate import CycleState
-from shoal.core.gangpreemption import all_victims, gang_victims
+from shoal.core.gangpreemption import all_victims, best_gang_victims
 from shoal.core.interfaces import Diagnosis, EventRegistration, Handle
 from shoal.core.objects import PREEMPT_NEVER, PodGroupInfo, PodInfo
 from shoal.core.preemption import PREEMPTION_EXECUTOR, Candidate, PreemptionExecutor, Victim
@@ -151,11 +151,13 @@ class DefaultPreemption:
         priority = min(m.priority for m in members)
         if not all_victims(fw, group, priority):
             return Status.unschedulable(GANG_PREFIX + "No preemption victims found for incoming preemptor")
-        found = gang_victims(fw, group, members, need, list(self.handle.cache.pdbs.values()))
+        found = best_gang_victims(fw, group, members, need, list(self.handle.cache.pdbs.values()))
         if found is None:
             for member in members:
                 self._nominate(member, "")
             why = f"pod group {group.key} does not fit even with every lower-priority pod preempted"
+            if group.topology_levels:
+                why += f" (inside one domain of {', '.join(group.topology_levels)})"
             return Status.unschedulable(GANG_PREFIX + why)
         victims, where = found
         if not victims:  # it fits as things are: what held it back was not room (e.g. a Permit gate)

@@ -30,6 +30,7 @@ from shoal.core.placement import schedule_pod
 from shoal.core.preemption import Evicted, Victim, split_by_pdb, victims_on
 from shoal.core.runtime import Framework
 from shoal.core.status import Status
+from shoal.core.topology import GANG_DOMAIN_STATE, GangTrial
 
 log = logging.getLogger("shoal.preemption")
 
@@ -59,15 +60,21 @@ def run_gang_post_filter(fw: Framework, group: PodGroupInfo, members: Sequence[P
     return ""
 
 
-def place_gang(fw: Framework, members: Sequence[PodInfo], need: int) -> dict[str, str] | None:
-    """Where ``need`` of ``members`` would go now, one after another (uid -> node), or None."""
+def place_gang(
+    fw: Framework, members: Sequence[PodInfo], need: int, domain: GangTrial | None = None
+) -> dict[str, str] | None:
+    """Where ``need`` of ``members`` would go now, one after another (uid -> node), or None;
+    inside ``domain`` when given (TopologyPlacement's Filter reads it from the cycle state)."""
     cache = fw.handle.cache
     placed: dict[str, str] = {}
     try:
         for pod in members:
             if len(placed) >= need:
                 break
-            node = schedule_pod(fw, CycleState(), pod, what_if=True).node
+            state = CycleState()
+            if domain is not None:
+                state.write(GANG_DOMAIN_STATE, domain)
+            node = schedule_pod(fw, state, pod, what_if=True).node
             if node is not None:
                 cache.recount(pod, node)
                 placed[pod.uid] = node
@@ -77,12 +84,18 @@ def place_gang(fw: Framework, members: Sequence[PodInfo], need: int) -> dict[str
             cache.uncount(uid)
 
 
-def all_victims(fw: Framework, group: PodGroupInfo, priority: int) -> list[Victim]:
-    """Every victim of lower priority than ``priority`` on any node, each once, the gang's own
-    members excepted."""
+def all_victims(
+    fw: Framework, group: PodGroupInfo, priority: int, domain: GangTrial | None = None
+) -> list[Victim]:
+    """Every victim of lower priority than ``priority`` on any node (of ``domain``, when given),
+    each once, the gang's own members excepted."""
     seen: set[tuple[str, ...]] = set()
     out: list[Victim] = []
-    for node in list(fw.handle.cache.table.index):
+    table = fw.handle.cache.table
+    rows = domain.rows if domain is not None else None
+    for node, row in list(table.index.items()):
+        if rows is not None and (row >= len(rows) or not rows[row]):
+            continue
         for victim in victims_on(fw, node, priority):
             key = tuple(sorted(p.uid for p in victim.pods))
             if key in seen or any(p.group_key == group.key for p in victim.pods):
@@ -93,26 +106,81 @@ def all_victims(fw: Framework, group: PodGroupInfo, priority: int) -> list[Victi
 
 
 def gang_victims(
-    fw: Framework, group: PodGroupInfo, members: Sequence[PodInfo], need: int, pdbs: Sequence[PDBInfo]
+    fw: Framework,
+    group: PodGroupInfo,
+    members: Sequence[PodInfo],
+    need: int,
+    pdbs: Sequence[PDBInfo],
+    domain: GangTrial | None = None,
 ) -> tuple[list[Victim], dict[str, str]] | None:
     """(the victims, where each member of the quorum then goes), or None when the gang does not
-    fit even with every lower-priority pod gone."""
-    potential = all_victims(fw, group, min(m.priority for m in members))
+    fit even with every lower-priority pod gone; victims and members inside ``domain`` if given."""
+    potential = all_victims(fw, group, min(m.priority for m in members), domain)
     evicted = Evicted(fw)
     try:
         for victim in potential:
             evicted.remove(victim)
-        if place_gang(fw, members, need) is None:
+        if place_gang(fw, members, need, domain) is None:
             return None
         potential.sort(key=Victim.importance)
         violating, others = split_by_pdb(potential, pdbs)
         victims: list[Victim] = []
         for victim in [v for v, _ in violating] + others:
             evicted.add(victim)
-            if place_gang(fw, members, need) is None:
+            if place_gang(fw, members, need, domain) is None:
                 evicted.remove(victim)
                 victims.append(victim)
-        where = place_gang(fw, members, need)
+        where = place_gang(fw, members, need, domain)
         return (victims, where) if where is not None else None
     finally:
         evicted.restore()
+
+
+def preemption_domains(
+    fw: Framework, group: PodGroupInfo, members: Sequence[PodInfo], need: int, limit: int = 3
+) -> list[GangTrial | None]:
+    """Where a gang may preempt: anywhere (``[None]``) unless the profile's gang placer constrains
+    it; then the domains that could hold it with every lower-priority pod gone, in the placer's
+    order (at most ``limit``), and anywhere last only if its constraint is preferred, not required.
+    So a topology constraint keeps every victim inside the one domain the gang then goes to."""
+    placer = fw.gang_placer
+    if placer is None or not placer.constrained(group):
+        return [None]
+    evicted = Evicted(fw)
+    try:
+        for victim in all_victims(fw, group, min(m.priority for m in members)):
+            evicted.remove(victim)
+        table = fw.handle.cache.table
+        plan = placer.gang_placements(group, members, table.valid_rows().copy(), need)
+    finally:
+        evicted.restore()
+    domains: list[GangTrial | None] = []
+    seen: set[tuple[str, str]] = set()
+    for trial in plan.trials:
+        dom = trial.domain
+        if dom is None:
+            domains.append(None)  # preferred: anywhere, last
+        elif (dom.level, dom.value) not in seen and len(seen) < limit:
+            seen.add((dom.level, dom.value))
+            domains.append(GangTrial(dom, dom.rows, trial.note))  # the whole domain
+    return domains
+
+
+def best_gang_victims(
+    fw: Framework, group: PodGroupInfo, members: Sequence[PodInfo], need: int, pdbs: Sequence[PDBInfo]
+) -> tuple[list[Victim], dict[str, str]] | None:
+    """The fewest victims over :func:`preemption_domains` (the earlier domain on a tie); a domain
+    that needs no victim at all wins at once."""
+    best: tuple[list[Victim], dict[str, str]] | None = None
+    for domain in preemption_domains(fw, group, members, need):
+        if domain is None and best is not None:
+            break  # anywhere only when no domain works
+        found = gang_victims(fw, group, members, need, pdbs, domain)
+        if found is None:
+            continue
+        count = sum(len(v.pods) for v in found[0])
+        if best is None or count < sum(len(v.pods) for v in best[0]):
+            best = found
+        if count == 0:
+            break
+    return best

@@ -71,7 +71,7 @@ def schedule_gang(
     need = max(group.min_member - already, 0)
     plan = _plan(s, fw, group, members, need)
     if not plan.trials:
-        _refuse(s, fw, group, members, plan.failure, began)
+        _refuse(s, fw, group, members, need, plan.failure, began)
         return
     attempt = _Attempt(plan.trials[0])
     for trial in plan.trials:
@@ -171,10 +171,18 @@ def _commit(s: Scheduler, fw: Framework, group: PodGroupInfo, attempt: _Attempt,
 
 
 def _refuse(
-    s: Scheduler, fw: Framework, group: PodGroupInfo, members: list[QueuedPodInfo], why: str, began: float
+    s: Scheduler,
+    fw: Framework,
+    group: PodGroupInfo,
+    members: list[QueuedPodInfo],
+    need: int,
+    why: str,
+    began: float,
 ) -> None:
-    """No trial at all (a required level no domain can hold, a constraint not evaluated)."""
-    message = f"pod group {group.key}: {why}; nothing was reserved."
+    """No trial at all: a required level no domain can hold now (the gang may preempt inside one
+    domain, core/gangpreemption.py), or a constraint the profile does not evaluate (it may not)."""
+    preempted = run_gang_post_filter(fw, group, [m.pod for m in members], need) if fw.gang_placer else ""
+    message = f"pod group {group.key}: {why}; nothing was reserved.{preempted}"
     duration = time.perf_counter() - began
     for m in members:
         s.metrics.attempt("unschedulable", fw.name, duration)

@@ -228,3 +228,26 @@ def test_evaluate_says_what_would_be_preempted_and_changes_nothing() -> None:
     assert verdict.best is not None and verdict.best.node == "n1"
     assert [v.name for v in verdict.best.victims] == ["low"]
     assert s.preemption.preemptions == [] and s.scheduler.cache.nominator.node_of(high.uid) == ""
+
+
+async def test_a_topology_constrained_gang_preempts_inside_one_domain() -> None:
+    # rack ra: 3 nodes (1 free), rack rb: 5 nodes (2 free); low-priority pods fill the rest. Anywhere,
+    # one victim would make room for 4 members; inside one rack (required), only rb can hold 4,
+    # with 2 victims there, and nothing is evicted in ra.
+    nodes = [make_node(f"ra-{i}", cpu="2", rack="ra") for i in range(3)]
+    nodes += [make_node(f"rb-{i}", cpu="2", rack="rb") for i in range(5)]
+    busy = ["ra-1", "ra-2", "rb-2", "rb-3", "rb-4"]
+    s = sim_with(*nodes, *(running(f"low-{n}", n, priority=0, cpu="2") for n in busy))
+    s.submit(
+        make_pod_group(
+            "train", min_member=4, annotations={"shoal.dev/topology-required": "topology.shoal.dev/rack"}
+        )
+    )
+    for i in range(4):
+        s.submit(make_pod(f"train-{i}", cpu="2", memory=None, priority=100, pod_group="train"))
+    await s.run()
+    victims = sorted(v for p in s.preemption.preemptions for v in p.victims)
+    assert len(victims) == 2 and all(v.startswith("default/low-rb-") for v in victims)
+    placements = s.placements()
+    assert {placements[f"default/train-{i}"] for i in range(4)} <= {f"rb-{i}" for i in range(5)}
+    assert placements["default/low-ra-1"] == "ra-1" and placements["default/low-ra-2"] == "ra-2"
