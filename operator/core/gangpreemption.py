@@ -10,7 +10,10 @@ PostFilter plugins that implement ``post_filter_gang`` (DefaultPreemption) for t
 2. the gang's pending members are placed one after another against that cache, each counted where
    it goes, until the quorum fits (:func:`place_gang`); if it does not, nothing is evicted;
 3. victims are put back one at a time, most important first (those a PDB protects first), each
-   kept when the quorum still fits: what stays out is a minimal set for the whole gang.
+   kept when the quorum still fits: what stays out is a minimal set for the whole gang. The pass
+   runs twice, the second time with victims on crowded nodes put back first among equals, and the
+   set with fewer PDB violations, then fewer pods, is kept: greedy reprieve alone can clear many
+   crowded nodes where clearing a few sparse ones would do.
 
 As in :mod:`shoal.core.preemption`, every what-if changes the cache's accounting for the duration
 only. The cost is one placement of the quorum per victim; it is paid only when a gang of higher
@@ -20,8 +23,9 @@ priority than something running fails to fit.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from shoal.core.cyclestate import CycleState
 from shoal.core.disruption import PDBInfo
@@ -116,24 +120,71 @@ def gang_victims(
     """(the victims, where each member of the quorum then goes), or None when the gang does not
     fit even with every lower-priority pod gone; victims and members inside ``domain`` if given."""
     potential = all_victims(fw, group, min(m.priority for m in members), domain)
+    crowded = _crowded_first(fw, potential)  # before anything is counted off its node
     evicted = Evicted(fw)
     try:
         for victim in potential:
             evicted.remove(victim)
         if place_gang(fw, members, need, domain) is None:
             return None
-        potential.sort(key=Victim.importance)
-        violating, others = split_by_pdb(potential, pdbs)
-        victims: list[Victim] = []
-        for victim in [v for v, _ in violating] + others:
-            evicted.add(victim)
-            if place_gang(fw, members, need, domain) is None:
+        best: list[Victim] | None = None
+        for order in (Victim.importance, crowded):
+            for victim in potential:  # every pass starts with every potential victim gone
                 evicted.remove(victim)
-                victims.append(victim)
+            victims = _reprieve(fw, members, need, domain, sorted(potential, key=order), pdbs, evicted)
+            if best is None or _cost(victims, pdbs) < _cost(best, pdbs):
+                best = victims
+        assert best is not None
+        evicted.restore()
+        for victim in best:
+            evicted.remove(victim)
         where = place_gang(fw, members, need, domain)
-        return (victims, where) if where is not None else None
+        return (best, where) if where is not None else None
     finally:
         evicted.restore()
+
+
+def _cost(victims: Sequence[Victim], pdbs: Sequence[PDBInfo]) -> tuple[int, int]:
+    """PDB violations first, then pods evicted: the smaller the better."""
+    violating, _ = split_by_pdb(victims, pdbs)
+    return sum(n for _, n in violating), sum(len(v.pods) for v in victims)
+
+
+def _crowded_first(fw: Framework, potential: Sequence[Victim]) -> Callable[[Victim], tuple[Any, ...]]:
+    """Importance, but among equals the victims on the most crowded nodes first: reprieving them
+    first clears the nodes that cost fewest evictions (a gang of whole-node members on nodes with
+    one or two small pods each should evict the singles)."""
+    cache = fw.handle.cache
+    node = {p.uid: cache.placed_node(p.uid) for v in potential for p in v.pods}
+    crowd = Counter(node.values())
+
+    def key(victim: Victim) -> tuple[Any, ...]:
+        most = max(crowd[node[p.uid]] for p in victim.pods)
+        prio, group, size, start = victim.importance()
+        return (prio, group, size, -most, start)
+
+    return key
+
+
+def _reprieve(
+    fw: Framework,
+    members: Sequence[PodInfo],
+    need: int,
+    domain: GangTrial | None,
+    ordered: list[Victim],
+    pdbs: Sequence[PDBInfo],
+    evicted: Evicted,
+) -> list[Victim]:
+    """Victims put back in ``ordered`` order (PDB-protected ones first), each kept back when the
+    quorum still fits: the ones that must go."""
+    violating, others = split_by_pdb(ordered, pdbs)
+    victims: list[Victim] = []
+    for victim in [v for v, _ in violating] + others:
+        evicted.add(victim)
+        if place_gang(fw, members, need, domain) is None:
+            evicted.remove(victim)
+            victims.append(victim)
+    return victims
 
 
 def preemption_domains(

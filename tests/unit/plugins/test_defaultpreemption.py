@@ -251,3 +251,20 @@ async def test_a_topology_constrained_gang_preempts_inside_one_domain() -> None:
     placements = s.placements()
     assert {placements[f"default/train-{i}"] for i in range(4)} <= {f"rb-{i}" for i in range(5)}
     assert placements["default/low-ra-1"] == "ra-1" and placements["default/low-ra-2"] == "ra-2"
+
+
+async def test_a_gang_clears_the_sparse_nodes_not_the_crowded_ones() -> None:
+    # 8 nodes hold one 2-cpu pod, 8 hold two; 8 whole-node members: the fewest victims are the 8
+    # singles (a greedy reprieve in start order alone would evict the 16 pods of the crowded nodes)
+    nodes = [make_node(f"g{i:02d}", cpu="4") for i in range(16)]
+    low = [
+        running(f"low-{i:02d}-{j}", f"g{i:02d}", priority=0, cpu="2")
+        for i in range(16)
+        for j in range(1 if i < 8 else 2)
+    ]
+    s = sim_with(*nodes, *low)
+    gang(s, "gang", 8, priority=100, cpu="4")
+    await s.run()
+    victims = sorted(v for p in s.preemption.preemptions for v in p.victims)
+    assert victims == [f"default/low-{i:02d}-0" for i in range(8)]
+    assert all(s.placements()[f"default/gang-{i}"] for i in range(8))
