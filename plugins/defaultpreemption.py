@@ -79,6 +79,20 @@ class DefaultPreemption:
         self.fw: Framework | None = None
         #: preemptors (pod uid, or a gang's key) whose executor is still at work -> calls left
         self.running: dict[str, int] = {}
+        #: preemptor -> the victims it deleted that the cache still holds (their DELETE not seen yet)
+        self.evicting: dict[str, set[str]] = {}
+
+    def waiting_for_victims(self, key: str) -> bool:
+        """Are victims deleted for ``key`` still in the cache? Until the watch reports them gone,
+        the room they held is not visible, and a retry would preempt a second node for nothing."""
+        uids = self.evicting.get(key)
+        if not uids:
+            return False
+        cache = self.handle.cache
+        uids &= {u for u in uids if u in cache.pods and cache.placed_node(u)}
+        if not uids:
+            del self.evicting[key]
+        return bool(uids)
 
     def attach_framework(self, fw: Framework) -> None:
         """The profile this instance belongs to: its PreFilter/Filter run the dry runs."""
@@ -106,7 +120,7 @@ class DefaultPreemption:
             # a gang preempts as one, when its cycle fails (post_filter_gang): evicting pods for
             # one member could free room for a gang that still does not fit (scheduler-plugins #581)
             return Verdict(Status.unschedulable())
-        if pod.uid in self.running:
+        if pod.uid in self.running or self.waiting_for_victims(pod.uid):
             return Verdict(
                 Status.unschedulable(PREFIX + "waiting for the preemption for this pod to be finished")
             )
@@ -122,7 +136,7 @@ class DefaultPreemption:
             )
             offset = fw.rng.randrange(len(rows))
             pdbs = list(self.handle.cache.pdbs.values())
-            candidates, statuses = preemption.dry_run(fw, pod, rows, pdbs, offset, wanted)
+            candidates, statuses = preemption.dry_run(fw, pod, rows, pdbs, offset, wanted, diagnosis)
         best = preemption.pick_one_node(candidates)
         if best is None:
             errors = preemption.errors_of(statuses)
@@ -143,8 +157,10 @@ class DefaultPreemption:
             return Status.unschedulable()
         if any(m.preemption_policy == PREEMPT_NEVER for m in members):
             return Status.unschedulable(GANG_PREFIX + "not eligible due to preemptionPolicy=Never.")
-        ongoing = group.key in self.running or not all(
-            preemption.eligible(fw, m, Diagnosis())[0] for m in members
+        ongoing = (
+            group.key in self.running
+            or self.waiting_for_victims(group.key)
+            or not all(preemption.eligible(fw, m, Diagnosis())[0] for m in members)
         )
         if ongoing:  # victims evicted for it are still going: wait for them, evict nothing more
             return Status.unschedulable(GANG_PREFIX + "ongoing preemption on nominated nodes")
@@ -219,12 +235,14 @@ class DefaultPreemption:
             return
         key = key or pod.uid
         self.running[key] = self.running.get(key, 0) + 1
+        self.evicting.setdefault(key, set()).update(v.uid for v in to_delete)
 
         def done(ok: bool) -> None:
             left = self.running.pop(key, 1) - 1
             if left > 0:
                 self.running[key] = left
-            if not ok:
+            if not ok:  # some victim stays: the next attempt may preempt afresh
+                self.evicting.pop(key, None)
                 log.warning("preemption for %s on %s did not complete", pod.key, node)
 
         executor.preempt(pod, node, to_delete, unnominate, done)

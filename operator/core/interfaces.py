@@ -421,6 +421,8 @@ class Diagnosis:
     #: (preemption tries only the others: kube's ``NodesForStatusCode(Unschedulable)``)
     rejected_rows: BoolArray | None = None
     unresolvable_rows: BoolArray | None = None
+    #: plugin -> the rows it rejected (each rejected row by exactly one plugin: the first to)
+    rejected_by: dict[str, BoolArray] = field(default_factory=dict)
     #: what the PostFilter plugins said (``preemption: ...``), appended to the message as upstream
     post_filter_message: str = ""
 

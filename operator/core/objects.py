@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -382,6 +382,17 @@ class NodeSpec:
             problems=problems,
             images=node_images(status.get("images")),
         )
+
+
+#: PodInfo fields read from a pod's status or bookkeeping metadata: an update that changes only
+#: these does not make an unschedulable pod worth another attempt (kube-scheduler's isPodUpdated
+#: strips the status likewise); its own nominatedNodeName patch must not requeue a preemptor
+STATUS_FIELDS = ("phase", "resource_version", "nominated_node", "start_time", "preempted")
+
+
+def status_only_update(old: PodInfo, new: PodInfo) -> bool:
+    """Do ``old`` and ``new`` differ only in :data:`STATUS_FIELDS`?"""
+    return replace(old, **{f: getattr(new, f) for f in STATUS_FIELDS}) == new
 
 
 TOPOLOGY_REQUIRED_ANNOTATION = "shoal.dev/topology-required"

@@ -69,6 +69,9 @@ class FilterOutcome:
             resolvable = resolvable or bool((rejected & ~unresolvable).any())
             diag.rejected_rows[: len(rejected)] |= rejected
             diag.unresolvable_rows[: len(unresolvable)] |= unresolvable
+            if rejected.any():
+                earlier = diag.rejected_by.get(step.plugin)
+                diag.rejected_by[step.plugin] = rejected if earlier is None else earlier | rejected
         diag.unresolvable = bool(diag.reason_counts) and not resolvable
         return diag
 

@@ -27,12 +27,14 @@ from typing import Protocol
 
 import numpy as np
 
+from shoal.core import fastreprieve
+from shoal.core.cyclestate import CycleState
 from shoal.core.disruption import PDBInfo
 from shoal.core.interfaces import Diagnosis
 from shoal.core.objects import PREEMPT_NEVER, PodInfo
 from shoal.core.runtime import Framework
 from shoal.core.status import Code, Status
-from shoal.core.whatif import RowVerdict, filter_row, nominated_for, with_nominated
+from shoal.core.whatif import RowVerdict, filter_row, nominated_for, shared_pre_filter, with_nominated
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
@@ -108,16 +110,16 @@ def potential_rows(fw: Framework, diagnosis: Diagnosis) -> list[int]:
     return [int(r) for r in np.flatnonzero(mask)]
 
 
-def fits_with_nominated(fw: Framework, pod: PodInfo, row: int) -> RowVerdict:
+def fits_with_nominated(fw: Framework, pod: PodInfo, row: int, state: CycleState | None = None) -> RowVerdict:
     """kube's ``RunFilterPluginsWithNominatedPods`` on one node: with the nominated pods of
     equal or higher priority counted, then (if that fits) without them."""
     node = fw.handle.cache.table.name(row)
     others = nominated_for(fw, pod, node)
     if others:
-        verdict = with_nominated(fw, pod, row, node, others)
+        verdict = with_nominated(fw, pod, row, node, others, state)
         if not verdict.fits:
             return verdict
-    return filter_row(fw, pod, row)
+    return filter_row(fw, pod, row, state)
 
 
 @dataclass(frozen=True)
@@ -219,26 +221,48 @@ class Evicted:
 
 
 def select_victims_on_node(
-    fw: Framework, pod: PodInfo, row: int, pdbs: Sequence[PDBInfo]
+    fw: Framework,
+    pod: PodInfo,
+    row: int,
+    pdbs: Sequence[PDBInfo],
+    state: CycleState | None = None,
+    resources_only: bool = False,
 ) -> tuple[list[PodInfo], int, Status]:
-    """The fewest pods to evict for ``pod`` to fit on ``row``: (victims, PDB violations, status)."""
+    """The fewest pods to evict for ``pod`` to fit on ``row``: (victims, PDB violations, status).
+    ``resources_only``: only NodeResourcesFit rejected the row (see core/fastreprieve.py)."""
     potential = victims_on(fw, fw.handle.cache.table.name(row), pod.priority)
     if not potential:
         return [], 0, Status.unschedulable(NO_VICTIMS, resolvable=False)
+    if resources_only and state is not None:
+        node = fw.handle.cache.table.name(row)
+        here = [p for v in potential for p in v.pods if fw.handle.cache.placed_node(p.uid) == node]
+        if fastreprieve.applies(fw, pod, here):
+            return _select_by_arithmetic(fw, pod, row, node, potential, pdbs)
     evicted = Evicted(fw)
     try:
         for victim in potential:
             evicted.remove(victim)
-        verdict = fits_with_nominated(fw, pod, row)
+        verdict = fits_with_nominated(fw, pod, row, state)
         if not verdict.fits:
             return [], 0, verdict.status
         potential.sort(key=Victim.importance)
         violating, others = split_by_pdb(potential, pdbs)
         victims: list[Victim] = []
+        node = fw.handle.cache.table.name(row)
+        mine = [(v, [p for p in v.pods if evicted.nodes.get(p.uid) == node]) for v in potential]
+        fast = None
+        if state is not None and fastreprieve.applies(fw, pod, [p for _, ps in mine for p in ps]):
+            fast = fastreprieve.reprieve_by_resources(fw, pod, row, mine, nominated_for(fw, pod, node))
 
         def reprieve(victim: Victim) -> bool:
+            if fast is not None:  # only resources can change: arithmetic (core/fastreprieve.py)
+                if fast(victim):
+                    evicted.add(victim)
+                    return True
+                victims.append(victim)
+                return False
             evicted.add(victim)
-            if fits_with_nominated(fw, pod, row).fits:
+            if fits_with_nominated(fw, pod, row, state).fits:
                 return True
             evicted.remove(victim)
             victims.append(victim)
@@ -253,23 +277,55 @@ def select_victims_on_node(
         evicted.restore()
 
 
+def _select_by_arithmetic(
+    fw: Framework, pod: PodInfo, row: int, node: str, potential: list[Victim], pdbs: Sequence[PDBInfo]
+) -> tuple[list[PodInfo], int, Status]:
+    """select_victims_on_node's steps with resources counted, not Filters run: the same victims."""
+    cache = fw.handle.cache
+    potential.sort(key=Victim.importance)
+    violating, others = split_by_pdb(potential, pdbs)
+    ordered = [v for v, _ in violating] + others
+    counts = [n for _, n in violating] + [0] * len(others)
+    on_node = [[p for p in v.pods if cache.placed_node(p.uid) == node] for v in ordered]
+    short, reprieve = fastreprieve.fits_after_evictions(fw, pod, row, on_node, nominated_for(fw, pod, node))
+    if short:
+        return [], 0, Status.unschedulable(*short, plugin="NodeResourcesFit")
+    victims: list[Victim] = []
+    violations = 0
+    for i, victim in enumerate(ordered):
+        if not reprieve(i):
+            victims.append(victim)
+            violations += counts[i]
+    pods = sorted((p for v in victims for p in v.pods), key=importance)
+    return pods, violations, Status()
+
+
 def num_candidates(n: int, percentage: int, absolute: int) -> int:
     """kube's ``calculateNumCandidates``."""
     return min(max(n * percentage // 100, absolute), n)
 
 
 def dry_run(
-    fw: Framework, pod: PodInfo, rows: Sequence[int], pdbs: Sequence[PDBInfo], offset: int, wanted: int
+    fw: Framework,
+    pod: PodInfo,
+    rows: Sequence[int],
+    pdbs: Sequence[PDBInfo],
+    offset: int,
+    wanted: int,
+    diagnosis: Diagnosis | None = None,
 ) -> tuple[list[Candidate], dict[str, Status]]:
     """Candidates (those violating no PDB first) and the status of each node that is none."""
     table = fw.handle.cache.table
     clean: list[Candidate] = []
     violating: list[Candidate] = []
     statuses: dict[str, Status] = {}
+    state = shared_pre_filter(fw, pod)
+    by_resources = fastreprieve.resources_only_rows(diagnosis) if diagnosis is not None else None
     for i in range(len(rows)):
         row = rows[(offset + i) % len(rows)]
         node = table.name(row)
-        victims, violations, status = select_victims_on_node(fw, pod, row, pdbs)
+        arithmetic = by_resources is not None and row < len(by_resources) and bool(by_resources[row])
+        victims, violations, status = select_victims_on_node(fw, pod, row, pdbs, state, arithmetic)
         if status.ok and victims:
             found = violating if violations else clean
             if len(found) < wanted:  # each list holds ``wanted`` at most, as upstream's

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from shoal.core.interfaces import ClusterEvent, EventRegistration
 from shoal.core.metrics import Metrics, NullMetrics
-from shoal.core.objects import PodInfo
+from shoal.core.objects import PodInfo, status_only_update
 from shoal.core.status import Status
 
 INITIAL_BACKOFF = 1.0
@@ -173,8 +173,8 @@ class SchedulingQueue:
         """A new or updated pending pod. PreEnqueue decides between active and gated."""
         qpi = self._pods.get(pod.uid)
         if qpi is not None:
-            qpi.pod = pod
-            if qpi.where in (UNSCHEDULABLE, GATED):
+            old, qpi.pod = qpi.pod, pod
+            if qpi.where in (UNSCHEDULABLE, GATED) and not status_only_update(old, pod):
                 # the pod itself changed (kube: an update may make it schedulable)
                 self._admit(qpi)
             return qpi

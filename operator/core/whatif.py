@@ -43,12 +43,35 @@ class RowVerdict:
 FITS = RowVerdict(Status())
 
 
-def filter_row(fw: Framework, pod: PodInfo, row: int) -> RowVerdict:
-    """PreFilter (fresh state) and every Filter on ``row``, against the cache as it is now."""
+#: plugins whose PreFilter reads only the pod itself (and node columns Filter reads afresh), so
+#: evicting or nominating other pods cannot change its result
+POD_ONLY_PRE_FILTER = frozenset(
+    {"NodeAffinity", "NodePorts", "SchedulingGates", "GPUMemory", "TaintToleration"}
+)
+
+
+def shared_pre_filter(fw: Framework, pod: PodInfo) -> CycleState | None:
+    """One PreFilter state for every what-if about ``pod`` (a preemption dry run asks hundreds),
+    when nothing that PreFilter reads changes as victims come and go: the pod asks for nothing a
+    plugin evaluates against other pods (pod affinity, spreading, volumes, claims, a gang), and
+    no placed pod has required anti-affinity. Otherwise None: each what-if runs PreFilter afresh."""
+    if pod.group_key is not None or any(u.plugin not in POD_ONLY_PRE_FILTER for u in pod.fields_used):
+        return None
+    if next(iter(fw.handle.cache.placed_sets.with_affinity(required_anti_only=True)), None) is not None:
+        return None
     state = CycleState()
     _, status = fw.run_pre_filter(state, pod)
-    if not status.ok:
-        return RowVerdict(status)
+    return state if status.ok else None
+
+
+def filter_row(fw: Framework, pod: PodInfo, row: int, state: CycleState | None = None) -> RowVerdict:
+    """PreFilter (fresh state, unless a :func:`shared_pre_filter` ``state`` is given) and every
+    Filter on ``row``, against the cache as it is now."""
+    if state is None:
+        state = CycleState()
+        _, status = fw.run_pre_filter(state, pod)
+        if not status.ok:
+            return RowVerdict(status)
     table = fw.handle.cache.table
     cand: BoolArray = np.zeros(table.n, dtype=bool)
     cand[row] = True
@@ -68,7 +91,12 @@ def filter_row(fw: Framework, pod: PodInfo, row: int) -> RowVerdict:
 
 
 def with_nominated(
-    fw: Framework, pod: PodInfo, row: int, node: str, nominated: Iterable[PodInfo]
+    fw: Framework,
+    pod: PodInfo,
+    row: int,
+    node: str,
+    nominated: Iterable[PodInfo],
+    state: CycleState | None = None,
 ) -> RowVerdict:
     """``filter_row`` with ``nominated`` pods counted on ``node`` for the duration."""
     cache = fw.handle.cache
@@ -77,7 +105,7 @@ def with_nominated(
         for other in nominated:
             cache.recount(other, node)
             added.append(other.uid)
-        return filter_row(fw, pod, row)
+        return filter_row(fw, pod, row, state)
     finally:
         for uid in added:
             cache.uncount(uid)
