@@ -124,7 +124,7 @@ async def _snapshot(
     informer.watch(KIND_PODS, on_pod)
     await informer.prime(raw)
     invalid: dict[str, str] = {}
-    for scheduler_name in sorted({p.scheduler_name for p in profiles.objects.values()}):
+    for scheduler_name in sorted({n for p in profiles.objects.values() for n in p.scheduler_names}):
         error = profiles.apply(scheduler_name)
         owner = profiles.owner(scheduler_name)
         if error is not None and owner is not None:

@@ -209,8 +209,13 @@ def profile_crd() -> JSON:
             "message": "weight is only allowed at score",
         },
     ]
+    spec["properties"]["aliases"]["x-kubernetes-list-type"] = "set"
     spec["x-kubernetes-validations"] = [
         {"rule": "self.schedulerName == oldSelf.schedulerName", "message": "schedulerName is immutable"},
+        {
+            "rule": "!has(self.aliases) || !(self.schedulerName in self.aliases)",
+            "message": "aliases must differ from schedulerName",
+        },
     ]
     status = structural_schema(ProfileStatus)
     status["properties"]["conditions"]["x-kubernetes-list-type"] = "map"

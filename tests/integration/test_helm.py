@@ -194,6 +194,22 @@ def test_crd_switches(helm_env: dict[str, str]) -> None:
     assert pod["terminationGracePeriodSeconds"] == 90
 
 
+def test_profile_aliases_from_values(helm_env: dict[str, str], tmp_path: Path) -> None:
+    """KubeRay's pods name scheduler-plugins-scheduler: a values file claims it for a profile."""
+    values = tmp_path / "aliases.yaml"
+    values.write_text(
+        yaml.safe_dump(
+            {"profiles": [{"schedulerName": "gpu-scheduler", "aliases": ["scheduler-plugins-scheduler"]}]}
+        )
+    )
+    cm = one(template(helm_env, "-f", str(values)), "ConfigMap")
+    (entry,) = parse_bootstrap_profiles(cm["data"]["profiles.yaml"])
+    assert entry.spec == {"schedulerName": "gpu-scheduler", "aliases": ["scheduler-plugins-scheduler"]}
+    values.write_text(yaml.safe_dump({"profiles": [{"schedulerName": "gpu", "aliases": ["Not_Valid"]}]}))
+    bad = helm(helm_env, "template", RELEASE, str(CHART), "-f", str(values), check=False)
+    assert bad.returncode != 0 and "/profiles/0/aliases/0" in bad.stderr
+
+
 def test_profiles_are_a_configmap_the_operator_bootstraps(helm_env: dict[str, str], tmp_path: Path) -> None:
     docs = template(helm_env)
     assert not [d for d in docs if d["kind"] == "SchedulingProfile"]  # Helm never needs the kind
