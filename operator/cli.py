@@ -1,9 +1,11 @@
-"""Command line: ``shoal run | simulate | explain | crds``.
+"""Command line: ``shoal run | simulate | explain | crds | profiles from-config``.
 
 * ``shoal run``       — the operator (kopf, cluster-wide, Lease leader election);
 * ``shoal simulate``  — what-if: place pending pods of a YAML snapshot with a profile, no cluster;
 * ``shoal explain``   — why a pod is (not) placed, per node and plugin, on a fresh snapshot;
-* ``shoal crds``      — print or write the CRDs generated from the models.
+* ``shoal crds``      — print or write the CRDs generated from the models;
+* ``shoal profiles from-config FILE`` — a KubeSchedulerConfiguration as SchedulingProfiles (stdout),
+  what could not be carried over on stderr.
 """
 
 from __future__ import annotations
@@ -42,6 +44,26 @@ def _crds(args: argparse.Namespace) -> int:
         else:
             print("---")
             print(text, end="")
+    return 0
+
+
+def _from_config(args: argparse.Namespace) -> int:
+    from shoal.migrate import ConfigError, convert, load_config
+    from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
+
+    try:
+        text = Path(args.file).read_text()
+    except OSError as exc:
+        print(f"shoal: error: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    try:
+        result = convert(load_config(text, args.file), load_registry(), DEFAULT_PLUGINS)
+    except ConfigError as exc:
+        print(f"shoal: error: {exc}", file=sys.stderr)
+        return 1
+    print(result.yaml(), end="")
+    for note in result.notes:
+        print(f"not carried over: {note}", file=sys.stderr)
     return 0
 
 
@@ -296,6 +318,17 @@ def build_parser() -> argparse.ArgumentParser:
     crds = sub.add_parser("crds", help="print or write the CRDs")
     crds.add_argument("--out", help="directory to write into (default: print to stdout)")
     crds.set_defaults(func=_crds)
+
+    profiles = sub.add_parser("profiles", help="SchedulingProfile tools")
+    profiles_sub = profiles.add_subparsers(dest="profiles_command", required=True)
+    from_config = profiles_sub.add_parser(
+        "from-config",
+        help="convert a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) into SchedulingProfiles",
+        description="Print SchedulingProfile YAML on stdout; each thing not carried over is one line "
+        "on stderr.",
+    )
+    from_config.add_argument("file", help="the KubeSchedulerConfiguration file (or a ConfigMap holding one)")
+    from_config.set_defaults(func=_from_config)
     return parser
 
 
