@@ -213,8 +213,39 @@ async def _explain_async(args: argparse.Namespace) -> int:
     return 0
 
 
+def kubeconfig_path(given: str | None) -> Path:
+    """The kubeconfig ``explain`` reads: ``--kubeconfig``, else the first of ``$KUBECONFIG``, else
+    ``~/.kube/config`` (kubectl's order)."""
+    if given:
+        return Path(given)
+    env = os.environ.get("KUBECONFIG", "")
+    first = next((p for p in env.split(os.pathsep) if p), "")
+    return Path(first) if first else Path.home() / ".kube" / "config"
+
+
 def _explain(args: argparse.Namespace) -> int:
-    return asyncio.run(_explain_async(args))
+    """One line on stderr and exit 1 for what is not shoal's fault: no kubeconfig, a broken one,
+    an unreachable or refusing API server (no traceback)."""
+    import aiohttp
+    from kubernetes_asyncio.client.exceptions import ApiException
+    from kubernetes_asyncio.config.config_exception import ConfigException
+
+    path = kubeconfig_path(args.kubeconfig)
+    if not path.is_file():
+        print(f"shoal: error: no kubeconfig at {path} (use --kubeconfig or $KUBECONFIG)", file=sys.stderr)
+        return 1
+    args.kubeconfig = str(path)
+    try:
+        return asyncio.run(_explain_async(args))
+    except ConfigException as exc:
+        print(f"shoal: error: kubeconfig {path}: {exc}", file=sys.stderr)
+    except yaml.YAMLError:
+        print(f"shoal: error: kubeconfig {path} is not YAML", file=sys.stderr)
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        print(f"shoal: error: cannot reach the API server: {exc or type(exc).__name__}", file=sys.stderr)
+    except ApiException as exc:
+        print(f"shoal: error: the API server refused: {exc.status} {exc.reason}", file=sys.stderr)
+    return 1
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -270,8 +301,18 @@ def _install_tracemalloc(out: Path) -> None:
     signal.signal(signal.SIGUSR2, dump)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("shoal")
+    except PackageNotFoundError:  # run from a source tree without an install
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shoal", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"shoal {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the scheduler (kopf operator)")
@@ -312,7 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     exp = sub.add_parser("explain", help="why a pod is (not) placed, per node and plugin")
     exp.add_argument("pod", help="NAMESPACE/POD")
-    exp.add_argument("--kubeconfig")
+    exp.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
     exp.set_defaults(func=_explain)
 
     crds = sub.add_parser("crds", help="print or write the CRDs")
