@@ -310,6 +310,19 @@ def _version() -> str:
         return "unknown"
 
 
+def _add_profiles_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    profiles = sub.add_parser("profiles", help="SchedulingProfile tools")
+    profiles_sub = profiles.add_subparsers(dest="profiles_command", required=True)
+    from_config = profiles_sub.add_parser(
+        "from-config",
+        help="convert a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) into SchedulingProfiles",
+        description="Print SchedulingProfile YAML on stdout; each thing not carried over is one line "
+        "on stderr.",
+    )
+    from_config.add_argument("file", help="the KubeSchedulerConfiguration file (or a ConfigMap holding one)")
+    from_config.set_defaults(func=_from_config)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shoal", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"shoal {_version()}")
@@ -360,16 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     crds.add_argument("--out", help="directory to write into (default: print to stdout)")
     crds.set_defaults(func=_crds)
 
-    profiles = sub.add_parser("profiles", help="SchedulingProfile tools")
-    profiles_sub = profiles.add_subparsers(dest="profiles_command", required=True)
-    from_config = profiles_sub.add_parser(
-        "from-config",
-        help="convert a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) into SchedulingProfiles",
-        description="Print SchedulingProfile YAML on stdout; each thing not carried over is one line "
-        "on stderr.",
-    )
-    from_config.add_argument("file", help="the KubeSchedulerConfiguration file (or a ConfigMap holding one)")
-    from_config.set_defaults(func=_from_config)
+    _add_profiles_parser(sub)
     return parser
 
 
