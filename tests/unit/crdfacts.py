@@ -66,3 +66,21 @@ def crd_facts(crd: JSON) -> JSON:
         },
         "versions": versions,
     }
+
+
+def main(argv: list[str]) -> int:
+    """``python tests/unit/crdfacts.py CRD.yaml [NAME]``: the facts of a CRD file (e.g. scheduler-plugins'
+    ``manifests/coscheduling/crd.yaml``) as YAML, to refresh tests/data/scheduler-plugins/."""
+    import yaml
+
+    name = argv[1] if len(argv) > 1 else "podgroups.scheduling.x-k8s.io"
+    with open(argv[0]) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d and d.get("metadata", {}).get("name") == name]
+    print(yaml.safe_dump(crd_facts(docs[0]), sort_keys=False, width=100), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))
