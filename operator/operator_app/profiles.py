@@ -75,7 +75,8 @@ def profile_status(
             ready, reason = "True", "Valid"
             message = f"scheduling pods with schedulerName {', '.join(owned)}"
             message += "".join(
-                f'; alias "{n}" is claimed by the older SchedulingProfile "{o}" (SchedulerNameConflict)'
+                f'; {"schedulerName" if n == profile.scheduler_name else "alias"} "{n}" is claimed by '
+                f'the older SchedulingProfile "{o}" (SchedulerNameConflict)'
                 for n, o in lost.items()
             )
         except ProfileError as exc:

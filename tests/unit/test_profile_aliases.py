@@ -96,6 +96,23 @@ def test_an_alias_another_profile_owns_is_a_conflict_reported_and_logged_once(
     assert profiles.applied[KUBERAY] == ("gpu", 1) and profiles.conflicts() == []
 
 
+def test_a_profile_that_lost_its_own_name_schedules_its_alias() -> None:
+    sched = Scheduler(REGISTRY, _NoBind(), defaults=DEFAULT_PLUGINS)
+    profiles = Profiles(sched, REGISTRY, DEFAULT_PLUGINS)
+    feed(
+        profiles,
+        event(ADDED, "old", spec("gpu"), "2026-01-01T00:00:00Z"),
+        event(ADDED, "new", spec("gpu", KUBERAY), "2026-02-01T00:00:00Z"),
+    )
+    assert profiles.applied == {"gpu": ("old", 1), KUBERAY: ("new", 1)}
+    assert ready(profiles, "new") == (
+        "True",
+        "Valid",
+        f'scheduling pods with schedulerName {KUBERAY}; schedulerName "gpu" is claimed by the older '
+        'SchedulingProfile "old" (SchedulerNameConflict)',
+    )
+
+
 def test_a_profile_owning_none_of_its_names_is_refused() -> None:
     sched = Scheduler(REGISTRY, _NoBind(), defaults=DEFAULT_PLUGINS)
     profiles = Profiles(sched, REGISTRY, DEFAULT_PLUGINS)
