@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from shoal.core.interfaces import EXTENSION_POINTS, Handle, Plugin
@@ -23,6 +23,10 @@ from shoal.core.interfaces import POINTS as POINTS  # the points, in order (re-e
 
 MAX_PLUGINS_PER_POINT = 64
 MAX_WEIGHT = 100
+MAX_ALIASES = 16
+SCHEDULER_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+SchedulerName = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=SCHEDULER_NAME_PATTERN)]
 
 
 class _Model(BaseModel):
@@ -69,11 +73,14 @@ class PluginConfig(_Model):
 class ProfileSpec(_Model):
     """``spec`` of a SchedulingProfile."""
 
-    scheduler_name: str = Field(
-        min_length=1,
-        max_length=63,
-        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+    scheduler_name: SchedulerName = Field(
         description="Pods with this spec.schedulerName are scheduled by this profile.",
+    )
+    aliases: list[SchedulerName] = Field(
+        default_factory=list,
+        max_length=MAX_ALIASES,
+        description="More schedulerNames this profile schedules, each claimed as schedulerName is "
+        "(the oldest profile claiming a name wins), e.g. scheduler-plugins-scheduler, which KubeRay sets.",
     )
     percentage_of_nodes_to_score: int = Field(
         default=100,
@@ -83,6 +90,18 @@ class ProfileSpec(_Model):
     )
     plugins: PluginSet = Field(default_factory=PluginSet)
     plugin_config: list[PluginConfig] = Field(default_factory=list, max_length=MAX_PLUGINS_PER_POINT)
+
+    @model_validator(mode="after")
+    def _distinct_names(self) -> ProfileSpec:
+        names = [self.scheduler_name, *self.aliases]
+        if len(set(names)) != len(names):
+            raise ValueError("aliases must differ from schedulerName and from each other")
+        return self
+
+    @property
+    def scheduler_names(self) -> tuple[str, ...]:
+        """Every schedulerName this profile claims: its own first, then its aliases."""
+        return (self.scheduler_name, *self.aliases)
 
     def plugins_at(self, point: str, defaults: PluginSet | None = None) -> list[PluginRef]:
         given = self.plugins.point(point)

@@ -15,8 +15,10 @@ from __future__ import annotations
 import copy
 from typing import Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
 
 from shoal.core.profile import POINTS, ProfileSpec
 from shoal.kube.wire import (
@@ -63,30 +65,63 @@ class ProfileStatus(_Model):
     )
 
 
+#: scheduler-plugins' PodGroup phases (``apis/scheduling/v1alpha1``); ``Unknown`` is defined there but
+#: its controller never writes it, nor does shoal. The CRD leaves ``phase`` a free string, as upstream.
+PODGROUP_PHASES = ("Pending", "Scheduling", "Running", "Finished", "Failed", "Unknown")
+
+_INT32: JsonDict = {"format": "int32"}
+
+
 class PodGroupSpec(_Model):
-    """scheduler-plugins' PodGroupSpec."""
+    """scheduler-plugins' PodGroupSpec (descriptions are its API documentation)."""
 
     min_member: int | None = Field(
-        default=None, ge=1, le=2**31 - 1, description="Pods that must be placed together."
+        default=None,
+        ge=1,
+        description="MinMember defines the minimal number of members/tasks to run the pod group;\n"
+        "if there's not enough resources to start all tasks, the scheduler\nwill not start any.\n"
+        "The minimum is 1",
+        json_schema_extra=_INT32,
     )
     min_resources: dict[str, str] | None = Field(
-        default=None, description="Resources the gang needs in total."
+        default=None,
+        description="MinResources defines the minimal resource of members/tasks to run the pod group;\n"
+        "if there's not enough resources to start all tasks, the scheduler\nwill not start any.",
     )
+    #: 0 (Kubeflow Trainer's "use the default") and absent both mean Coscheduling's default
     schedule_timeout_seconds: int | None = Field(
-        default=None, ge=1, le=2**31 - 1, description="How long members wait at Permit for the quorum."
+        default=None,
+        description="ScheduleTimeoutSeconds defines the maximal time of members/tasks to wait before "
+        "run the pod group;",
+        json_schema_extra=_INT32,
     )
 
 
 class PodGroupStatus(_Model):
-    """scheduler-plugins' PodGroupStatus."""
+    """scheduler-plugins' PodGroupStatus (no ``scheduled`` count: scheduler-plugins removed it)."""
 
-    phase: str | None = None
-    occupied_by: str | None = None
-    scheduled: int | None = None
-    running: int | None = None
-    succeeded: int | None = None
-    failed: int | None = None
-    schedule_start_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    phase: str | None = Field(default=None, description="Current phase of PodGroup.")
+    occupied_by: str | None = Field(
+        default=None,
+        description="OccupiedBy marks the workload (e.g., deployment, statefulset) UID that occupy the "
+        "podgroup.\nIt is empty if not initialized.",
+    )
+    running: int | None = Field(
+        default=None, description="The number of actively running pods.", json_schema_extra=_INT32
+    )
+    succeeded: int | None = Field(
+        default=None,
+        description="The number of pods which reached phase Succeeded.",
+        json_schema_extra=_INT32,
+    )
+    failed: int | None = Field(
+        default=None, description="The number of pods which reached phase Failed.", json_schema_extra=_INT32
+    )
+    schedule_start_time: str | None = Field(
+        default=None,
+        description="ScheduleStartTime of the group",
+        json_schema_extra={"format": "date-time"},
+    )
 
 
 # -- pydantic JSON Schema -> structural schema ------------------------------------------------------
@@ -174,8 +209,13 @@ def profile_crd() -> JSON:
             "message": "weight is only allowed at score",
         },
     ]
+    spec["properties"]["aliases"]["x-kubernetes-list-type"] = "set"
     spec["x-kubernetes-validations"] = [
         {"rule": "self.schedulerName == oldSelf.schedulerName", "message": "schedulerName is immutable"},
+        {
+            "rule": "!has(self.aliases) || !(self.schedulerName in self.aliases)",
+            "message": "aliases must differ from schedulerName",
+        },
     ]
     status = structural_schema(ProfileStatus)
     status["properties"]["conditions"]["x-kubernetes-list-type"] = "map"
@@ -209,6 +249,10 @@ def podgroup_crd() -> JSON:
         "x-kubernetes-int-or-string": True,
     }
     status = structural_schema(PodGroupStatus)
+    spec["description"] = "Specification of the desired behavior of the pod group."
+    status["description"] = (
+        "Status represents the current information about a pod group.\nThis data may not be up to date."
+    )
     return _crd(
         group=PODGROUP_GROUP,
         kind=PODGROUP_KIND,
@@ -219,15 +263,29 @@ def podgroup_crd() -> JSON:
         spec=spec,
         status=status,
         required=None,
-        columns=[
-            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-            {"name": "MinMember", "type": "integer", "jsonPath": ".spec.minMember"},
-            {"name": "Scheduled", "type": "integer", "jsonPath": ".status.scheduled"},
-            {"name": "Running", "type": "integer", "jsonPath": ".status.running"},
-            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-        ],
-        description="A group of pods scheduled all together or not at all (scheduler-plugins API).",
+        columns=[_column(*c) for c in _PODGROUP_COLUMNS],
+        description="PodGroup is a collection of Pod; used for batch workload.",
     )
+
+
+#: scheduler-plugins' printer columns: name, type, JSONPath, description
+_PODGROUP_COLUMNS = (
+    ("Phase", "string", ".status.phase", "Current phase of PodGroup."),
+    (
+        "MinMember",
+        "integer",
+        ".spec.minMember",
+        "MinMember defines the minimal number of members/tasks to run the pod group.",
+    ),
+    ("Running", "integer", ".status.running", "The number of actively running pods."),
+    ("Succeeded", "integer", ".status.succeeded", "The number of pods which reached phase Succeeded."),
+    ("Failed", "integer", ".status.failed", "The number of pods which reached phase Failed."),
+    ("Age", "date", ".metadata.creationTimestamp", "Age is the time PodGroup was created."),
+)
+
+
+def _column(name: str, kind: str, path: str, description: str) -> JSON:
+    return {"name": name, "type": kind, "jsonPath": path, "description": description}
 
 
 def _crd(
@@ -244,8 +302,9 @@ def _crd(
     columns: list[JSON],
     description: str,
 ) -> JSON:
-    spec.pop("description", None)
-    status.pop("description", None)
+    if kind != PODGROUP_KIND:
+        spec.pop("description", None)
+        status.pop("description", None)
     schema: JSON = {
         "type": "object",
         "description": description,
@@ -293,3 +352,20 @@ def all_crds() -> dict[str, JSON]:
         "schedulingprofiles.shoal.dev.yaml": profile_crd(),
         "podgroups.scheduling.x-k8s.io.yaml": podgroup_crd(),
     }
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line descriptions as literal blocks (``|-``), as controller-gen writes them."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump_crd(crd: JSON) -> str:
+    """A CRD as the YAML written into crds/ and the chart."""
+    return yaml.dump(crd, Dumper=_Dumper, sort_keys=False, width=100)

@@ -45,6 +45,13 @@ class ProfileObject:
     scheduler_name: str
     spec: dict[str, Any]
     status: dict[str, Any]
+    #: more schedulerNames it claims (``spec.aliases``), each owned like ``scheduler_name``
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def scheduler_names(self) -> tuple[str, ...]:
+        """Every schedulerName it claims, its own first."""
+        return (self.scheduler_name, *(a for a in self.aliases if a != self.scheduler_name))
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> ProfileObject:
@@ -57,6 +64,7 @@ class ProfileObject:
             scheduler_name=str(spec.get("schedulerName") or ""),
             spec=spec,
             status=dict(obj.get("status") or {}),
+            aliases=tuple(str(a) for a in spec.get("aliases") or () if isinstance(a, str) and a),
         )
 
 

@@ -64,13 +64,15 @@ class GroupCounts:
 
 
 def pod_group_phase(c: GroupCounts) -> str:
-    """The phase, as scheduler-plugins' controller and Coscheduling define it.
+    """The phase, as scheduler-plugins' PodGroup controller sets it (``apis/scheduling/v1alpha1``).
 
-    * ``Pending``: fewer pods exist than ``minMember``; ``PreScheduling``: enough pods, none
-      bound; ``Scheduling``: some bound; ``Scheduled``: ``minMember`` bound;
+    * ``Pending``: fewer pods exist (terminated ones included) than ``minMember``;
+    * ``Scheduling``: enough pods, but running + succeeded below ``minMember`` (bound or not);
     * ``Running``: running + succeeded reach ``minMember``;
     * ``Failed`` (final): a member failed and failed + running + succeeded reach ``minMember``;
     * ``Finished`` (final): ``minMember`` members succeeded.
+
+    ``Unknown`` exists in the API but, as upstream's controller, shoal never writes it.
     """
     minimum = c.min_member
     if c.succeeded >= minimum:
@@ -79,11 +81,9 @@ def pod_group_phase(c: GroupCounts) -> str:
         return "Failed"
     if c.members + c.succeeded + c.failed < minimum:
         return "Pending"
-    if c.scheduled >= minimum and c.running + c.succeeded >= minimum:
+    if c.running + c.succeeded >= minimum:
         return "Running"
-    if c.scheduled >= minimum:
-        return "Scheduled"
-    return "Scheduling" if c.scheduled else "PreScheduling"
+    return "Scheduling"
 
 
 def pod_group_counts(min_member: int, members: Iterable[PodInfo], succeeded: int, failed: int) -> GroupCounts:
@@ -100,10 +100,10 @@ def pod_group_counts(min_member: int, members: Iterable[PodInfo], succeeded: int
 
 
 def status_fields(c: GroupCounts) -> dict[str, Any]:
-    """``status`` without the times and owners: phase and counts."""
+    """``status`` without the times and owners: phase and counts (scheduler-plugins removed
+    ``scheduled``; ``scheduleStartTime`` still marks the first binding)."""
     return {
         "phase": pod_group_phase(c),
-        "scheduled": c.scheduled,
         "running": c.running,
         "succeeded": c.succeeded,
         "failed": c.failed,
@@ -240,9 +240,9 @@ class PodGroupStatus:
     def status(self, key: str) -> dict[str, Any]:
         """The status PodGroup ``key`` should have now (it must be in the cache).
 
-        ``scheduled`` counts members ever bound (terminated ones included), ``scheduleStartTime`` is
-        the first binding, ``occupiedBy`` the owners of the members. Counts of terminated members
-        survive restarts (they are listed at start-up) and a final phase is never rewritten.
+        ``scheduleStartTime`` is the first binding of a member (terminated ones included),
+        ``occupiedBy`` the owners of the members. Counts of terminated members survive restarts
+        (they are listed at start-up) and a final phase is never rewritten.
         """
         cache = self.scheduler.cache
         terminal = self._terminal.get(key, {"Succeeded": set(), "Failed": set()})

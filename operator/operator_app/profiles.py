@@ -2,6 +2,10 @@
 
 * **Ownership**: the oldest profile (creationTimestamp, then name) claiming a schedulerName owns
   it; a newer one is refused (``SchedulerNameConflict``) and takes over only when the owner goes.
+  A profile claims its ``schedulerName`` and its ``aliases`` (e.g. ``scheduler-plugins-scheduler``,
+  which KubeRay hard-codes), each owned apart: the scheduler runs one framework per name owned,
+  built from the owner's spec. A profile that owns none of its names is refused; one that lost
+  only some says which in its Ready message. Each conflict is logged once.
 * **Validation**: an invalid edit of the owner keeps the last valid generation scheduling
   (``InvalidSpec``, the message says which generation); an owner never valid schedules nothing.
 * **Status**: ``profile_status`` is pure (tested without a server); :class:`ProfileController`
@@ -29,8 +33,17 @@ log = logging.getLogger("shoal.operator")
 
 def owner_of(profiles: Iterable[ProfileObject], scheduler_name: str) -> ProfileObject | None:
     """The oldest profile claiming ``scheduler_name`` (ties: the smaller name)."""
-    claimants = [p for p in profiles if p.scheduler_name == scheduler_name]
+    claimants = [p for p in profiles if scheduler_name in p.scheduler_names]
     return min(claimants, key=lambda p: (p.created, p.name)) if claimants else None
+
+
+def _conflicts(profile: ProfileObject, owners: Mapping[str, str | None]) -> dict[str, str]:
+    """The names ``profile`` claims that an older profile owns: name -> that profile."""
+    return {
+        n: owner
+        for n in profile.scheduler_names
+        if (owner := owners.get(n)) is not None and owner != profile.name
+    }
 
 
 def profile_status(
@@ -41,22 +54,31 @@ def profile_status(
     registry: Mapping[str, PluginEntry],
     defaults: PluginSet | None,
     now: Callable[[], str] = rfc3339,
+    alias_owners: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
-    """The status ``profile`` should have: ``owner`` of its schedulerName, ``applied`` = (profile,
-    generation) scheduling it now. ``lastTransitionTime`` moves only when ``Ready`` changes."""
+    """The status ``profile`` should have: ``owner`` of its schedulerName (``alias_owners``: of its
+    aliases), ``applied`` = (profile, generation) scheduling it now. ``lastTransitionTime`` moves
+    only when ``Ready`` changes."""
     plugins: dict[str, list[str]] | None = None
-    if owner is not None and owner != profile.name:
+    lost = _conflicts(profile, {**(alias_owners or {}), profile.scheduler_name: owner})
+    owned = [n for n in profile.scheduler_names if n not in lost]
+    if not owned:
         ready, reason = "False", "SchedulerNameConflict"
-        message = (
-            f'schedulerName "{profile.scheduler_name}" is already claimed by SchedulingProfile '
-            f'"{owner}" (the older one wins); this profile is not used'
+        message = "; ".join(
+            f'schedulerName "{n}" is already claimed by SchedulingProfile "{o}"' for n, o in lost.items()
         )
+        message += " (the older one wins); this profile is not used"
     else:
         try:
             validated = validate_profile(profile.spec, registry, defaults)
             plugins = {p: [r.name for r in refs] for p, refs in validated.points.items() if refs}
             ready, reason = "True", "Valid"
-            message = f"scheduling pods with schedulerName {profile.scheduler_name}"
+            message = f"scheduling pods with schedulerName {', '.join(owned)}"
+            message += "".join(
+                f'; {"schedulerName" if n == profile.scheduler_name else "alias"} "{n}" is claimed by '
+                f'the older SchedulingProfile "{o}" (SchedulerNameConflict)'
+                for n, o in lost.items()
+            )
         except ProfileError as exc:
             ready, reason = "False", "InvalidSpec"
             message = str(exc)
@@ -98,10 +120,10 @@ class Profiles:
         name = str((event.raw.get("metadata") or {}).get("name") or "")
         old = self.objects.pop(name, None)
         if old is not None:
-            touched.add(old.scheduler_name)
+            touched.update(old.scheduler_names)
         if not event.deleted:
             self.objects[name] = event.obj
-            touched.add(event.obj.scheduler_name)
+            touched.update(event.obj.scheduler_names)
         return touched
 
     def owner(self, scheduler_name: str) -> ProfileObject | None:
@@ -116,8 +138,11 @@ class Profiles:
             return None
         if self.applied.get(scheduler_name) == (owner.name, owner.generation):
             return None
+        spec = owner.spec
+        if scheduler_name != owner.scheduler_name:  # an alias: the same plugins under that name
+            spec = {**spec, "schedulerName": scheduler_name, "aliases": []}
         try:
-            self.scheduler.set_profile(owner.spec)
+            self.scheduler.set_profile(spec)
         except ProfileError as exc:
             previous = self.applied.get(scheduler_name)
             if previous is None or previous[0] != owner.name:
@@ -136,14 +161,25 @@ class Profiles:
     def status(self, name: str) -> dict[str, Any]:
         """The status the profile object ``name`` should have now."""
         profile = self.objects[name]
-        owner = self.owner(profile.scheduler_name)
+        owners = {n: (o.name if (o := self.owner(n)) is not None else None) for n in profile.scheduler_names}
         return profile_status(
             profile,
-            owner=owner.name if owner is not None else None,
+            owner=owners[profile.scheduler_name],
             applied=self.applied.get(profile.scheduler_name),
             registry=self.registry,
             defaults=self.defaults,
+            alias_owners=owners,
         )
+
+    def conflicts(self) -> list[tuple[str, str, str]]:
+        """(profile, schedulerName, owner) for every name a profile claims and does not own."""
+        out = []
+        for profile in self.objects.values():
+            for n in profile.scheduler_names:
+                owner = self.owner(n)
+                if owner is not None and owner.name != profile.name:
+                    out.append((profile.name, n, owner.name))
+        return sorted(out)
 
     def ready_count(self) -> int:
         return sum(1 for n in self.objects if self.status(n)["conditions"][0]["status"] == "True")
@@ -160,6 +196,22 @@ class ProfileController:
         self.leading = leading
         self.metrics = metrics
         self._written: dict[str, dict[str, Any]] = {}
+        #: conflicts already logged, so each is logged once (again only after it went away)
+        self._logged_conflicts: set[tuple[str, str, str]] = set()
+
+    def log_conflicts(self) -> None:
+        """Log each SchedulerNameConflict once, when it appears."""
+        now = set(self.profiles.conflicts())
+        for profile, name, owner in sorted(now - self._logged_conflicts):
+            log.warning(
+                'SchedulerNameConflict: SchedulingProfile %s claims schedulerName "%s", which the older '
+                "SchedulingProfile %s owns; %s does not schedule it",
+                profile,
+                name,
+                owner,
+                profile,
+            )
+        self._logged_conflicts = now
 
     async def on_event(self, event: Event[ProfileObject]) -> None:
         touched = self.profiles.observe(event)
@@ -170,8 +222,9 @@ class ProfileController:
             if error is not None:
                 owner = self.profiles.owner(scheduler_name)
                 log.warning("SchedulingProfile %s is invalid: %s", owner.name if owner else "?", error)
+        self.log_conflicts()
         for profile in list(self.profiles.objects.values()):
-            if profile.scheduler_name in touched:
+            if touched.intersection(profile.scheduler_names):
                 await self.write(profile.name)
         ready = self.profiles.ready_count()
         self.metrics.profiles.labels("true").set(ready)

@@ -80,3 +80,31 @@ async def test_admission_refuses_invalid_profiles(
         await custom.create_cluster_custom_object("shoal.dev", "v1alpha1", "schedulingprofiles", body)
     assert info.value.status == 422
     assert words in str(info.value.body)
+
+
+async def test_podgroup_as_kubeflow_trainer_writes_it_is_accepted(
+    crds: ControlPlane, api: client.ApiClient, namespace: str
+) -> None:
+    """Trainer sends ``scheduleTimeoutSeconds: 0`` ("the default"); the CRD used to refuse it.
+    ``kubectl get pg`` shows scheduler-plugins' columns."""
+    custom: Any = client.CustomObjectsApi(api)
+    body = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "trainer-job", "namespace": namespace},
+        "spec": {"minMember": 2, "scheduleTimeoutSeconds": 0, "minResources": {"cpu": "2", "memory": "1Gi"}},
+    }
+    made = await custom.create_namespaced_custom_object(
+        "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", body
+    )
+    assert made["spec"]["scheduleTimeoutSeconds"] == 0
+    bad = {**body, "metadata": {"name": "zero", "namespace": namespace}, "spec": {"minMember": 0}}
+    with pytest.raises(client.ApiException) as info:
+        await custom.create_namespaced_custom_object(
+            "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", bad
+        )
+    assert info.value.status == 422 and "minMember" in str(info.value.body)
+    ext: Any = client.ApiextensionsV1Api(api)
+    crd = await ext.read_custom_resource_definition("podgroups.scheduling.x-k8s.io")
+    columns = [c.name for c in crd.spec.versions[0].additional_printer_columns]
+    assert columns == ["Phase", "MinMember", "Running", "Succeeded", "Failed", "Age"]

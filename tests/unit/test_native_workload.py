@@ -222,7 +222,7 @@ async def test_the_status_loop_patches_native_conditions_and_leaves_plugins_stat
     assert patch == STRATEGIC_MERGE_PATCH  # merged by type: the foreign condition stays
     assert [(c["type"], c["status"]) for c in status["conditions"]] == [(INITIALLY_SCHEDULED, "True")]
     status, patch = by_path["/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/train/status"]
-    assert patch in (MERGE_PATCH, "") and status["phase"] == "Scheduled"
+    assert patch in (MERGE_PATCH, "") and status["phase"] == "Scheduling"  # bound, none running
     writer.written.clear()
     writer.patches.clear()
     await op.podgroups.write_all()  # nothing changed: nothing written

@@ -1,7 +1,8 @@
 """PodGroup phase and counts (operator_app/podgroups.py), without a server.
 
-The phases follow scheduler-plugins' PodGroup controller and Coscheduling: Pending →
-PreScheduling → Scheduling → Scheduled → Running → Finished / Failed.
+The phases follow scheduler-plugins' PodGroup controller: Pending → Scheduling → Running →
+Finished / Failed (``PreScheduling`` and ``Scheduled`` were removed upstream; ``Unknown`` is never
+written).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from shoal.core.objects import PodInfo
+from shoal.kube.crds import PODGROUP_PHASES
 from shoal.operator_app.podgroups import GroupCounts, pod_group_counts, pod_group_phase, status_fields
 
 
@@ -29,11 +31,11 @@ def counts(
     [
         pytest.param(counts(members=2), "Pending", id="fewer-pods-than-minMember"),
         pytest.param(counts(members=0), "Pending", id="no-pods"),
-        pytest.param(counts(members=3), "PreScheduling", id="enough-pods-none-bound"),
-        pytest.param(counts(members=5), "PreScheduling", id="more-pods-than-minMember"),
+        pytest.param(counts(members=3), "Scheduling", id="enough-pods-none-bound"),
+        pytest.param(counts(members=5), "Scheduling", id="more-pods-than-minMember"),
         pytest.param(counts(members=3, bound=1), "Scheduling", id="some-bound"),
-        pytest.param(counts(members=3, bound=3), "Scheduled", id="minMember-bound"),
-        pytest.param(counts(members=3, bound=3, running=2), "Scheduled", id="not-all-running-yet"),
+        pytest.param(counts(members=3, bound=3), "Scheduling", id="minMember-bound-none-running"),
+        pytest.param(counts(members=3, bound=3, running=2), "Scheduling", id="not-all-running-yet"),
         pytest.param(counts(members=3, bound=3, running=3), "Running", id="minMember-running"),
         pytest.param(
             counts(members=2, bound=2, running=2, succeeded=1), "Running", id="running-plus-succeeded"
@@ -51,6 +53,20 @@ def counts(
 )
 def test_phase(c: GroupCounts, phase: str) -> None:
     assert pod_group_phase(c) == phase
+    assert phase in PODGROUP_PHASES
+
+
+def test_no_phase_scheduler_plugins_removed() -> None:
+    every = {
+        pod_group_phase(counts(m, members=n, bound=b, running=r, succeeded=s, failed=f))
+        for m in (1, 2, 3)
+        for n in range(4)
+        for b in range(n + 1)
+        for r in range(b + 1)
+        for s in range(4)
+        for f in range(3)
+    }
+    assert every == {"Pending", "Scheduling", "Running", "Finished", "Failed"}
 
 
 def test_scheduled_counts_members_ever_bound() -> None:
@@ -66,8 +82,7 @@ def test_counts_from_members() -> None:
     c = pod_group_counts(3, members, succeeded=1, failed=0)
     assert c == GroupCounts(min_member=3, members=3, bound=2, running=1, succeeded=1, failed=0)
     assert status_fields(c) == {
-        "phase": "Scheduled",
-        "scheduled": 3,
+        "phase": "Scheduling",
         "running": 1,
         "succeeded": 1,
         "failed": 0,
