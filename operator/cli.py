@@ -22,10 +22,12 @@ import yaml
 from shoal.core.profile import ProfileError
 
 if TYPE_CHECKING:
+    from shoal.core.dra import DraObject
     from shoal.core.objects import PodInfo
     from shoal.core.scheduler import Scheduler
     from shoal.core.volumes import StorageObject
     from shoal.kube.rest import RawClient
+    from shoal.operator_app.profiles import Profiles
 
 
 def _crds(args: argparse.Namespace) -> int:
@@ -79,6 +81,7 @@ async def _snapshot(
     from shoal.core.objects import NodeSpec, PodGroupInfo
     from shoal.kube.informer import Event, Informer
     from shoal.kube.kinds import (
+        DRA_KINDS,
         KIND_NAMESPACES,
         KIND_NODES,
         KIND_PODS,
@@ -108,6 +111,9 @@ async def _snapshot(
     async def on_storage(event: Event[StorageObject]) -> None:
         sched.on_storage(event.obj)
 
+    async def on_dra(event: Event[DraObject]) -> None:
+        sched.on_dra(event.obj)
+
     async def on_pod(event: Event[PodInfo]) -> None:
         sched.cache.upsert_pod(event.obj)
         if event.obj.namespace == namespace and event.obj.name == name:
@@ -121,8 +127,15 @@ async def _snapshot(
     informer.watch(KIND_NODES, on_node)
     for kind in STORAGE_KINDS:
         informer.watch(kind, on_storage)
+    for kind in DRA_KINDS:
+        informer.watch(kind, on_dra)
     informer.watch(KIND_PODS, on_pod)
     await informer.prime(raw)
+    return _apply_profiles(profiles), found[-1] if found else None
+
+
+def _apply_profiles(profiles: Profiles) -> dict[str, str]:
+    """Apply every schedulerName's owning profile; returns schedulerName -> its invalid profile."""
     invalid: dict[str, str] = {}
     for scheduler_name in sorted({p.scheduler_name for p in profiles.objects.values()}):
         error = profiles.apply(scheduler_name)
@@ -130,7 +143,7 @@ async def _snapshot(
         if error is not None and owner is not None:
             invalid[scheduler_name] = owner.name
             print(f"note: SchedulingProfile {owner.name} is invalid: {error}")
-    return invalid, found[-1] if found else None
+    return invalid
 
 
 async def _explain_async(args: argparse.Namespace) -> int:
