@@ -25,6 +25,7 @@ from shoal.core.profile import PluginEntry, PluginSet
 from shoal.plugins import (
     coscheduling,
     defaultbinder,
+    dynamicresources,
     gpumemory,
     imagelocality,
     interpodaffinity,
@@ -67,6 +68,7 @@ BUILTIN: tuple[PluginEntry, ...] = (
     nodevolumelimits.ENTRY,
     volumebinding.ENTRY,
     volumezone.ENTRY,
+    dynamicresources.ENTRY,
     topologyplacement.ENTRY,
 )
 DEFAULT_SCHEDULER_NAME = "gpu-scheduler"
@@ -135,7 +137,7 @@ def _refs(*names: str | tuple[str, int]) -> list[dict[str, Any]]:
 
 #: The default plugin at each extension point (a profile that omits a point gets this list).
 DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
-    "preEnqueue": _refs("SchedulingGates", "Coscheduling"),
+    "preEnqueue": _refs("SchedulingGates", "DynamicResources", "Coscheduling"),
     "queueSort": _refs("PrioritySort"),
     "preFilter": _refs(
         "NodeResourcesFit",
@@ -145,6 +147,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "NodeVolumeLimits",
         "VolumeBinding",
         "VolumeZone",
+        "DynamicResources",
         "GPUMemory",
         "PodTopologySpread",
         "InterPodAffinity",
@@ -161,6 +164,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "NodeVolumeLimits",
         "VolumeBinding",
         "VolumeZone",
+        "DynamicResources",
         "GPUMemory",
         "PodTopologySpread",
         "InterPodAffinity",
@@ -185,9 +189,9 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         ("ImageLocality", 1),
         ("NetworkLatency", 1),
     ),
-    "reserve": _refs("VolumeBinding", "GPUMemory", "Coscheduling"),
+    "reserve": _refs("VolumeBinding", "DynamicResources", "GPUMemory", "Coscheduling"),
     "permit": _refs("Coscheduling"),
-    "preBind": _refs("VolumeBinding"),
+    "preBind": _refs("VolumeBinding", "DynamicResources"),
     "bind": _refs("DefaultBinder"),
     "postBind": [],
 }

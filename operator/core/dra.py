@@ -12,7 +12,7 @@ never raises out of here: it is recorded in ``problems`` and the object is kept 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,15 +89,19 @@ class DeviceClassInfo:
     name: str
     selectors: tuple[str, ...] = ()
     resource_version: str = ""
+    #: ``spec.config`` (opaque driver parameters), copied into an allocation as ``FromClass``
+    config: tuple[JSON, ...] = ()
 
     @classmethod
     def from_dict(cls, obj: JSON) -> DeviceClassInfo:
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
+        config = tuple(c for c in spec.get("config") or () if isinstance(c, Mapping))
         return cls(
-            str(meta.get("name") or ""),
-            _cel_selectors(spec.get("selectors")),
-            str(meta.get("resourceVersion") or ""),
+            name=str(meta.get("name") or ""),
+            selectors=_cel_selectors(spec.get("selectors")),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            config=config,
         )
 
 
@@ -218,14 +222,26 @@ class ResourceClaimInfo:
     allocated: tuple[AllocatedDevice, ...] | None = None  # None: not allocated
     #: the allocation's node selector, when it is node-local (the node it was allocated on)
     allocated_node: str = ""
-    reserved_for: tuple[str, ...] = ()  # the uids of the consumers
+    #: ``status.reservedFor`` as the API has it (resource, name, uid)
+    consumers: tuple[JSON, ...] = ()
+    #: ``spec.devices.config``, copied into an allocation as ``FromClaim``
+    config: tuple[JSON, ...] = ()
+    finalizers: tuple[str, ...] = ()
     pod_claim_name: str = ""  # set by the resourceclaim controller on a claim from a template
     owner_uid: str = ""  # the pod that owns a generated claim
     deleting: bool = False
 
+    #: the allocation's ``devices.config`` (class and claim configuration), set by Reserve
+    allocation_config: tuple[JSON, ...] = ()
+
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def reserved_for(self) -> tuple[str, ...]:
+        """The uids of the consumers."""
+        return tuple(str(c.get("uid") or "") for c in self.consumers)
 
     @classmethod
     def from_dict(cls, obj: JSON) -> ResourceClaimInfo:
@@ -255,7 +271,9 @@ class ResourceClaimInfo:
             constraints=constraints,
             allocated=_allocated(allocation) if isinstance(allocation, Mapping) else None,
             allocated_node=_allocated_node(allocation) if isinstance(allocation, Mapping) else "",
-            reserved_for=tuple(str(r.get("uid") or "") for r in status.get("reservedFor") or ()),
+            consumers=tuple(r for r in status.get("reservedFor") or () if isinstance(r, Mapping)),
+            config=tuple(c for c in devices.get("config") or () if isinstance(c, Mapping)),
+            finalizers=tuple(str(f) for f in meta.get("finalizers") or ()),
             pod_claim_name=str((meta.get("annotations") or {}).get(POD_CLAIM_NAME) or ""),
             owner_uid=str(owner.get("uid") or ""),
             deleting=bool(meta.get("deletionTimestamp")),
@@ -448,7 +466,7 @@ def _put(where: dict[str, Any], key: str, obj: object, deleted: bool) -> None:
         where[key] = obj
 
 
-DRA_DECODERS = {
+DRA_DECODERS: dict[str, Callable[[JSON], DraObject]] = {
     "DeviceClass": DeviceClassInfo.from_dict,
     "ResourceSlice": ResourceSliceInfo.from_dict,
     "ResourceClaim": ResourceClaimInfo.from_dict,

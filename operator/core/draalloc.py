@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from shoal.core.cel import CelError, compile_selector, device_activation
 from shoal.core.dra import (
     ALLOCATION_ALL,
+    JSON,
     AllocatedDevice,
     Device,
     DeviceClassInfo,
@@ -30,6 +31,7 @@ from shoal.core.dra import (
     DeviceRequest,
     ResourceClaimInfo,
 )
+from shoal.core.status import Status
 
 MAX_STEPS = 100_000
 
@@ -205,3 +207,57 @@ def allocate(
     if not search.place(0):
         return None
     return [tuple(r) for r in search.results]
+
+
+class ClaimWriter(Protocol):
+    """What DynamicResources' PreBind writes, as kube-scheduler does (the operator's writer is
+    ``kube/dra.py``; the simulator's writes in memory). Returns a non-success Status on failure (a
+    409 included: the claim changed since it was read)."""
+
+    async def reserve_claim(
+        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, pod: PodInfoLike
+    ) -> Status:
+        """Add the pod to the claim's ``status.reservedFor``; with ``allocation`` (a claim shoal
+        allocated at Reserve) first add the ``resource.kubernetes.io/delete-protection`` finalizer,
+        then write ``status.allocation`` too, guarded by the claim's resourceVersion."""
+        ...
+
+
+class PodInfoLike(Protocol):
+    """The pod fields a claim reservation names (``PodInfo``)."""
+
+    name: str
+    namespace: str
+    uid: str
+
+
+#: the key of the ClaimWriter in ``Handle.extras``
+CLAIM_WRITER = "claim-writer"
+#: the finalizer kube-scheduler adds to a claim it allocates (the resourceclaim controller removes it)
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+
+
+def allocation_config(
+    claim: ResourceClaimInfo, devices: Sequence[AllocatedDevice], classes: Mapping[str, DeviceClassInfo]
+) -> tuple[JSON, ...]:
+    """``allocation.devices.config``: each used class's ``spec.config`` for the requests that used it
+    (``FromClass``), then the claim's own (``FromClaim``), as the allocator copies them."""
+    used: dict[str, list[str]] = {}
+    by_name = {req.name: req for alternatives in claim.requests for req in alternatives}
+    for d in devices:
+        req = by_name.get(d.request)
+        if req is not None and d.request not in used.setdefault(req.device_class, []):
+            used[req.device_class].append(d.request)
+    out: list[JSON] = []
+    for cls_name, requests in used.items():
+        cls = classes.get(cls_name)
+        for c in cls.config if cls is not None else ():
+            out.append(
+                {
+                    "source": "FromClass",
+                    "requests": requests,
+                    **{k: v for k, v in c.items() if k != "requests"},
+                }
+            )
+    out += [{"source": "FromClaim", **dict(c)} for c in claim.config]
+    return tuple(out)

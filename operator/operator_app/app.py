@@ -41,11 +41,13 @@ import kopf
 from kubernetes_asyncio import client
 
 from shoal.core.dra import DraObject
+from shoal.core.draalloc import CLAIM_WRITER
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.scheduler import Scheduler
 from shoal.core.volumes import VOLUME_WRITER, StorageObject
 from shoal.kube.binder import KubeBinder
 from shoal.kube.bootstrap import bootstrap_profiles
+from shoal.kube.dra import KubeClaimWriter
 from shoal.kube.informer import Event, Informer, Kind
 from shoal.kube.kinds import (
     DRA_KINDS,
@@ -239,6 +241,7 @@ class ShoalOperator:
                 retry_period=s.retry_period,
             )
         scheduler.handle.extras[VOLUME_WRITER] = KubeVolumeWriter(self.raw)  # VolumeBinding's PreBind
+        scheduler.handle.extras[CLAIM_WRITER] = KubeClaimWriter(self.raw)  # DynamicResources' PreBind
         self.compose(scheduler, MergePatchStatus(self.raw), raw=self.raw)
         self.server = HealthServer(
             self.metrics, self.health.ready, alive=self.health.alive, host=s.metrics_host, port=s.metrics_port
