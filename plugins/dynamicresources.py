@@ -79,6 +79,7 @@ NAME = "DynamicResources"
 STATE_KEY = f"PreFilter{NAME}"
 NOT_AVAILABLE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
+NOT_YET = "which shoal does not evaluate yet"
 
 
 def _unresolvable(message: str) -> Status:
@@ -155,6 +156,9 @@ class DynamicResources:
                 return None, _unresolvable(f"resource claim {claim.key} is in the process of being allocated")
             for alternatives in claim.requests:
                 for req in alternatives:
+                    if req.unsupported:
+                        why = f"claim {claim.key}, request {req.name} uses {req.unsupported}, {NOT_YET}"
+                        return None, _unresolvable(why)
                     if req.device_class not in store.classes:
                         why = f"request {req.name}: device class {req.device_class} does not exist"
                         return None, _unresolvable(why)
@@ -214,7 +218,9 @@ class DynamicResources:
         for row in rows:
             free = 0
             for d in self.node_devices(table, int(row)):
-                if store.taken_by(d.id) is None and self.matcher.request_matches(claim, req, cls, d):
+                if d.unsupported or store.taken_by(d.id) is not None:
+                    continue
+                if self.matcher.request_matches(claim, req, cls, d):
                     free += 1
                     if free >= req.count:
                         break

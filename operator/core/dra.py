@@ -49,6 +49,8 @@ class Device:
     id: DeviceId
     attributes: Mapping[str, Any]
     capacity: Mapping[str, int]
+    #: why shoal never allocates this device ("" if it may): a feature it does not evaluate yet
+    unsupported: str = ""
 
 
 def qualify(driver: str, name: str) -> str:
@@ -79,7 +81,12 @@ def _device(driver: str, pool: str, raw: JSON, problems: dict[str, str]) -> Devi
             capacity[qualify(driver, str(key))] = int(parse_quantity(str(value)))
         except QuantityError as exc:
             problems[f"devices[{name}].capacity[{key}]"] = str(exc)
-    return Device(DeviceId(driver, pool, name), attributes, capacity)
+    skipped = [
+        f
+        for f in ("taints", "consumesCounters", "allowMultipleAllocations", "bindingConditions")
+        if raw.get(f)
+    ]
+    return Device(DeviceId(driver, pool, name), attributes, capacity, ", ".join(skipped))
 
 
 @dataclass(slots=True)
@@ -173,7 +180,8 @@ class DeviceRequest:
     selectors: tuple[str, ...] = ()
     mode: str = ALLOCATION_EXACT_COUNT
     count: int = 1
-    admin_access: bool = False
+    #: the fields of this request shoal does not evaluate yet ("" if none)
+    unsupported: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +212,7 @@ def _request(raw: JSON, prefix: str = "") -> DeviceRequest:
         selectors=_cel_selectors(exactly.get("selectors")),
         mode=mode,
         count=int(count) if isinstance(count, int) and mode == ALLOCATION_EXACT_COUNT else 1,
-        admin_access=bool(exactly.get("adminAccess")),
+        unsupported=", ".join(f for f in ("adminAccess", "tolerations", "capacity") if exactly.get(f)),
     )
 
 

@@ -107,7 +107,11 @@ class _Search:
         if cls is None:
             raise AllocationError(f"request {req.name}: device class {req.device_class} does not exist")
         claim = self.claims[slot.claim]
-        return [d for d in self.devices if self.matcher.request_matches(claim, req, cls, d)]
+        # a device using a feature shoal does not evaluate (taints, shared counters, multiple
+        # allocations, binding conditions) is never allocated: refusing it may leave a pod pending
+        # that kube-scheduler would place, never the reverse
+        usable = (d for d in self.devices if not d.unsupported)
+        return [d for d in usable if self.matcher.request_matches(claim, req, cls, d)]
 
     def place(self, i: int) -> bool:
         if i == len(self.slots):

@@ -205,3 +205,14 @@ def test_a_cycle_at_1000_nodes_by_8_devices() -> None:
     print(f"\n1,000 nodes x 8 devices, one-GPU claims: {first * 1000:.1f} ms per pod (first batch), ", end="")
     print(f"{steady * 1000:.1f} ms per pod (steady)")
     assert steady < 1.0
+
+
+def test_what_shoal_does_not_evaluate_is_refused_or_left_alone_never_guessed() -> None:
+    admin = claim("c")
+    admin["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
+    _, out = run(node("n1"), device_class(), node_slice("n1"), admin, user("p", "c"))
+    assert "request gpu uses adminAccess, which shoal does not evaluate yet" in out["uid-p"].message
+    tainted = node_slice("n1", 1)
+    tainted["spec"]["devices"][0]["taints"] = [{"key": "broken", "effect": "NoSchedule"}]
+    _, out = run(node("n1"), device_class(), tainted, claim("c"), user("p", "c"))
+    assert out["uid-p"].node is None and "cannot allocate all claims" in out["uid-p"].message
