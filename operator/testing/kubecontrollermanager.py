@@ -1,6 +1,7 @@
-"""kube-controller-manager of the same release, running only the PersistentVolume binder, for the
-volume tests: it binds claims to the PVs VolumeBinding chose (and marks them bind-completed), as in
-a real cluster.
+"""kube-controller-manager of the same release, running only the controllers a test needs: the
+PersistentVolume binder for the volume tests (it binds claims to the PVs VolumeBinding chose, and
+marks them bind-completed), the resourceclaim controller for the DRA tests (it creates claims from
+ResourceClaimTemplates), as in a real cluster.
 
 Started by PID with ``PR_SET_PDEATHSIG`` (it never outlives the test run), leader election off, as
 :mod:`shoal.testing.kubescheduler` starts kube-scheduler; ready when its ``/healthz`` answers.
@@ -15,6 +16,9 @@ from shoal.testing.controlplane import Binaries
 
 #: the controllers it runs: the PV binder only (no provisioner is installed in the tests)
 CONTROLLERS = "persistentvolume-binder-controller"
+#: for the DRA tests: the resourceclaim controller makes a pod's claims from its
+#: ResourceClaimTemplates and records their names in the pod's status, as in a cluster
+DRA_CONTROLLERS = "resourceclaim-controller"
 
 
 class KubeControllerManagerProcess(ComponentProcess):

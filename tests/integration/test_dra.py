@@ -1,0 +1,204 @@
+"""DRA on the real API server (resource.k8s.io/v1), with the real resourceclaim controller
+(kube-controller-manager of the same release) making claims from templates. The tests publish
+ResourceSlices as NVIDIA's DRA driver would (8 GPUs per node: productName, uuid, pcieRoot, memory);
+no kubelet, no driver.
+
+One pass: n1 has 8 free GPUs, n2 has 8 of which someone else already allocated 7. Ten pods, each
+with a one-GPU claim from a template: every claim ends allocated on its pod's node and reserved
+for it, 8 pods fill n1, one takes n2's last GPU, the tenth stays pending with a clear reason, and
+no device is ever in two allocations (the other allocation included)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
+from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
+from shoal.testing.controlplane import ControlPlane
+from shoal.testing.kubecontrollermanager import DRA_CONTROLLERS, KubeControllerManagerProcess
+from shoal.testing.objects import make_node, make_pod, make_profile
+
+pytestmark = pytest.mark.slow
+
+GPU = "gpu.nvidia.com"
+GROUP, VERSION = "resource.k8s.io", "v1"
+
+
+@pytest.fixture(scope="module")
+def claim_controller(
+    crds: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KubeControllerManagerProcess]:
+    """kube-controller-manager with only the resourceclaim controller, for this module."""
+    kcm = KubeControllerManagerProcess(
+        crds.kubeconfig, Path(tmp_path_factory.mktemp("kcm-dra")), controllers=DRA_CONTROLLERS
+    )
+    with kcm:
+        yield kcm
+
+
+def gpu_slice(node: str, run: str) -> dict[str, Any]:
+    devices = [
+        {
+            "name": f"gpu-{i}",
+            "attributes": {
+                "productName": {"string": "NVIDIA A100-SXM4-80GB"},
+                "uuid": {"string": f"GPU-{run}-{node}-{i}"},
+                "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{i // 4:02x}"},
+            },
+            "capacity": {"memory": {"value": "80Gi"}},
+        }
+        for i in range(8)
+    ]
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{run}"},
+        "spec": {
+            "driver": GPU,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+async def ensure_class(custom: Any) -> None:
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "DeviceClass",
+        "metadata": {"name": GPU},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU}"'}}]},
+    }
+    try:
+        await custom.create_cluster_custom_object(GROUP, VERSION, "deviceclasses", body)
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+async def allocated_by_someone_else(custom: Any, namespace: str, node: str, devices: list[str]) -> None:
+    """A claim allocated and reserved as another scheduler would leave it."""
+    name = "theirs"
+    spec = {
+        "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU, "count": len(devices)}}]}
+    }
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+    made = await custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", body)
+    field = {"key": "metadata.name", "operator": "In", "values": [node]}
+    results = [{"request": "gpu", "driver": GPU, "pool": node, "device": d} for d in devices]
+    made["status"] = {
+        "allocation": {
+            "devices": {"results": results},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [field]}]},
+        },
+        # a consumer kind the resourceclaim controller does not check, so it keeps the reservation
+        "reservedFor": [
+            {
+                "apiGroup": "batch.example.com",
+                "resource": "trainers",
+                "name": "elsewhere",
+                "uid": str(uuid.uuid4()),
+            }
+        ],
+    }
+    await custom.replace_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, "resourceclaims", name, made
+    )
+
+
+def gpu_pod(name: str, namespace: str, scheduler: str, template: str) -> dict[str, Any]:
+    pod = make_pod(name, namespace=namespace, scheduler_name=scheduler, gpus=0)
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template}]
+    pod["spec"]["containers"][0].setdefault("resources", {})["claims"] = [{"name": "gpu"}]
+    return pod
+
+
+async def test_template_claims_are_allocated_on_the_node_a_full_node_refuses_and_no_device_twice(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    namespace: str,
+    operator: OperatorProcess,
+    claim_controller: KubeControllerManagerProcess,
+) -> None:
+    api = clean
+    core: Any = client.CoreV1Api(api)
+    custom: Any = client.CustomObjectsApi(api)
+    ev: Any = client.EventsV1Api(api)
+    run = uuid.uuid4().hex[:6]
+    sched = f"dra-{run}"
+    await ensure_class(custom)
+    await create_many(api, [make_node(n, gpus=0) for n in ("n1", "n2")])
+    for node in ("n1", "n2"):
+        await custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", gpu_slice(node, run))
+    await allocated_by_someone_else(custom, namespace, "n2", [f"gpu-{i}" for i in range(7)])
+    template = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU}}]}}},
+    }
+    await custom.create_namespaced_custom_object(
+        GROUP, VERSION, namespace, "resourceclaimtemplates", template
+    )
+    await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+    names = [f"infer-{i}" for i in range(10)]
+    await create_many(api, [gpu_pod(n, namespace, sched, "one-gpu") for n in names])
+
+    async def nine_bound() -> dict[str, dict[str, Any]] | None:
+        pods = {p["metadata"]["name"]: p for p in await list_all(core.list_namespaced_pod, namespace)}
+        bound = {n: p for n, p in pods.items() if p["spec"].get("nodeName")}
+        return pods if len(bound) == 9 else None
+
+    pods = await wait_for(nine_bound, 120, what="9 of 10 DRA pods bound")
+    nodes = sorted(p["spec"]["nodeName"] for p in pods.values() if p["spec"].get("nodeName"))
+    assert nodes == ["n1"] * 8 + ["n2"]
+    pending = next(n for n, p in pods.items() if not p["spec"].get("nodeName"))
+
+    async def refused() -> str | None:
+        notes = [
+            e["note"]
+            for e in await list_all(ev.list_namespaced_event, namespace)
+            if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == pending
+        ]
+        return notes[-1] if notes else None
+
+    note = await wait_for(refused, 60, what=f"a FailedScheduling event for {pending}")
+    assert "cannot allocate all claims" in note, note
+
+    claims = await list_all(custom.list_namespaced_custom_object, GROUP, VERSION, namespace, "resourceclaims")
+    by_owner = {}
+    for c in claims:
+        owner = next((o for o in c["metadata"].get("ownerReferences") or () if o["kind"] == "Pod"), None)
+        if owner is not None:
+            by_owner[owner["name"]] = c
+    used: list[tuple[str, str]] = []
+    for c in claims:
+        allocation = (c.get("status") or {}).get("allocation")
+        if allocation:
+            used += [(r["pool"], r["device"]) for r in allocation["devices"]["results"]]
+    assert len(used) == len(set(used)) == 7 + 9, used  # the other allocation's 7 and ours
+    for name, p in pods.items():
+        c = by_owner[name]
+        status = c.get("status") or {}
+        if not p["spec"].get("nodeName"):
+            assert not status.get("allocation")
+            continue
+        results = status["allocation"]["devices"]["results"]
+        assert [r["pool"] for r in results] == [p["spec"]["nodeName"]]
+        terms = status["allocation"]["nodeSelector"]["nodeSelectorTerms"]
+        assert terms[0]["matchFields"][0]["values"] == [p["spec"]["nodeName"]]
+        assert [r["uid"] for r in status["reservedFor"]] == [p["metadata"]["uid"]]
+        assert "resource.kubernetes.io/delete-protection" in c["metadata"]["finalizers"]
+    for node in ("n1", "n2"):
+        await custom.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", f"{node}-{run}")
