@@ -396,7 +396,10 @@ class DraStore:
         old = self.claims.pop(obj.key, None)
         if old is not None:
             self._release(old)
-        if deleted:
+        if deleted:  # a deleted claim frees what shoal held for it too
+            held = self.assumed.pop(obj.key, None)
+            if held is not None:
+                self._release(held)
             return
         self.claims[obj.key] = obj
         if obj.allocated is not None:

@@ -126,3 +126,11 @@ def test_pod_claims_with_template_names_from_status() -> None:
     assert pod.resource_claims[0].template == "one-gpu"
     waiting = PodInfo.from_dict(claim_pod("q", [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]))
     assert waiting.resource_claims[0].resolved == ""
+
+
+def test_a_deleted_claim_frees_what_shoal_held_for_it() -> None:
+    store = DraStore()
+    store.apply(ResourceClaimInfo.from_dict(claim("mine")))
+    store.assume(ResourceClaimInfo.from_dict(allocated(claim("mine"), "n1", ["gpu-1"])))
+    store.apply(ResourceClaimInfo.from_dict(claim("mine")), deleted=True)
+    assert not store.assumed and store.taken_by(DeviceId(GPU, "n1", "gpu-1")) is None
