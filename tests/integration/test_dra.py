@@ -3,10 +3,12 @@
 ResourceSlices as NVIDIA's DRA driver would (8 GPUs per node: productName, uuid, pcieRoot, memory);
 no kubelet, no driver.
 
-One pass: n1 has 8 free GPUs, n2 has 8 of which someone else already allocated 7. Ten pods, each
-with a one-GPU claim from a template: every claim ends allocated on its pod's node and reserved
-for it, 8 pods fill n1, one takes n2's last GPU, the tenth stays pending with a clear reason, and
-no device is ever in two allocations (the other allocation included)."""
+The scenario: n1 has 8 free GPUs, n2 has 8 of which someone else already allocated 7. Ten pods,
+each with a one-GPU claim from a template: every claim ends allocated on its pod's node and
+reserved for it, 8 pods fill n1, one takes n2's last GPU, the tenth stays pending with a clear
+reason, and no device is ever in two allocations (the other allocation included). Run with shoal,
+and with kube-scheduler 1.37 (its DynamicResources plugin) as the reference: the same pods are
+placed on the same nodes and the same one waits."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import ControlPlane
 from shoal.testing.kubecontrollermanager import DRA_CONTROLLERS, KubeControllerManagerProcess
+from shoal.testing.kubescheduler import KubeSchedulerProcess
 from shoal.testing.objects import make_node, make_pod, make_profile
 
 pytestmark = pytest.mark.slow
@@ -124,19 +127,19 @@ def gpu_pod(name: str, namespace: str, scheduler: str, template: str) -> dict[st
     return pod
 
 
-async def test_template_claims_are_allocated_on_the_node_a_full_node_refuses_and_no_device_twice(
-    clean: client.ApiClient,
-    crds: ControlPlane,
-    namespace: str,
-    operator: OperatorProcess,
-    claim_controller: KubeControllerManagerProcess,
-) -> None:
-    api = clean
+async def clear_slices(custom: Any) -> None:
+    """Slices are cluster-scoped and outlive a test's namespace: start from none."""
+    for s in await list_all(custom.list_cluster_custom_object, GROUP, VERSION, "resourceslices"):
+        await custom.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", s["metadata"]["name"])
+
+
+async def scenario(api: client.ApiClient, namespace: str, scheduler: str) -> dict[str, dict[str, Any]]:
+    """Publish the slices and the other allocation, create the ten pods for ``scheduler``; returns
+    the pods once 9 are bound (name -> pod)."""
     core: Any = client.CoreV1Api(api)
     custom: Any = client.CustomObjectsApi(api)
-    ev: Any = client.EventsV1Api(api)
     run = uuid.uuid4().hex[:6]
-    sched = f"dra-{run}"
+    await clear_slices(custom)
     await ensure_class(custom)
     await create_many(api, [make_node(n, gpus=0) for n in ("n1", "n2")])
     for node in ("n1", "n2"):
@@ -151,18 +154,71 @@ async def test_template_claims_are_allocated_on_the_node_a_full_node_refuses_and
     await custom.create_namespaced_custom_object(
         GROUP, VERSION, namespace, "resourceclaimtemplates", template
     )
-    await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
     names = [f"infer-{i}" for i in range(10)]
-    await create_many(api, [gpu_pod(n, namespace, sched, "one-gpu") for n in names])
+    await create_many(api, [gpu_pod(n, namespace, scheduler, "one-gpu") for n in names])
 
     async def nine_bound() -> dict[str, dict[str, Any]] | None:
         pods = {p["metadata"]["name"]: p for p in await list_all(core.list_namespaced_pod, namespace)}
         bound = {n: p for n, p in pods.items() if p["spec"].get("nodeName")}
         return pods if len(bound) == 9 else None
 
-    pods = await wait_for(nine_bound, 120, what="9 of 10 DRA pods bound")
+    pods: dict[str, dict[str, Any]] = await wait_for(
+        nine_bound, 120, what=f"9 of 10 DRA pods bound by {scheduler}"
+    )
+    return pods
+
+
+async def check_allocations(api: client.ApiClient, namespace: str, pods: dict[str, dict[str, Any]]) -> None:
+    """Every bound pod's claim allocated on its node and reserved for it; the pending pod's claim
+    not allocated; no device twice."""
+    custom: Any = client.CustomObjectsApi(api)
     nodes = sorted(p["spec"]["nodeName"] for p in pods.values() if p["spec"].get("nodeName"))
     assert nodes == ["n1"] * 8 + ["n2"]
+
+    async def settled() -> list[dict[str, Any]] | None:
+        claims = await list_all(
+            custom.list_namespaced_custom_object, GROUP, VERSION, namespace, "resourceclaims"
+        )
+        done = [c for c in claims if (c.get("status") or {}).get("allocation")]
+        return claims if len(done) == 10 else None  # the other claim and the nine pods'
+
+    claims = await wait_for(settled, 60, what="the claims' allocations written")
+    by_owner = {}
+    used: list[tuple[str, str]] = []
+    for c in claims:
+        owner = next((o for o in c["metadata"].get("ownerReferences") or () if o["kind"] == "Pod"), None)
+        if owner is not None:
+            by_owner[owner["name"]] = c
+        allocation = (c.get("status") or {}).get("allocation")
+        if allocation:
+            used += [(r["pool"], r["device"]) for r in allocation["devices"]["results"]]
+    assert len(used) == len(set(used)) == 7 + 9, used  # the other allocation's 7 and ours
+    for name, p in pods.items():
+        status = by_owner[name].get("status") or {}
+        if not p["spec"].get("nodeName"):
+            assert not status.get("allocation")
+            continue
+        results = status["allocation"]["devices"]["results"]
+        assert [r["pool"] for r in results] == [p["spec"]["nodeName"]]
+        terms = status["allocation"]["nodeSelector"]["nodeSelectorTerms"]
+        assert terms[0]["matchFields"][0]["values"] == [p["spec"]["nodeName"]]
+        assert [r["uid"] for r in status["reservedFor"]] == [p["metadata"]["uid"]]
+        assert "resource.kubernetes.io/delete-protection" in by_owner[name]["metadata"]["finalizers"]
+
+
+async def test_shoal_allocates_template_claims_fills_a_node_and_never_hands_out_a_device_twice(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    namespace: str,
+    operator: OperatorProcess,
+    claim_controller: KubeControllerManagerProcess,
+) -> None:
+    api = clean
+    ev: Any = client.EventsV1Api(api)
+    sched = f"dra-{uuid.uuid4().hex[:6]}"
+    await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+    pods = await scenario(api, namespace, sched)
+    await check_allocations(api, namespace, pods)
     pending = next(n for n, p in pods.items() if not p["spec"].get("nodeName"))
 
     async def refused() -> str | None:
@@ -175,30 +231,19 @@ async def test_template_claims_are_allocated_on_the_node_a_full_node_refuses_and
 
     note = await wait_for(refused, 60, what=f"a FailedScheduling event for {pending}")
     assert "cannot allocate all claims" in note, note
+    await clear_slices(client.CustomObjectsApi(api))
 
-    claims = await list_all(custom.list_namespaced_custom_object, GROUP, VERSION, namespace, "resourceclaims")
-    by_owner = {}
-    for c in claims:
-        owner = next((o for o in c["metadata"].get("ownerReferences") or () if o["kind"] == "Pod"), None)
-        if owner is not None:
-            by_owner[owner["name"]] = c
-    used: list[tuple[str, str]] = []
-    for c in claims:
-        allocation = (c.get("status") or {}).get("allocation")
-        if allocation:
-            used += [(r["pool"], r["device"]) for r in allocation["devices"]["results"]]
-    assert len(used) == len(set(used)) == 7 + 9, used  # the other allocation's 7 and ours
-    for name, p in pods.items():
-        c = by_owner[name]
-        status = c.get("status") or {}
-        if not p["spec"].get("nodeName"):
-            assert not status.get("allocation")
-            continue
-        results = status["allocation"]["devices"]["results"]
-        assert [r["pool"] for r in results] == [p["spec"]["nodeName"]]
-        terms = status["allocation"]["nodeSelector"]["nodeSelectorTerms"]
-        assert terms[0]["matchFields"][0]["values"] == [p["spec"]["nodeName"]]
-        assert [r["uid"] for r in status["reservedFor"]] == [p["metadata"]["uid"]]
-        assert "resource.kubernetes.io/delete-protection" in c["metadata"]["finalizers"]
-    for node in ("n1", "n2"):
-        await custom.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", f"{node}-{run}")
+
+async def test_kube_scheduler_places_the_same_pods_the_same_way(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    namespace: str,
+    claim_controller: KubeControllerManagerProcess,
+    tmp_path: Path,
+) -> None:
+    """The reference: kube-scheduler 1.37 with its default profile (DynamicResources on) gives the
+    outcome the shoal test asserts, so the two agree."""
+    with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
+        pods = await scenario(clean, namespace, "default-scheduler")
+        await check_allocations(clean, namespace, pods)
+    await clear_slices(client.CustomObjectsApi(clean))

@@ -14,7 +14,7 @@ from shoal.core.objects import PodInfo
 from shoal.core.placement import schedule_pod
 from shoal.core.status import Code
 from shoal.sim import InMemoryCluster, Simulation
-from shoal.testing.objects import make_node
+from shoal.testing.objects import make_node, make_pod_group
 from tests.unit.dra_objects import GPU, allocated, claim, claim_pod, device_class, node_slice
 
 
@@ -216,3 +216,28 @@ def test_what_shoal_does_not_evaluate_is_refused_or_left_alone_never_guessed() -
     tainted["spec"]["devices"][0]["taints"] = [{"key": "broken", "effect": "NoSchedule"}]
     _, out = run(node("n1"), device_class(), tainted, claim("c"), user("p", "c"))
     assert out["uid-p"].node is None and "cannot allocate all claims" in out["uid-p"].message
+
+
+def gang_member(name: str, claim_name: str, group: str) -> dict[str, Any]:
+    pod = user(name, claim_name)
+    pod["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": group}
+    return pod
+
+
+def test_gang_with_two_gpu_claims_is_all_or_nothing_and_a_rollback_leaves_no_allocation() -> None:
+    def gang(members: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = [make_pod_group("train", min_member=members)]
+        for i in range(members):
+            out += [claim(f"c{i}", count=2), gang_member(f"t{i}", f"c{i}", "train")]
+        return out
+
+    base = [node("n1"), node("n2"), device_class(), node_slice("n1", 4), node_slice("n2", 4)]
+    sim, out = run(*base, *gang(4))
+    assert sorted(o.node or "" for o in out.values()) == ["n1", "n1", "n2", "n2"]
+    taken = [a.id for c in sim.scheduler.cache.dra.claims.values() for a in c.allocated or ()]
+    assert len(taken) == len(set(taken)) == 8
+    sim, out = run(*base, *gang(5))  # 5 x 2 GPUs on 8: none placed, nothing left allocated
+    assert all(o.node is None for o in out.values())
+    dra = sim.scheduler.cache.dra
+    assert not dra.assumed
+    assert all(c.allocated is None for c in dra.claims.values())
