@@ -45,16 +45,18 @@ def claim_controller(
         yield kcm
 
 
-def gpu_slice(node: str, run: str) -> dict[str, Any]:
+def gpu_slice(
+    node: str, run: str, product: str = "NVIDIA A100-SXM4-80GB", memory: str = "80Gi"
+) -> dict[str, Any]:
     devices = [
         {
             "name": f"gpu-{i}",
             "attributes": {
-                "productName": {"string": "NVIDIA A100-SXM4-80GB"},
+                "productName": {"string": product},
                 "uuid": {"string": f"GPU-{run}-{node}-{i}"},
                 "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{i // 4:02x}"},
             },
-            "capacity": {"memory": {"value": "80Gi"}},
+            "capacity": {"memory": {"value": memory}},
         }
         for i in range(8)
     ]
@@ -247,3 +249,82 @@ async def test_kube_scheduler_places_the_same_pods_the_same_way(
         pods = await scenario(clean, namespace, "default-scheduler")
         await check_allocations(clean, namespace, pods)
     await clear_slices(client.CustomObjectsApi(clean))
+
+
+def direct_claim(
+    name: str, count: int = 1, selectors: tuple[str, ...] = (), **devices: Any
+) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": GPU, "count": count}
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    spec = {"devices": {"requests": [{"name": "gpu", "exactly": exactly}], **devices}}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+async def test_cel_selectors_pick_nodes_match_attribute_keeps_a_pcie_root_broken_cel_is_named(
+    clean: client.ApiClient, crds: ControlPlane, namespace: str, operator: OperatorProcess
+) -> None:
+    api = clean
+    core: Any = client.CoreV1Api(api)
+    custom: Any = client.CustomObjectsApi(api)
+    ev: Any = client.EventsV1Api(api)
+    run = uuid.uuid4().hex[:6]
+    sched = f"dra-{run}"
+    await clear_slices(custom)
+    await ensure_class(custom)
+    await create_many(api, [make_node(n, gpus=0) for n in ("small", "large")])
+    await custom.create_cluster_custom_object(
+        GROUP, VERSION, "resourceslices", gpu_slice("small", run, "NVIDIA A100-PCIE-40GB", "40Gi")
+    )
+    await custom.create_cluster_custom_object(
+        GROUP, VERSION, "resourceslices", gpu_slice("large", run, "NVIDIA H100-SXM5-80GB", "80Gi")
+    )
+    await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+    claims = {
+        "big": direct_claim(
+            "big", selectors=(f'device.capacity["{GPU}"].memory.compareTo(quantity("60Gi")) >= 0',)
+        ),
+        "a100": direct_claim(
+            "a100", selectors=(f'device.attributes["{GPU}"].productName.startsWith("NVIDIA A100")',)
+        ),
+        "pair": direct_claim("pair", 2, constraints=[{"matchAttribute": "resource.kubernetes.io/pcieRoot"}]),
+        "broken": direct_claim("broken", selectors=(f'device.attributes["{GPU}"].nosuch == "x"',)),
+    }
+    for body in claims.values():
+        await custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", body)
+    pods = []
+    for name in claims:
+        pod = make_pod(f"p-{name}", namespace=namespace, scheduler_name=sched, gpus=0)
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
+        pods.append(pod)
+    await create_many(api, pods)
+
+    async def three_bound() -> dict[str, str] | None:
+        out = {
+            p["metadata"]["name"]: p["spec"].get("nodeName")
+            for p in await list_all(core.list_namespaced_pod, namespace)
+        }
+        return out if sum(1 for n in out.values() if n) == 3 else None
+
+    placed = await wait_for(three_bound, 60, what="the three valid DRA pods bound")
+    assert placed["p-big"] == "large" and placed["p-a100"] == "small" and not placed["p-broken"]
+    pair = await custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", "pair")
+    devices = [r["device"] for r in pair["status"]["allocation"]["devices"]["results"]]
+    assert len(devices) == 2 and len({int(d.split("-")[1]) // 4 for d in devices}) == 1, devices
+
+    async def broken_named() -> str | None:
+        notes = [
+            e["note"]
+            for e in await list_all(ev.list_namespaced_event, namespace)
+            if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == "p-broken"
+        ]
+        return notes[-1] if notes else None
+
+    note = await wait_for(broken_named, 60, what="a FailedScheduling event for the broken selector")
+    assert f"claim {namespace}/broken" in note and "nosuch" in note, note
+    await clear_slices(custom)
