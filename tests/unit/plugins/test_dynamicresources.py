@@ -7,8 +7,13 @@ firstAvailable, allocationMode All, shared claims, and broken CEL is an error na
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
+
+from shoal.cli import main
 from shoal.core.cyclestate import CycleState
 from shoal.core.objects import PodInfo
 from shoal.core.placement import schedule_pod
@@ -241,3 +246,13 @@ def test_gang_with_two_gpu_claims_is_all_or_nothing_and_a_rollback_leaves_no_all
     dra = sim.scheduler.cache.dra
     assert not dra.assumed
     assert all(c.allocated is None for c in dra.claims.values())
+
+
+def test_simulate_reads_dra_objects_from_a_snapshot_and_allocates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshot = tmp_path / "snapshot.yaml"
+    objs = [node("n1"), device_class(), node_slice("n1"), claim("c"), user("p", "c")]
+    snapshot.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objs}))
+    assert main(["simulate", "--cluster", str(snapshot)]) == 0
+    assert "1/1 pending pods placed" in capsys.readouterr().out
