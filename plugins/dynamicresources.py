@@ -154,6 +154,11 @@ class DynamicResources:
                 continue
             if claim.key in store.assumed:
                 return None, _unresolvable(f"resource claim {claim.key} is in the process of being allocated")
+            for c in claim.constraints:
+                if c.unsupported:
+                    return None, _unresolvable(
+                        f"claim {claim.key}, constraint uses {c.unsupported}, {NOT_YET}"
+                    )
             for alternatives in claim.requests:
                 for req in alternatives:
                     if req.unsupported:

@@ -191,6 +191,8 @@ class Constraint:
 
     requests: tuple[str, ...]
     match_attribute: str
+    #: a constraint of a kind shoal does not evaluate yet (``distinctAttribute``): its fields
+    unsupported: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,10 +265,14 @@ class ResourceClaimInfo:
                 requests.append(tuple(_request(s, prefix) for s in raw["firstAvailable"]))
             else:
                 requests.append((_request(raw),))
-        constraints = tuple(
-            Constraint(tuple(str(r) for r in c.get("requests") or ()), str(c.get("matchAttribute")))
+        constraints = tuple(  # another kind (distinctAttribute) is kept to be refused, not dropped
+            Constraint(
+                tuple(str(r) for r in c.get("requests") or ()),
+                str(c.get("matchAttribute") or ""),
+                "" if c.get("matchAttribute") else ", ".join(k for k in c if k != "requests"),
+            )
             for c in devices.get("constraints") or ()
-            if isinstance(c, Mapping) and c.get("matchAttribute")
+            if isinstance(c, Mapping)
         )
         allocation = status.get("allocation")
         owner: JSON = next((o for o in meta.get("ownerReferences") or () if o.get("kind") == "Pod"), {})

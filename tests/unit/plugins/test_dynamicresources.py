@@ -217,6 +217,12 @@ def test_what_shoal_does_not_evaluate_is_refused_or_left_alone_never_guessed() -
     admin["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
     _, out = run(node("n1"), device_class(), node_slice("n1"), admin, user("p", "c"))
     assert "request gpu uses adminAccess, which shoal does not evaluate yet" in out["uid-p"].message
+    distinct = claim("d", count=2, constraints=[{"distinctAttribute": "resource.kubernetes.io/pcieRoot"}])
+    _, out = run(node("n1"), device_class(), node_slice("n1"), distinct, user("p", "d"))
+    assert (
+        "claim default/d, constraint uses distinctAttribute, which shoal does not evaluate yet"
+        in out["uid-p"].message
+    )
     tainted = node_slice("n1", 1)
     tainted["spec"]["devices"][0]["taints"] = [{"key": "broken", "effect": "NoSchedule"}]
     _, out = run(node("n1"), device_class(), tainted, claim("c"), user("p", "c"))
