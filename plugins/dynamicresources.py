@@ -18,7 +18,8 @@ parameters; read, not ported):
   not available on the node``); the unallocated claims must all be allocatable on the node from the
   devices it reaches (its own slices, ``allNodes`` and ``nodeSelector`` slices), excluding every
   device already allocated to any claim, by anyone, and those shoal holds for pods in flight (``cannot
-  allocate all claims``). The allocator is :mod:`shoal.core.draalloc`: class and request CEL selectors,
+  allocate all claims``). Every rejection is UnschedulableAndUnresolvable, as upstream's: evicting
+  pods does not free their claims' devices, so preemption cannot help. The allocator is :mod:`shoal.core.draalloc`: class and request CEL selectors,
   ``exactly`` with ``count`` and ``allocationMode: All``, ``firstAvailable``,
   ``constraints[].matchAttribute``. A selector that cannot be evaluated is an Error naming the claim
   and the expression, never a match.
@@ -198,7 +199,7 @@ class DynamicResources:
         except AllocationError as exc:
             raise PluginFailed(Status.error(str(exc))) from None
         if failed.any():
-            out.append(Rejection(failed, CANNOT_ALLOCATE, Code.UNSCHEDULABLE))
+            out.append(Rejection(failed, CANNOT_ALLOCATE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
         return out
 
     def node_devices(self, table: NodeTable, row: int) -> tuple[Device, ...]:
