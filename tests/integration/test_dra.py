@@ -25,7 +25,7 @@ from shoal.testing.cluster import OperatorProcess, create, create_many, list_all
 from shoal.testing.controlplane import ControlPlane
 from shoal.testing.kubecontrollermanager import DRA_CONTROLLERS, KubeControllerManagerProcess
 from shoal.testing.kubescheduler import KubeSchedulerProcess
-from shoal.testing.objects import make_node, make_pod, make_profile
+from shoal.testing.objects import make_node, make_pod, make_pod_group, make_profile
 
 pytestmark = pytest.mark.slow
 
@@ -327,4 +327,69 @@ async def test_cel_selectors_pick_nodes_match_attribute_keeps_a_pcie_root_broken
 
     note = await wait_for(broken_named, 60, what="a FailedScheduling event for the broken selector")
     assert f"claim {namespace}/broken" in note and "nosuch" in note, note
+    await clear_slices(custom)
+
+
+async def test_a_gang_of_two_gpu_claims_is_all_or_nothing(
+    clean: client.ApiClient, crds: ControlPlane, namespace: str, operator: OperatorProcess
+) -> None:
+    """4 members × 2 GPUs fill a node of 8 together; a second gang of 2 × 2 GPUs then finds no
+    room and leaves neither a bound member nor an allocated claim behind."""
+    api = clean
+    core: Any = client.CoreV1Api(api)
+    custom: Any = client.CustomObjectsApi(api)
+    run = uuid.uuid4().hex[:6]
+    sched = f"dra-{run}"
+    await clear_slices(custom)
+    await ensure_class(custom)
+    await create(api, make_node("n1", gpus=0))
+    await custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", gpu_slice("n1", run))
+    await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+
+    async def gang(name: str, members: int) -> None:
+        await create(api, make_pod_group(name, namespace=namespace, min_member=members))
+        for i in range(members):
+            body = direct_claim(f"{name}-{i}", 2)
+            await custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", body)
+        pods = []
+        for i in range(members):
+            pod = make_pod(f"{name}-{i}", namespace=namespace, scheduler_name=sched, gpus=0, pod_group=name)
+            pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"{name}-{i}"}]
+            pods.append(pod)
+        await create_many(api, pods)
+
+    async def bound(prefix: str) -> list[str]:
+        return [
+            p["spec"]["nodeName"]
+            for p in await list_all(core.list_namespaced_pod, namespace)
+            if p["metadata"]["name"].startswith(prefix) and p["spec"].get("nodeName")
+        ]
+
+    await gang("first", 4)
+
+    async def first_bound() -> list[str] | None:
+        nodes = await bound("first-")
+        return nodes if len(nodes) == 4 else None
+
+    assert await wait_for(first_bound, 60, what="the first gang bound") == ["n1"] * 4
+    await gang("second", 2)
+
+    async def second_refused() -> bool:
+        pods = {p["metadata"]["name"]: p for p in await list_all(core.list_namespaced_pod, namespace)}
+        conds = [
+            c
+            for n, p in pods.items()
+            if n.startswith("second-")
+            for c in p["status"].get("conditions") or ()
+            if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+        ]
+        return len(conds) == 2
+
+    await wait_for(second_refused, 60, what="both members of the second gang refused")
+    assert await bound("second-") == []
+    for i in range(2):
+        got = await custom.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, "resourceclaims", f"second-{i}"
+        )
+        assert not (got.get("status") or {}).get("allocation"), got
     await clear_slices(custom)
