@@ -11,7 +11,9 @@ bound, p50/p99 of create→bound (client-observed), peak RSS and CPU seconds of 
 
 Scenarios: basic (1,000 nodes / 5,000 pods), scale (5,000 / 50,000; --large), gang (a 64-pod gang
 on 1,000 nodes: last member created → all bound), topology (gangs of 8/16/64 required in one
-clique/rack/block, native PodGroups, both schedulers: bench/e2e_topology.py), packing (64 × 8-GPU nodes, a seeded mix of 1/2/4/
+clique/rack/block, native PodGroups, both schedulers: bench/e2e_topology.py), preemption
+(scheduler_perf's PreemptionBasic) and gang preemption (victims beyond the minimum:
+bench/e2e_preemption.py), packing (64 × 8-GPU nodes, a seeded mix of 1/2/4/
 8-GPU pods and gangs: GPUs allocated before the first 8-GPU pod that cannot be placed), herding
 (GPU-memory requests against free-memory labels: nodes that end over their label). A gang whose
 members are not all bound fails the run at once (nothing is written but bench's temporary folder).
@@ -46,7 +48,7 @@ from kubernetes_asyncio import client, config
 # of sys.path, so `bench` is found and the checkout's operator/ never shadows the standard library.
 if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parents[1]))
-from bench import e2e_topology
+from bench import e2e_preemption, e2e_topology
 from bench.e2e_report import plot, write_doc
 from bench.e2e_schedulers import SETTLE_S, KubeScheduler, Shoal, proc_stats
 from bench.e2e_workloads import CONSTRAINED, workload_node, workload_pod
@@ -54,7 +56,7 @@ from bench.report import DOC
 from shoal.kube.informer import stream
 from shoal.kube.kinds import KIND_PODS
 from shoal.kube.rest import RawClient
-from shoal.testing.cluster import apply_crds, create, wait_for
+from shoal.testing.cluster import apply_crds, create, list_all, wait_for
 from shoal.testing.controlplane import Binaries, ControlPlane
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 
@@ -202,6 +204,11 @@ class Bench:
     def stats(self) -> tuple[float, int]:
         assert self.scheduler is not None
         return proc_stats(self.scheduler.pid)
+
+    async def pod_names(self) -> set[str]:
+        assert self.api is not None
+        pods = await list_all(client.CoreV1Api(self.api).list_namespaced_pod, NS)
+        return {p["metadata"]["name"] for p in pods}
 
     def bound_nodes(self) -> dict[str, str]:
         return self.watcher.nodes
@@ -388,6 +395,26 @@ async def herding(kind: str, base: Path) -> dict[str, Any]:
         }
 
 
+async def preemption(kind: str, base: Path, nodes: int = 1000, preemptors: int = 1000) -> dict[str, Any]:
+    """scheduler_perf's PreemptionBasic (bench/e2e_preemption.py) on a fresh control plane."""
+    async with Bench(kind, base / "preemption") as b:
+        await b.create_all(e2e_preemption.priority_classes())
+        await b.create_all(e2e_preemption.basic_nodes(nodes))
+        await b.create_all(e2e_preemption.basic_victims(nodes, NS))
+        await b.start_scheduler()
+        return await e2e_preemption.run_basic(b, NS, nodes, preemptors, timeout=600)
+
+
+async def gang_preemption(kind: str, base: Path) -> dict[str, Any]:
+    """A high-priority gang of 8 preempting on 16 full nodes: victims beyond the minimum."""
+    async with Bench(kind, base / "gang-preemption") as b:
+        await b.create_all(e2e_preemption.priority_classes())
+        await b.create_all(e2e_preemption.gang_nodes())
+        await b.create_all(e2e_preemption.gang_victims(NS))
+        await b.start_scheduler()
+        return await e2e_preemption.run_gang(b, NS, native=kind == "kube-scheduler")
+
+
 def topology_summary(topo: dict[str, Any]) -> dict[str, Any]:
     shoal, kube = topo["shoal"], topo["kube-scheduler"]
     latency = None
@@ -436,6 +463,10 @@ async def main_async(args: argparse.Namespace) -> int:
         )
     print("bench: topology (gangs of 8/16/64 in one clique/rack/block, 1,024 nodes)", flush=True)
     results["topology"] = {k: await topology(k, base) for k in kinds}
+    print("bench: preemption (scheduler_perf PreemptionBasic, 1,000 nodes, 1,000 preemptors)", flush=True)
+    results["preemption"] = {k: await preemption(k, base) for k in kinds}
+    print("bench: gang preemption (a gang of 8 on 16 full nodes)", flush=True)
+    results["gang_preemption"] = {k: await gang_preemption(k, base) for k in kinds}
     print("bench: packing", flush=True)
     results["packing"] = {k: await packing(k, base) for k in kinds}
     print("bench: herding", flush=True)
@@ -460,6 +491,10 @@ async def main_async(args: argparse.Namespace) -> int:
         / max(results["packing"]["kube-scheduler"]["allocated"], 1),
         "packing_fraction": results["packing"]["shoal"]["fraction"],
         **topology_summary(results["topology"]),
+        "preemption_ratio": results["preemption"]["shoal"]["pods_per_s"]
+        / max(results["preemption"]["kube-scheduler"]["pods_per_s"], 1e-9),
+        "gang_preemption_excess_victims": results["gang_preemption"]["shoal"]["excess_victims"],
+        "gang_preemption_excess_victims_kube": results["gang_preemption"]["kube-scheduler"]["excess_victims"],
     }
     print(json.dumps(summary, indent=2))
     if not args.no_write:

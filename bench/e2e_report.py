@@ -234,3 +234,35 @@ def _topology(results: dict[str, Any]) -> list[str]:
             f"| {r['pods_per_s']:.1f} | {r['free_racks']} |"
         )
     return lines
+
+
+def _preemption(results: dict[str, Any]) -> list[str]:
+    """scheduler_perf's PreemptionBasic and the gang-preemption scenario (bench/e2e_preemption.py)."""
+    pre, gang = results.get("preemption"), results.get("gang_preemption")
+    if not pre or not gang:
+        return []
+    lines = [
+        "",
+        f"### preemption: scheduler_perf's PreemptionBasic ({pre['shoal']['nodes']:,} nodes of 4 cpu, "
+        f"4 low-priority pods each, {pre['shoal']['preemptors']:,} high-priority pods of 3970m)",
+        "",
+        "| scheduler | preemptors bound | seconds | pods/s | pods evicted |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name in ("kube-scheduler", "shoal"):
+        r = pre[name]
+        lines.append(
+            f"| {name} | {r['bound']:,} | {r['seconds']:.1f} | {r['pods_per_s']:.1f} | {r['victims']:,} |"
+        )
+    lines += [
+        "",
+        "### gang preemption: a high-priority gang of 8 × 4 cpu on 16 full nodes (fewest victims: 8)",
+        "",
+        "| scheduler | members bound | pods evicted | beyond the minimum |",
+        "|---|---:|---:|---:|",
+    ]
+    for name in ("kube-scheduler", "shoal"):
+        r = gang[name]
+        excess = "—" if r["excess_victims"] is None else str(r["excess_victims"])
+        lines.append(f"| {name} | {r['bound']}/8 | {r['evicted']} | {excess} |")
+    return lines

@@ -24,6 +24,7 @@ from shoal.core.profile import ProfileError
 if TYPE_CHECKING:
     from shoal.core.dra import DraObject
     from shoal.core.objects import PodInfo
+    from shoal.core.placement import Explanation
     from shoal.core.scheduler import Scheduler
     from shoal.core.volumes import StorageObject
     from shoal.kube.rest import RawClient
@@ -70,6 +71,8 @@ def _simulate(args: argparse.Namespace) -> int:
     print(format_table([outcomes[u] for u in pending], show_scores=not args.no_scores))
     placed = sum(1 for u in pending if outcomes[u].node)
     print(f"\n{placed}/{len(pending)} pending pods placed on {len(cluster.nodes)} nodes")
+    for p in sim.preemption.preemptions:  # DefaultPreemption's evictions, in the order decided
+        print(f"{p.preemptor} preempted {', '.join(p.victims) or 'nothing'} on {p.node}")
     return 0
 
 
@@ -188,9 +191,22 @@ async def _explain_async(args: argparse.Namespace) -> int:
         result = sched.explain(target)
     finally:
         await api.close()
+    _print_explanation(sched, target, result)
+    return 0
+
+
+def _print_explanation(sched: Scheduler, target: PodInfo, result: Explanation) -> None:
+    from shoal.plugins.defaultpreemption import DefaultPreemption
+
     print(f"pod {target.key} (schedulerName {result.profile}): {result.message}")
     for line in result.gang:
         print(line)
+    preempting = sched.profiles[result.profile].plugins.get("DefaultPreemption")
+    if result.best is None and isinstance(preempting, DefaultPreemption):
+        verdict = preempting.evaluate(target, result.diagnosis)  # what it would do, doing nothing
+        best = verdict.best
+        victims = ", ".join(v.key for v in best.victims) if best is not None else ""
+        print(f"would preempt {victims} on {best.node}" if best is not None else verdict.status.message)
     rows = [("NODE", "RESULT", "DETAILS")]
     for node, total in sorted(result.totals.items(), key=lambda kv: -kv[1]):
         details = " ".join(f"{p}={v}" for p, v in result.scores[node].items())
@@ -201,7 +217,6 @@ async def _explain_async(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(2)]
     for r in rows:
         print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip())
-    return 0
 
 
 def _explain(args: argparse.Namespace) -> int:

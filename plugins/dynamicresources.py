@@ -19,10 +19,10 @@ parameters; read, not ported):
   devices it reaches (its own slices, ``allNodes`` and ``nodeSelector`` slices), excluding every
   device already allocated to any claim, by anyone, and those shoal holds for pods in flight (``cannot
   allocate all claims``). Every rejection is UnschedulableAndUnresolvable, as upstream's: evicting
-  pods does not free their claims' devices, so preemption cannot help. The allocator is :mod:`shoal.core.draalloc`: class and request CEL selectors,
-  ``exactly`` with ``count`` and ``allocationMode: All``, ``firstAvailable``,
-  ``constraints[].matchAttribute``. A selector that cannot be evaluated is an Error naming the claim
-  and the expression, never a match.
+  pods does not free their claims' devices, so preemption cannot help. The allocator is
+  :mod:`shoal.core.draalloc`: class and request CEL selectors, ``exactly`` with ``count`` and
+  ``allocationMode: All``, ``firstAvailable``, ``constraints[].matchAttribute``. A selector that
+  cannot be evaluated is an Error naming the claim and the expression, never a match.
 * **Reserve** holds the allocation in the cache's DRA store (the devices are taken for every later
   cycle); **Unreserve** drops it.
 * **PreBind** writes, per claim, what kube-scheduler writes: the ``delete-protection`` finalizer and

@@ -25,6 +25,7 @@ from shoal.core.profile import PluginEntry, PluginSet
 from shoal.plugins import (
     coscheduling,
     defaultbinder,
+    defaultpreemption,
     dynamicresources,
     gpumemory,
     imagelocality,
@@ -70,6 +71,7 @@ BUILTIN: tuple[PluginEntry, ...] = (
     volumezone.ENTRY,
     dynamicresources.ENTRY,
     topologyplacement.ENTRY,
+    defaultpreemption.ENTRY,
 )
 DEFAULT_SCHEDULER_NAME = "gpu-scheduler"
 
@@ -170,7 +172,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "InterPodAffinity",
         "TopologyPlacement",
     ),
-    "postFilter": [],
+    "postFilter": _refs("DefaultPreemption"),
     "preScore": _refs(
         "NodeResourcesFit",
         "NodeAffinity",

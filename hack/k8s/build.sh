@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real control-plane binaries from Go modules, only those that are missing.
-#   hack/k8s/build.sh [etcd] [kube-apiserver] [kube-scheduler] [kube-controller-manager] [helm]
-#   (default: all five; kube-controller-manager runs only the PV binder, for the volume tests)
+#   hack/k8s/build.sh [etcd] [kube-apiserver] [kube-scheduler] [kube-controller-manager] [helm] [kwok]
+#   (default: all six; kube-controller-manager runs only the PV binder, for the volume tests; kwok
+#   plays the kubelets of fake nodes, for the preemption tests, with its own "fast" stages)
 # Binaries land in ${SHOAL_BIN_DIR:-$HOME/.cache/shoal/bin}/<version>/ so every clone on this machine
 # shares them; the Go build cache (~/.cache/go-build) makes a rebuild after a bump incremental.
 # It refuses to build when hack/k8s/*/go.mod pin other versions than versions.env (run gen-mod.sh).
@@ -66,13 +67,29 @@ check_kube_staging() { # every k8s.io staging module is replaced by the release 
   fi
 }
 
+# kwok runs with stage configs; its release ships them as YAML in the module (kustomize/stage/):
+# the fast pod stages (ready, complete), the general pod-delete (a pod being deleted goes within its
+# grace period, as a kubelet stops it, not at once) and node init.
+kwok_stages() {
+  local out=$bin_root/kwok-${KWOK_VERSION}/stages.yaml src f
+  [ -s "$out" ] && return
+  src=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  : >"$out.tmp"
+  for f in pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/general/pod-delete.yaml node/fast/node-initialize.yaml; do
+    { echo "---"; cat "$src/kustomize/stage/$f"; } >>"$out.tmp"
+  done
+  mv "$out.tmp" "$out"
+  echo "shoal: kwok stages -> $out"
+}
+
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-scheduler kube-controller-manager helm)
+[ ${#targets[@]} -gt 0 ] || targets=(etcd kube-apiserver kube-scheduler kube-controller-manager helm kwok)
 for t in "${targets[@]}"; do
   case $t in
     etcd) check_module etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" ;;
     kube-apiserver|kube-scheduler|kube-controller-manager) check_module kube k8s.io/kubernetes "$KUBE_VERSION"; check_kube_staging ;;
     helm) check_module helm helm.sh/helm/v3 "$HELM_VERSION" ;;
+    kwok) check_module kwok sigs.k8s.io/kwok "$KWOK_VERSION" ;;
   esac
 done
 for t in "${targets[@]}"; do
@@ -82,6 +99,8 @@ for t in "${targets[@]}"; do
       build_one "$t" kube "$KUBE_VERSION" "k8s.io/kubernetes/cmd/$t" "$(kube_ldflags)" ;;
     helm) build_one helm helm "helm-${HELM_VERSION}" helm.sh/helm/v3/cmd/helm \
             "-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
+    kwok) build_one kwok kwok "kwok-${KWOK_VERSION}" sigs.k8s.io/kwok/cmd/kwok \
+            "-s -w"; kwok_stages ;;
     *) echo "unknown component $t" >&2; exit 2 ;;
   esac
 done

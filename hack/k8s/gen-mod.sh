@@ -37,12 +37,13 @@ gen_simple() { # dir module require
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(kube etcd helm)
+[ ${#targets[@]} -gt 0 ] || targets=(kube etcd helm kwok)
 for t in "${targets[@]}"; do
   case $t in
     kube) gen_kube ;;
     etcd) gen_simple etcd "go.etcd.io/etcd/server/v3@${ETCD_VERSION}" ;;
     helm) gen_simple helm "helm.sh/helm/v3@${HELM_VERSION}" ;;
+    kwok) gen_simple kwok "sigs.k8s.io/kwok@${KWOK_VERSION}" ;;
     *) echo "unknown module $t" >&2; exit 2 ;;
   esac
 done

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from shoal.core.disruption import Nominator, PDBInfo
 from shoal.core.dra import DraStore
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
@@ -60,6 +61,9 @@ class ClusterCache:
         #: (``namespace/name``): what the volume plugins scan instead of every pod
         self._with_volumes: set[str] = set()
         self.claim_users: dict[str, int] = {}
+        #: preemption: pods nominated to nodes, and the PodDisruptionBudgets (``namespace/name``)
+        self.nominator = Nominator()
+        self.pdbs: dict[str, PDBInfo] = {}
 
     # -- nodes ---------------------------------------------------------------------------------
     def set_node(self, spec: NodeSpec) -> bool:
@@ -133,6 +137,7 @@ class ClusterCache:
         if pod.terminated:
             return self.remove_pod(pod.uid)
         old = self.pods.get(pod.uid)
+        self.nominator.update(old, pod)
         assumed = self._assumed.get(pod.uid)
         if assumed is not None and pod.bound:
             del self._assumed[pod.uid]  # confirmed by the API
@@ -156,6 +161,7 @@ class ClusterCache:
 
     def remove_pod(self, uid: str) -> PodInfo | None:
         old = self.pods.get(uid)
+        self.nominator.remove(uid)
         self._uncount(uid)
         self._assumed.pop(uid, None)
         if old is not None:
@@ -208,6 +214,24 @@ class ClusterCache:
         for uid in expired:
             self.forget(uid)
         return expired
+
+    # -- what-ifs (preemption) -------------------------------------------------------------------
+    def uncount(self, uid: str) -> str | None:
+        """Take a placed pod off its node's accounting, for a what-if inside one synchronous cycle
+        (preemption removing a victim); returns its node. The caller puts it back with
+        :meth:`recount` before the cycle ends."""
+        node = self._placed.get(uid)
+        if node is not None:
+            self._uncount(uid)
+        return node
+
+    def pods_on(self, node: str) -> list[PodInfo]:
+        """The pods counted on ``node`` (bound or assumed), in no particular order."""
+        return [self.pods[u] for u in self._node_pods.get(node, ())]
+
+    def recount(self, pod: PodInfo, node: str) -> None:
+        """Count a known pod on ``node`` (undoing :meth:`uncount`, or a nominated pod's what-if)."""
+        self._count(pod, node)
 
     # -- placed pods with volumes (the volume plugins) --------------------------------------------
     def placed_with_volumes(self) -> Iterator[tuple[PodInfo, int]]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from shoal.core.cycle import Assumed, Cycle
+from shoal.core.gangpreemption import run_gang_post_filter
 from shoal.core.interfaces import BoolArray
 from shoal.core.objects import (
     TOPOLOGY_PREFERRED_ANNOTATION,
@@ -70,7 +71,7 @@ def schedule_gang(
     need = max(group.min_member - already, 0)
     plan = _plan(s, fw, group, members, need)
     if not plan.trials:
-        _refuse(s, fw, group, members, plan.failure, began)
+        _refuse(s, fw, group, members, need, plan.failure, began)
         return
     attempt = _Attempt(plan.trials[0])
     for trial in plan.trials:
@@ -89,19 +90,8 @@ def _plan(
     s: Scheduler, fw: Framework, group: PodGroupInfo, members: list[QueuedPodInfo], need: int
 ) -> GangPlan:
     placer = fw.gang_placer
-    if placer is None:
-        if group.topology_levels:  # never silently wrong: a constraint nobody enforces refuses the gang
-            field_name = (
-                TOPOLOGY_REQUIRED_ANNOTATION if group.topology_required else TOPOLOGY_PREFERRED_ANNOTATION
-            )
-            if group.api == "scheduling.k8s.io":
-                field_name = "spec.schedulingConstraints.topology"
-            return GangPlan(
-                (),
-                f"pod group {group.key} uses {field_name}, which this profile does not evaluate "
-                "(it leaves out TopologyPlacement at filter)",
-            )
-        return _ANYWHERE
+    if placer is None:  # never silently wrong: a constraint nobody enforces refuses the gang
+        return GangPlan((), _unevaluated(group)) if group.topology_levels else _ANYWHERE
     if not members or not placer.constrained(group):
         return _ANYWHERE
     feasible = _feasible_pod(fw, members[0].pod)
@@ -181,10 +171,18 @@ def _commit(s: Scheduler, fw: Framework, group: PodGroupInfo, attempt: _Attempt,
 
 
 def _refuse(
-    s: Scheduler, fw: Framework, group: PodGroupInfo, members: list[QueuedPodInfo], why: str, began: float
+    s: Scheduler,
+    fw: Framework,
+    group: PodGroupInfo,
+    members: list[QueuedPodInfo],
+    need: int,
+    why: str,
+    began: float,
 ) -> None:
-    """No trial at all (a required level no domain can hold, a constraint not evaluated)."""
-    message = f"pod group {group.key}: {why}; nothing was reserved."
+    """No trial at all: a required level no domain can hold now (the gang may preempt inside one
+    domain, core/gangpreemption.py), or a constraint the profile does not evaluate (it may not)."""
+    preempted = run_gang_post_filter(fw, group, [m.pod for m in members], need) if fw.gang_placer else ""
+    message = f"pod group {group.key}: {why}; nothing was reserved.{preempted}"
     duration = time.perf_counter() - began
     for m in members:
         s.metrics.attempt("unschedulable", fw.name, duration)
@@ -205,13 +203,15 @@ def _gang_failed(
             s.retry_after_error(fw, m, message, duration)
         return
     why, plugins = first_reason(pl for _, pl in attempt.failed)
+    # the gang may preempt as one (core/gangpreemption.py): " preemption: ..." or ""
+    preempted = run_gang_post_filter(fw, group, [m.pod for m in members], need)
     where = ""
     if attempt.trial.domain is not None:
         tried = f"{trials} placement(s) tried, the last " if trials > 1 else ""
         where = f" ({tried}{attempt.trial.note})"
     message = (
         f"{why} pod group {group.key}: only {len(attempt.placed)} of the {need} pending member(s) it needs "
-        f"fit{where} ({group.min_field} {group.min_member}); nothing was reserved."
+        f"fit{where} ({group.min_field} {group.min_member}); nothing was reserved.{preempted}"
     ).strip()
     for m in members:
         s.metrics.attempt("unschedulable", fw.name, duration)

@@ -427,12 +427,20 @@ class Diagnosis:
     pre_filter_status: Status | None = None
     unschedulable_plugins: set[str] = field(default_factory=set)
     unresolvable: bool = False
+    #: rows a Filter rejected, and those among them whose status is UnschedulableAndUnresolvable
+    #: (preemption tries only the others: kube's ``NodesForStatusCode(Unschedulable)``)
+    rejected_rows: BoolArray | None = None
+    unresolvable_rows: BoolArray | None = None
+    #: what the PostFilter plugins said (``preemption: ...``), appended to the message as upstream
+    post_filter_message: str = ""
 
     def message(self) -> str:
-        """kube-scheduler's wording: ``0/5 nodes are available: 2 Insufficient cpu, 3 node(s) ...``."""
+        """kube-scheduler's wording: ``0/5 nodes are available: 2 Insufficient cpu, 3 node(s) ...``,
+        then the PostFilter's message if any."""
+        post = f" {self.post_filter_message}" if self.post_filter_message else ""
         if self.pre_filter_status is not None and not self.reason_counts:
-            return f"0/{self.total_nodes} nodes are available: {self.pre_filter_status.message}."
+            return f"0/{self.total_nodes} nodes are available: {self.pre_filter_status.message}.{post}"
         if not self.reason_counts:
-            return f"0/{self.total_nodes} nodes are available."
+            return f"0/{self.total_nodes} nodes are available.{post}"
         parts = sorted(f"{count} {reason}" for reason, count in self.reason_counts.items())
-        return f"0/{self.total_nodes} nodes are available: {', '.join(parts)}."
+        return f"0/{self.total_nodes} nodes are available: {', '.join(parts)}.{post}"

@@ -24,6 +24,9 @@ class Metrics(Protocol):
     def pending(self, queue: str, count: int) -> None:
         """Pods pending in a queue: active, backoff, unschedulable, gated."""
 
+    def preemption(self, victims: int) -> None:
+        """One preemption attempt (DefaultPreemption's PostFilter); ``victims`` chosen, 0 if none."""
+
 
 class NullMetrics:
     def attempt(self, result: str, profile: str, seconds: float) -> None:
@@ -39,4 +42,7 @@ class NullMetrics:
         pass
 
     def pending(self, queue: str, count: int) -> None:
+        pass
+
+    def preemption(self, victims: int) -> None:
         pass

@@ -67,6 +67,9 @@ def scheduling_group_name(spec: Mapping[str, Any]) -> str | None:
 
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER = "PreemptLowerPriority", "Never"
+#: the reason of the ``DisruptionTarget`` condition the scheduler puts on the pods it preempts
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 
 
 def parse_time(value: str | None) -> float:
@@ -180,6 +183,13 @@ class PodInfo:
     resource_claims: tuple[PodClaim, ...] = ()
     #: scheduling-relevant fields this pod sets that only some plugin evaluates (core/fidelity.py)
     fields_used: tuple[FieldUse, ...] = ()
+    #: preemption (DefaultPreemption): ``spec.preemptionPolicy``, ``status.nominatedNodeName``,
+    #: ``status.startTime`` (None: not started), and whether the scheduler is evicting it
+    #: (a ``DisruptionTarget`` condition with reason ``PreemptionByScheduler``)
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
+    nominated_node: str = ""
+    start_time: float | None = None
+    preempted: bool = False
 
     @property
     def key(self) -> str:
@@ -255,6 +265,7 @@ class PodInfo:
             images=pod_images(spec),
             volumes=pod_volumes(str(meta.get("name") or ""), spec),
             resource_claims=pod_claims(spec, status),
+            **_preemption_fields(spec, status),
         )
 
 
@@ -274,6 +285,24 @@ def _metadata_fields(
         except SelectorError as exc:
             problems[TALKS_TO_ANNOTATION] = f"annotation {TALKS_TO_ANNOTATION}: {exc}"
     return used
+
+
+def _preemption_fields(spec: JSON, status: JSON) -> dict[str, Any]:
+    """What DefaultPreemption reads of a pod (see the PodInfo fields)."""
+    preempted = any(
+        isinstance(c, Mapping)
+        and c.get("type") == "DisruptionTarget"
+        and c.get("status") == "True"
+        and c.get("reason") == PREEMPTION_BY_SCHEDULER
+        for c in status.get("conditions") or ()
+    )
+    started = status.get("startTime")
+    return {
+        "preemption_policy": str(spec.get("preemptionPolicy") or PREEMPT_LOWER_PRIORITY),
+        "nominated_node": str(status.get("nominatedNodeName") or ""),
+        "start_time": parse_time(started) if started else None,
+        "preempted": preempted,
+    }
 
 
 def _node_affinity(

@@ -42,6 +42,8 @@ class FilterOutcome:
             diag.unresolvable = self.pre_filter_status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
             return diag
         resolvable = False
+        diag.rejected_rows = np.zeros(len(self.feasible), dtype=bool)
+        diag.unresolvable_rows = np.zeros(len(self.feasible), dtype=bool)
         for step in self.steps:
             rejected: BoolArray = np.zeros(len(step.before), dtype=bool)
             unresolvable: BoolArray = np.zeros(len(step.before), dtype=bool)
@@ -65,6 +67,8 @@ class FilterOutcome:
             # as a plugin's status in kube-scheduler: one unresolvable reason makes the node's
             # status unresolvable; the pod is unresolvable when every rejected node is
             resolvable = resolvable or bool((rejected & ~unresolvable).any())
+            diag.rejected_rows[: len(rejected)] |= rejected
+            diag.unresolvable_rows[: len(unresolvable)] |= unresolvable
         diag.unresolvable = bool(diag.reason_counts) and not resolvable
         return diag
 

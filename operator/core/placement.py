@@ -29,6 +29,7 @@ from shoal.core.objects import PodInfo
 from shoal.core.outcomes import ScoreOutcome
 from shoal.core.runtime import Framework
 from shoal.core.status import Code, Status
+from shoal.core.whatif import filter_with_nominated
 
 #: below this many feasible nodes every one is scored, whatever percentageOfNodesToScore says
 MIN_FEASIBLE_NODES_TO_SCORE = 100
@@ -64,21 +65,34 @@ def schedule_pod(
     if not status.ok:
         return _pre_filter_failed(fw, status)
     outcome = fw.find_feasible(state, pod, pre)  # findNodesThatFitPod: every Filter, every node
+    filter_with_nominated(fw, pod, outcome)  # nominated pods of >= priority hold their room
     if outcome.error is not None:
         return Placement(status=outcome.error)
     names = names or what_if
     if not outcome.feasible.any():
         none_fit = outcome.diagnosis(fw.handle.cache.table.names if names else None)
-        if not what_if:
-            fw.run_post_filter(state, pod, none_fit)
+        if not what_if and fw.post_filter:
+            none_fit.post_filter_message = fw.run_post_filter(state, pod, none_fit).message
         return Placement(status=Status.unschedulable(none_fit.message()), diagnosis=none_fit)
     diag = outcome.diagnosis(fw.handle.cache.table.names) if what_if else None
-    rows = feasible_rows(outcome.feasible) if what_if else sample_rows(fw, outcome.feasible)
+    rows = feasible_rows(outcome.feasible) if what_if else _nominated_row(fw, pod, outcome.feasible)
+    if rows is None:
+        rows = sample_rows(fw, outcome.feasible)
     scores, status = fw.run_score(state, pod, rows, record=record or what_if)
     if not status.ok:
         return Placement(status=status, diagnosis=diag)
     row = select_host(scores, None if what_if else fw.rng)
     return Placement(fw.handle.cache.table.name(row), diagnosis=diag, scores=scores, row=row)
+
+
+def _nominated_row(fw: Framework, pod: PodInfo, feasible: BoolArray) -> IntArray | None:
+    """The node the pod was nominated to (it preempted there), when it fits: kube-scheduler tries
+    that node first and takes it without looking further."""
+    node = fw.handle.cache.nominator.node_of(pod.uid) or pod.nominated_node
+    row = fw.handle.cache.table.index.get(node) if node else None
+    if row is None or not feasible[row]:
+        return None
+    return np.array([row], dtype=np.int64)
 
 
 def _refused_before_pre_filter(fw: Framework, pod: PodInfo, what_if: bool) -> Placement | None:

@@ -180,13 +180,14 @@ class Framework:
         if self._errors:  # a plugin whose class was unknown at validation lacks a point's methods
             raise ProfileError(self._errors)
         self.queue_sort = queue_sort[0]
+        for plugin in self.plugins.values():  # a plugin that runs its profile's points (preemption)
+            if callable(attach := getattr(plugin, "attach_framework", None)):
+                attach(self)
         self.percentage = validated.spec.percentage_of_nodes_to_score
         self._gang = next((p for p in self.plugins.values() if isinstance(p, GangPlugin)), None)
-        #: the Filter plugin that chooses where a gang goes (TopologyPlacement), if the profile has one
-        placers = (self.plugins[n] for n in sorted(self.at["filter"]))
+        placers = (self.plugins[n] for n in sorted(self.at["filter"]))  # a gang's domain (TopologyPlacement)
         self.gang_placer = next((p for p in placers if isinstance(p, GangPlacementPlugin)), None)
-        #: where sampling (placement.sample_rows) starts next: it rotates over the feasible rows
-        self.next_start = 0
+        self.next_start = 0  # where sampling (placement.sample_rows) starts next: rotates over feasible rows
         self._cycles = 0
 
     def _typed(self, point: ExtensionPoint[P], refs: Mapping[str, Sequence[Any]]) -> list[P]:

@@ -5,12 +5,12 @@ Why it is shaped this way:
 * The **scheduling cycle** is synchronous: between popping a pod and assuming it on a node nothing else
   runs on the event loop, so the cache cannot change under a cycle and no snapshot copy is needed.
   Watch events and binding tasks run between cycles.
-* The **binding cycle** is an asyncio task per pod: wait at the Permit gate, PreBind, Bind, PostBind.
-  Any failure after assume (a Permit rejection or timeout included) runs Unreserve (reverse order),
-  forgets the pod and requeues it with backoff; a 409 from Bind (someone else bound it) only forgets it.
+* The **binding cycle** is an asyncio task per pod: Permit gate, PreBind, Bind, PostBind. Any failure
+  after assume (Permit rejection or timeout included) runs Unreserve (reverse order), forgets the pod,
+  requeues it with backoff; a 409 from Bind (someone else bound it) only forgets it.
 * **Gangs** (pods of a PodGroup, via a profile plugin that implements ``pod_group``) are scheduled in
-  one cycle, all or nothing, inside the topology domain the profile's gang placer chooses: see
-  :mod:`shoal.core.gangs`.
+  one cycle, all or nothing, inside the topology domain the profile's gang placer chooses; a gang
+  that does not fit may then preempt as one: see :mod:`shoal.core.gangs`.
 
 Outcomes go to a :class:`~shoal.core.reporting.Reporter`; the core itself does no I/O.
 """

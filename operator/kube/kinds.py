@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shoal.core.disruption import PDBInfo
 from shoal.core.dra import DeviceClassInfo, ResourceClaimInfo, ResourceSliceInfo
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo, parse_time
 from shoal.core.volumes import CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
@@ -23,6 +24,7 @@ from shoal.kube.wire import (
     NAMESPACES,
     NATIVE_PODGROUPS,
     NODES,
+    PDBS,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     PODGROUPS,
@@ -110,5 +112,7 @@ KIND_RESOURCE_CLAIMS: Kind[ResourceClaimInfo] = Kind(
 )
 #: every DRA kind, in priming order (classes and slices before the claims that use them)
 DRA_KINDS: tuple[Kind[Any], ...] = (KIND_DEVICE_CLASSES, KIND_RESOURCE_SLICES, KIND_RESOURCE_CLAIMS)
+#: PodDisruptionBudgets (DefaultPreemption honours them where it can)
+KIND_PDBS: Kind[PDBInfo] = Kind(PDBS, PDBInfo.from_dict, identity=namespaced_key)
 #: non-terminated pods only: a pod that finishes arrives as DELETED, which frees its resources
 KIND_PODS: Kind[PodInfo] = Kind(PODS, PodInfo.from_dict, identity=pod_uid, field_selector=LIVE_PODS_SELECTOR)

@@ -79,6 +79,7 @@ DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses")
 RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices")
 RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", namespaced=True)
 EVENTS = Resource("events.k8s.io", "v1", "events", namespaced=True)
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", namespaced=True)
 
 
 # -- object keys ----------------------------------------------------------------------------------

@@ -40,9 +40,11 @@ from typing import Any
 import kopf
 from kubernetes_asyncio import client
 
+from shoal.core.disruption import PDBInfo
 from shoal.core.dra import DraObject
 from shoal.core.draalloc import CLAIM_WRITER
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
+from shoal.core.preemption import PREEMPTION_EXECUTOR
 from shoal.core.scheduler import Scheduler
 from shoal.core.volumes import VOLUME_WRITER, StorageObject
 from shoal.kube.binder import KubeBinder
@@ -53,6 +55,7 @@ from shoal.kube.kinds import (
     DRA_KINDS,
     KIND_NAMESPACES,
     KIND_NODES,
+    KIND_PDBS,
     KIND_PODS,
     KIND_PROFILES,
     POD_GROUP_KINDS,
@@ -61,6 +64,7 @@ from shoal.kube.kinds import (
     ProfileObject,
 )
 from shoal.kube.leader import LeaseElector
+from shoal.kube.preemption import KubePreemptionExecutor
 from shoal.kube.reporter import KubeReporter
 from shoal.kube.rest import RawClient, connect
 from shoal.kube.status import MergePatchStatus, StatusWriter
@@ -98,6 +102,8 @@ class ShoalOperator:
             self.informer.watch(kind, self._on_storage, gone=self._storage_gone(kind))
         for kind in DRA_KINDS:
             self.informer.watch(kind, self._on_dra, gone=self._dra_gone(kind))
+
+        self.informer.watch(KIND_PDBS, self._on_pdb, gone=self._pdb_gone)
         self.informer.watch(KIND_PODS, self._on_pod, gone=self._pod_gone)
         self.api: client.ApiClient | None = None
         self.raw: RawClient | None = None
@@ -242,6 +248,7 @@ class ShoalOperator:
             )
         scheduler.handle.extras[VOLUME_WRITER] = KubeVolumeWriter(self.raw)  # VolumeBinding's PreBind
         scheduler.handle.extras[CLAIM_WRITER] = KubeClaimWriter(self.raw)  # DynamicResources' PreBind
+        scheduler.handle.extras[PREEMPTION_EXECUTOR] = KubePreemptionExecutor(self.raw, instance=s.identity)
         self.compose(scheduler, MergePatchStatus(self.raw), raw=self.raw)
         self.server = HealthServer(
             self.metrics, self.health.ready, alive=self.health.alive, host=s.metrics_host, port=s.metrics_port
@@ -360,6 +367,18 @@ class ShoalOperator:
                 self.scheduler.on_dra(kind.decode({"metadata": meta}), deleted=True)
 
         return gone
+
+    async def _on_pdb(self, event: Event[PDBInfo]) -> None:
+        """PDBs only steer preemption: no pod becomes schedulable when one changes."""
+        if self.scheduler is not None:
+            if event.deleted:
+                self.scheduler.cache.pdbs.pop(event.obj.key, None)
+            else:
+                self.scheduler.cache.pdbs[event.obj.key] = event.obj
+
+    def _pdb_gone(self, key: str) -> None:
+        if self.scheduler is not None:
+            self.scheduler.cache.pdbs.pop(key, None)
 
     async def _on_pod(self, event: Event[PodInfo]) -> None:
         if self.scheduler is None:

@@ -67,6 +67,15 @@ class PromMetrics:
             buckets=_exp(0.001, 2, 15),
             registry=r,
         )
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts", "Preemption attempts in the cluster till now.", registry=r
+        )
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims.",
+            buckets=_exp(1, 2, 7),
+            registry=r,
+        )
         self.leader = Gauge("shoal_leader", "1 when this replica holds the lease and schedules.", registry=r)
         self.profiles = Gauge("shoal_profiles", "SchedulingProfiles by readiness.", ["ready"], registry=r)
         for queue in ("active", "backoff", "unschedulable", "gated"):
@@ -87,6 +96,11 @@ class PromMetrics:
 
     def pending(self, queue: str, count: int) -> None:
         self.pending_pods.labels(queue).set(count)
+
+    def preemption(self, victims: int) -> None:
+        self.preemption_attempts.inc()
+        if victims:
+            self.preemption_victims.observe(victims)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from shoal.core.nodetable import NodeTable
 from shoal.core.objects import NodeSpec, PodInfo
 from shoal.core.outcomes import ScoreOutcome
 from shoal.core.placement import Placement
+from shoal.core.preemption import PREEMPTION_EXECUTOR
 from shoal.core.profile import PluginEntry
 from shoal.core.scheduler import Scheduler
 from shoal.core.status import Status
@@ -202,6 +203,48 @@ _PARSERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
 }
 
 
+@dataclass
+class Preemption:
+    preemptor: str
+    node: str
+    victims: list[str]
+
+
+class MemoryPreemptionExecutor:
+    """DefaultPreemption's API effects in memory: the preemptor's ``nominatedNodeName`` is stored,
+    victims are deleted at once (no kubelet, no grace period), after the cycle that chose them."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.preemptions: list[Preemption] = []
+
+    def preempt(
+        self,
+        preemptor: PodInfo,
+        node: str,
+        victims: Sequence[PodInfo],
+        unnominate: Sequence[PodInfo],
+        done: Callable[[bool], None],
+    ) -> None:
+        self.preemptions.append(Preemption(preemptor.key, node, [v.key for v in victims]))
+
+        def carry_out() -> None:
+            self.nominate(preemptor, node)
+            for pod in unnominate:
+                self.nominate(pod, "")
+            for victim in victims:
+                self.sim.delete_pod(victim.uid)
+            done(True)
+
+        asyncio.get_running_loop().call_soon(carry_out)
+
+    def nominate(self, pod: PodInfo, node: str) -> None:
+        stored = self.sim.cluster.pods.get(pod.uid)
+        if stored is not None and not (stored.get("spec") or {}).get("nodeName"):
+            stored.setdefault("status", {})["nominatedNodeName"] = node or None
+            self.sim.scheduler.on_pod(PodInfo.from_dict(stored))
+
+
 class InMemoryCluster:
     """Nodes, pods and PodGroups held as API dicts."""
 
@@ -305,6 +348,8 @@ class Simulation:
         self.binder.scheduler = self.scheduler
         self.scheduler.handle.extras[VOLUME_WRITER] = MemoryVolumeWriter(self.scheduler)
         self.scheduler.handle.extras[CLAIM_WRITER] = MemoryClaimWriter(self.scheduler)
+        self.preemption = MemoryPreemptionExecutor(self)
+        self.scheduler.handle.extras[PREEMPTION_EXECUTOR] = self.preemption
         specs = [profile_spec(p) for p in profiles] or [profile_spec(p) for p in cluster.profiles]
         for spec in specs or [DEFAULT_PROFILE_SPEC]:
             self.scheduler.set_profile(spec)

@@ -71,7 +71,12 @@ def _find_versions_file() -> Path | None:
 
 
 def _read_versions() -> dict[str, str]:
-    versions = {"KUBE_VERSION": "v1.37.2", "ETCD_VERSION": "v3.6.16", "HELM_VERSION": "v3.22.0"}
+    versions = {
+        "KUBE_VERSION": "v1.37.2",
+        "ETCD_VERSION": "v3.6.16",
+        "HELM_VERSION": "v3.22.0",
+        "KWOK_VERSION": "v0.8.0",
+    }
     path = _find_versions_file()
     if path is not None:
         for line in path.read_text().splitlines():
@@ -95,6 +100,9 @@ class Binaries:
     helm: Path
     #: the PV binder for the volume tests (built by hack/k8s/build.sh like the others)
     kube_controller_manager: Path
+    #: KWOK's kwok (kubelets of fake nodes, for the preemption tests) and the stages it runs with
+    kwok: Path = Path("/nonexistent/kwok")
+    kwok_stages: Path = Path("/nonexistent/stages.yaml")
 
     @classmethod
     def locate(cls) -> Binaries:
@@ -108,6 +116,8 @@ class Binaries:
             kube_scheduler=kube / "kube-scheduler",
             helm=root / f"helm-{versions['HELM_VERSION']}" / "helm",
             kube_controller_manager=kube / "kube-controller-manager",
+            kwok=root / f"kwok-{versions['KWOK_VERSION']}" / "kwok",
+            kwok_stages=root / f"kwok-{versions['KWOK_VERSION']}" / "stages.yaml",
         )
 
     def missing(self, *names: str) -> list[Path]:

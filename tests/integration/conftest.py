@@ -14,6 +14,7 @@ from kubernetes_asyncio import client, config
 
 from shoal.testing.cluster import OperatorProcess, apply_crds, create, list_all
 from shoal.testing.controlplane import ControlPlane
+from shoal.testing.kwok import KwokProcess
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -109,3 +110,11 @@ def operator(crds: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> It
         code = op.stop()
         if code not in (0, None):
             print(op.tail())
+
+
+@pytest.fixture(scope="module")
+def kwok(crds: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KwokProcess]:
+    """KWOK as the kubelets of nodes annotated ``kwok.x-k8s.io/node: fake`` (pods run, deleted
+    pods go), for the tests of one module."""
+    with KwokProcess(crds.kubeconfig, Path(tmp_path_factory.mktemp("kwok"))) as k:
+        yield k

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bench import e2e
-from bench.e2e import gang, throughput, topology
+from bench.e2e import gang, gang_preemption, preemption, throughput, topology
 
 pytestmark = pytest.mark.slow
 
@@ -43,6 +43,21 @@ async def test_topology_smoke(kind: str, tmp_path: Path) -> None:
     result = await topology(kind, tmp_path, nodes=128, gangs=(8, 16))
     assert result["gangs_bound"] == 2, result
     assert result["domain_fit"] == 1.0, result
+
+
+@pytest.mark.parametrize("kind", ["kube-scheduler", "shoal"])
+async def test_preemption_smoke(kind: str, tmp_path: Path) -> None:
+    """PreemptionBasic at 5 nodes (scheduler_perf's integration size): each preemptor evicts one
+    node's 4 pods and binds."""
+    result = await preemption(kind, tmp_path, nodes=5, preemptors=5)
+    assert result["all_bound"], result
+    assert result["victims"] == 20, result
+
+
+async def test_gang_preemption_smoke_evicts_only_the_minimum(tmp_path: Path) -> None:
+    result = await gang_preemption("shoal", tmp_path)
+    assert result["all_bound"], result
+    assert result["excess_victims"] == 0, result
 
 
 async def test_gang_smoke(tmp_path: Path) -> None:

@@ -555,6 +555,8 @@ async def test_chart_rbac_is_enough_and_no_more(
         for plural in ("deviceclasses", "resourceslices"):
             await sa_custom.list_cluster_custom_object(*DRA, plural)
         await sa_custom.list_cluster_custom_object(*DRA, "resourceclaims")
+        # DefaultPreemption: PDBs listed and watched; pods deleted (victims) -- as kube-scheduler's role
+        await client.PolicyV1Api(sa_api).list_pod_disruption_budget_for_all_namespaces()
         sp = ("shoal.dev", "v1alpha1", "schedulingprofiles")
         merge = {"_content_type": "application/merge-patch+json"}
         await sa_custom.patch_cluster_custom_object(
@@ -567,7 +569,6 @@ async def test_chart_rbac_is_enough_and_no_more(
             lambda: sa_custom.delete_cluster_custom_object(*sp, "gpu-scheduler"),
             lambda: sa_core.list_namespaced_secret(NS),
             lambda: sa_core.read_namespaced_secret("anything", "default"),
-            lambda: sa_core.delete_namespaced_pod("fits", "default"),
             lambda: sa_core.patch_node("gpu-0", {"metadata": {"labels": {"x": "y"}}}),
             lambda: sa_core.create_namespaced_pod("default", make_pod("sneaky")),
             lambda: sa_core.delete_persistent_volume("anything"),

@@ -248,7 +248,14 @@ def test_five_anti_affine_replicas_are_not_stacked_on_one_node() -> None:
     placed = [o.node for o in outcomes if o.node is not None]
     assert sorted(placed) == ["n0", "n1", "n2"]
     pending = [o.message for o in outcomes if o.node is None]
-    assert pending == ["0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."] * 2
+    assert (
+        pending
+        == [
+            "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."
+            " preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+        ]
+        * 2
+    )
 
 
 def test_a_profile_without_interpodaffinity_refuses_anti_affine_pods() -> None:

@@ -19,4 +19,7 @@ async def test_ten_pods_of_10gb_onto_40_30_20() -> None:
     assert per_node == {"a": 40, "b": 30, "c": 20}
     pending = [o for o in outcomes.values() if o.node is None]
     assert len(pending) == 1
-    assert pending[0].message == "0/3 nodes are available: 3 Insufficient GPU memory."
+    assert pending[0].message == (
+        "0/3 nodes are available: 3 Insufficient GPU memory."
+        " preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+    )

@@ -50,7 +50,7 @@ def test_none_fit_runs_postfilter_unless_what_if() -> None:
     fw = build({"filter": [{"name": "A"}], "postFilter": [{"name": "A"}]}, [a])
     placement = schedule_pod(fw, CycleState(), pod())
     assert placement.status.code is Code.UNSCHEDULABLE
-    assert placement.status.message == "0/3 nodes are available: 3 A says no."
+    assert placement.status.message == "0/3 nodes are available: 3 A says no. nothing to preempt"
     assert placement.diagnosis is not None and placement.diagnosis.node_reasons == {}  # no names asked
     assert CALLS[-1] == "A.post_filter"
     CALLS.clear()

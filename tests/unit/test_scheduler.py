@@ -52,6 +52,7 @@ async def test_failed_scheduling_message_in_kube_wording() -> None:
     assert outcome.node is None
     assert outcome.message == (
         "0/5 nodes are available: 2 Insufficient nvidia.com/gpu, 3 node(s) had untolerated taint(s)."
+        " preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling."
     )
     assert [e[1] for e in s.reporter.events] == ["FailedScheduling"]  # one event per attempt
 
@@ -204,7 +205,10 @@ async def test_malformed_inputs_never_crash_a_cycle() -> None:
 async def test_absurd_request_is_reported_clearly() -> None:
     s = sim([make_node("n1"), make_pod("huge", cpu="100000", memory="1Pi")])
     (outcome,) = (await s.run()).values()
-    assert outcome.message == "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory."
+    assert outcome.message == (
+        "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory."
+        " preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    )
 
 
 async def test_unschedulable_pod_retried_when_node_added() -> None:

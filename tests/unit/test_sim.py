@@ -10,7 +10,7 @@ import yaml
 from shoal.cli import main
 from shoal.kube.crds import all_crds
 from shoal.sim import InMemoryCluster, Simulation, load_objects
-from shoal.testing.objects import make_pod, make_pod_group
+from shoal.testing.objects import make_node, make_pod, make_pod_group
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,3 +138,14 @@ def test_a_malformed_object_is_one_line_naming_it(
     assert code == 2
     assert named in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_simulate_cli_says_what_was_preempted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    low = make_pod("low", cpu="2", memory=None, priority=0, node_name="n1")
+    high = make_pod("high", cpu="2", memory=None, priority=100)
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all([make_node("n1", cpu="2"), low, high]))
+    assert main(["simulate", "--cluster", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "default/high preempted default/low on n1" in out
+    assert "1/1 pending pods placed on 1 nodes" in out

@@ -22,6 +22,7 @@ OWN_RUNNERS = {
     "volumerestrictions",
     "nodevolumelimits",
     "volumebinding",
+    "defaultpreemption",
 }
 
 

@@ -1,0 +1,129 @@
+"""What-if Filter runs on one node: preemption's dry runs and the pass with nominated pods.
+
+kube-scheduler answers "would the pod fit this node if ...?" by cloning the node and the cycle
+state and calling PreFilter extensions (``AddPod`` / ``RemovePod``). shoal's plugins read the
+cache itself (columns, placed sets), so a what-if changes the cache's *accounting* for the
+duration (:meth:`ClusterCache.uncount` / :meth:`~ClusterCache.recount`), runs PreFilter afresh
+and every Filter on the one row, and puts everything back. The scheduling cycle is synchronous,
+so nothing else sees the change. The cost is one PreFilter + Filter per question, paid only
+while preemption runs or pods are nominated.
+
+:func:`filter_with_nominated` is kube-scheduler's ``RunFilterPluginsWithNominatedPods``: on a
+node with nominated pods of equal or higher priority than the pod, the pod must fit with them
+counted *and* without them (the normal pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from shoal.core.cyclestate import CycleState
+from shoal.core.interfaces import BoolArray, Rejection
+from shoal.core.objects import PodInfo
+from shoal.core.outcomes import FilterOutcome, FilterStep
+from shoal.core.runtime import Framework
+from shoal.core.status import Code, Status
+
+
+@dataclass(frozen=True)
+class RowVerdict:
+    """One node's Filter verdict: fits, or the first rejecting plugin's status (reasons, code)."""
+
+    status: Status
+    rejections: Sequence[Rejection] = ()
+
+    @property
+    def fits(self) -> bool:
+        return self.status.ok
+
+
+FITS = RowVerdict(Status())
+
+
+def filter_row(fw: Framework, pod: PodInfo, row: int) -> RowVerdict:
+    """PreFilter (fresh state) and every Filter on ``row``, against the cache as it is now."""
+    state = CycleState()
+    _, status = fw.run_pre_filter(state, pod)
+    if not status.ok:
+        return RowVerdict(status)
+    table = fw.handle.cache.table
+    cand: BoolArray = np.zeros(table.n, dtype=bool)
+    cand[row] = True
+    for plugin in fw.filter:
+        if plugin.name in state.skip_filter:
+            continue
+        try:
+            rejections = [r for r in plugin.filter_nodes(state, pod, table, cand) if r.mask[row]]
+        except Exception as exc:  # a what-if must not kill the cycle; an Error, as upstream
+            return RowVerdict(Status.error(f"{type(exc).__name__}: {exc}", plugin.name))
+        if rejections:
+            unresolvable = any(r.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE for r in rejections)
+            reasons = tuple(r.reason for r in rejections)
+            status = Status.unschedulable(*reasons, plugin=plugin.name, resolvable=not unresolvable)
+            return RowVerdict(status, rejections)
+    return FITS
+
+
+def with_nominated(
+    fw: Framework, pod: PodInfo, row: int, node: str, nominated: Iterable[PodInfo]
+) -> RowVerdict:
+    """``filter_row`` with ``nominated`` pods counted on ``node`` for the duration."""
+    cache = fw.handle.cache
+    added: list[str] = []
+    try:
+        for other in nominated:
+            cache.recount(other, node)
+            added.append(other.uid)
+        return filter_row(fw, pod, row)
+    finally:
+        for uid in added:
+            cache.uncount(uid)
+
+
+def nominated_for(fw: Framework, pod: PodInfo, node: str) -> list[PodInfo]:
+    """Pods nominated to ``node`` that ``pod`` must leave room for: of equal or higher priority,
+    not the pod itself, not placed yet (a placed pod is counted already)."""
+    cache = fw.handle.cache
+    return [
+        p
+        for p in cache.nominator.pods_on(node)
+        if p.uid != pod.uid and p.priority >= pod.priority and cache.placed_node(p.uid) is None
+    ]
+
+
+def filter_with_nominated(fw: Framework, pod: PodInfo, outcome: FilterOutcome) -> None:
+    """The first of kube-scheduler's two passes, on the feasible nodes holding nominated pods of
+    equal or higher priority: a node where the pod does not fit with them counted is rejected
+    (its reasons are that pass's). ``outcome`` is the normal pass; it is updated in place."""
+    cache = fw.handle.cache
+    if not len(cache.nominator):
+        return
+    table = cache.table
+    for node, _ in list(cache.nominator.nodes()):
+        row = table.index.get(node)
+        if row is None or not outcome.feasible[row]:
+            continue
+        others = nominated_for(fw, pod, node)
+        if not others:
+            continue
+        verdict = with_nominated(fw, pod, row, node, others)
+        if verdict.status.code is Code.ERROR:
+            outcome.error = verdict.status
+            outcome.feasible = np.zeros(table.n, dtype=bool)
+            return
+        if verdict.fits:
+            continue
+        only: BoolArray = np.zeros(len(outcome.feasible), dtype=bool)
+        only[row] = True
+        rejections = verdict.rejections or [
+            Rejection(only, r, verdict.status.code) for r in verdict.status.reasons
+        ]
+        outcome.steps.append(
+            FilterStep(
+                verdict.status.plugin, only, [Rejection(r.mask & only, r.reason, r.code) for r in rejections]
+            )
+        )
+        outcome.feasible[row] = False

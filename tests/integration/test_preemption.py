@@ -1,0 +1,203 @@
+"""Preemption on the real API server, with KWOK playing the kubelets (pods run, a deleted pod goes):
+a high-priority pod evicts a lower-priority one and binds where it was nominated; a pod whose
+PriorityClass says ``preemptionPolicy: Never`` evicts nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
+from shoal.testing.cluster import OperatorProcess, create, create_many, wait_for
+from shoal.testing.controlplane import ControlPlane, python_env
+from shoal.testing.kwok import KWOK_ANNOTATION, KwokProcess
+from shoal.testing.objects import make_node, make_pod, make_pod_group, make_profile
+
+pytestmark = pytest.mark.slow
+
+
+def fake_node(name: str, cpu: str) -> dict[str, Any]:
+    node = make_node(name, cpu=cpu, gpus=0)
+    node["metadata"].setdefault("annotations", {})[KWOK_ANNOTATION] = "fake"
+    return node
+
+
+def priority_class(name: str, value: int, policy: str = "PreemptLowerPriority") -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        "preemptionPolicy": policy,
+    }
+
+
+async def setup(api: client.ApiClient, run: str) -> str:
+    """One 2-cpu node, the three classes, a profile; returns its schedulerName."""
+    await create(api, fake_node("n1", "2"))
+    for obj in (
+        priority_class(f"low-{run}", 10),
+        priority_class(f"mid-{run}", 500),
+        priority_class(f"high-{run}", 1000),
+        priority_class(f"polite-{run}", 1000, "Never"),
+    ):
+        await create(api, obj)
+    sched = f"s-{run}"
+    await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+    return sched
+
+
+async def running(core: Any, name: str, namespace: str) -> bool:
+    pod = await core.read_namespaced_pod(name, namespace)
+    return bool(pod.spec.node_name == "n1" and pod.status.phase == "Running")
+
+
+async def notes(core: Any, namespace: str, name: str, reason: str) -> list[str]:
+    events: Any = client.EventsV1Api(core.api_client)
+    found = await events.list_namespaced_event(namespace)
+    return [e.note or "" for e in found.items if e.regarding.name == name and e.reason == reason]
+
+
+def terminating(pod: dict[str, Any], grace: int, at_least: int = 1) -> None:
+    """A victim that takes time to stop, as a real one: kwok removes it ``at_least`` seconds after
+    its deletion, at the latest when its grace period ends."""
+    pod["spec"]["terminationGracePeriodSeconds"] = grace
+    pod["metadata"].setdefault("annotations", {})["pod-delete.stage.kwok.x-k8s.io/delay"] = f"{at_least}s"
+
+
+async def start_low(api: client.ApiClient, namespace: str, sched: str, run: str) -> Any:
+    core: Any = client.CoreV1Api(api)
+    low = make_pod(
+        "low", namespace=namespace, cpu="2", memory=None, scheduler_name=sched, priority_class=f"low-{run}"
+    )
+    terminating(low, 10, 5)
+    await create(api, low)
+    await wait_for(lambda: running(core, "low", namespace), 60, what="low running on n1 (kwok)")
+    return core
+
+
+async def test_high_priority_pod_preempts_and_binds_to_the_nominated_node(
+    clean: client.ApiClient, namespace: str, operator: OperatorProcess, kwok: KwokProcess
+) -> None:
+    run = uuid.uuid4().hex[:6]
+    sched = await setup(clean, run)
+    core = await start_low(clean, namespace, sched, run)
+    high = make_pod(
+        "high", namespace=namespace, cpu="2", memory=None, scheduler_name=sched, priority_class=f"high-{run}"
+    )
+    created = await create(clean, high)
+    found = "preemption: found a potential placement for pod on node n1, preempting 1 victims"
+
+    async def preempting() -> bool:
+        return any(n.endswith(found) for n in await notes(core, namespace, "high", "FailedScheduling"))
+
+    await wait_for(preempting, 30, what="high preempting low")
+
+    async def nominated() -> bool:
+        return bool((await core.read_namespaced_pod("high", namespace)).status.nominated_node_name == "n1")
+
+    await wait_for(nominated, 5, what="high's status.nominatedNodeName while low terminates")
+    # low is terminating (at least 5 s): a pod of lower priority than high must leave its room alone
+    mid = make_pod(
+        "mid", namespace=namespace, cpu="2", memory=None, scheduler_name=sched, priority_class=f"mid-{run}"
+    )
+    await create(clean, mid)
+    await wait_for(lambda: notes(core, namespace, "mid", "FailedScheduling"), 30, what="mid refused")
+
+    async def low_gone() -> bool:
+        names = [p.metadata.name for p in (await core.list_namespaced_pod(namespace)).items]
+        return "low" not in names
+
+    await wait_for(low_gone, 60, what="the victim deleted (kwok completes the deletion)")
+    await wait_for(lambda: running(core, "high", namespace), 60, what="high bound to n1 and running")
+    preempted = await wait_for(lambda: notes(core, namespace, "low", "Preempted"), 30, what="Preempted event")
+    assert preempted == [f"Preempted by pod {created['metadata']['uid']} on node n1"]
+    mid_notes = await notes(core, namespace, "mid", "FailedScheduling")
+    assert not any("found a potential placement" in n for n in mid_notes), mid_notes
+    assert (await core.read_namespaced_pod("mid", namespace)).spec.node_name is None
+
+
+async def test_a_never_preempting_pod_evicts_nothing(
+    clean: client.ApiClient, namespace: str, operator: OperatorProcess, kwok: KwokProcess, crds: ControlPlane
+) -> None:
+    kubeconfig = str(crds.kubeconfig)
+    run = uuid.uuid4().hex[:6]
+    sched = await setup(clean, run)
+    core = await start_low(clean, namespace, sched, run)
+    polite = make_pod(
+        "polite",
+        namespace=namespace,
+        cpu="2",
+        memory=None,
+        scheduler_name=sched,
+        priority_class=f"polite-{run}",
+    )
+    await create(clean, polite)
+    failed = await wait_for(
+        lambda: notes(core, namespace, "polite", "FailedScheduling"), 30, what="polite's FailedScheduling"
+    )
+    assert all(n.endswith("preemption: not eligible due to preemptionPolicy=Never.") for n in failed), failed
+
+    def explain() -> subprocess.CompletedProcess[str]:
+        argv = [
+            sys.executable,
+            "-m",
+            "shoal.cli",
+            "explain",
+            f"{namespace}/polite",
+            "--kubeconfig",
+            kubeconfig,
+        ]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=python_env())
+
+    out = await asyncio.to_thread(explain)
+    assert out.returncode == 0, out.stderr
+    assert "preemption: not eligible due to preemptionPolicy=Never." in out.stdout
+    assert await running(core, "low", namespace)
+    assert (await core.read_namespaced_pod("polite", namespace)).spec.node_name is None
+
+
+async def test_a_gang_preempts_only_what_it_needs_and_binds_whole(
+    clean: client.ApiClient, namespace: str, operator: OperatorProcess, kwok: KwokProcess
+) -> None:
+    run = uuid.uuid4().hex[:6]
+    core: Any = client.CoreV1Api(clean)
+    sched = await setup(clean, run)  # n1, 2 cpu
+    for name in ("n2", "n3", "n4"):
+        await create(clean, fake_node(name, "2"))
+    fill = []
+    for i, node in enumerate(["n1", "n1", "n2", "n2", "n3", "n3", "n4", "n4"]):
+        obj = make_pod(f"low-{i}", namespace=namespace, cpu="1", memory=None, priority_class=f"low-{run}")
+        obj["spec"]["nodeName"] = node
+        terminating(obj, 2)
+        fill.append(obj)
+    await create_many(clean, fill)
+
+    async def phase(prefix: str, phase: str, count: int) -> bool:
+        pods = (await core.list_namespaced_pod(namespace)).items
+        return sum(1 for p in pods if p.metadata.name.startswith(prefix) and p.status.phase == phase) == count
+
+    await wait_for(lambda: phase("low-", "Running", 8), 60, what="8 low pods running (kwok)")
+    await create(clean, make_pod_group("train", namespace=namespace, min_member=4))
+    members = [
+        make_pod(
+            f"train-{i}",
+            namespace=namespace,
+            cpu="1",
+            memory=None,
+            scheduler_name=sched,
+            priority_class=f"high-{run}",
+            pod_group="train",
+        )
+        for i in range(4)
+    ]
+    await create_many(clean, members)
+    await wait_for(lambda: phase("train-", "Running", 4), 90, what="the gang bound whole and running")
+    left = [p.metadata.name for p in (await core.list_namespaced_pod(namespace)).items]
+    assert sum(1 for n in left if n.startswith("low-")) == 4, left  # 4 cpus needed, 4 pods evicted

@@ -1,0 +1,270 @@
+"""DefaultPreemption through the in-memory cluster: victims, the chosen node, nominations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shoal.core.disruption import PDBInfo
+from shoal.core.objects import PodInfo
+from shoal.core.preemption import Candidate, Victim, pick_one_node, split_by_pdb
+from shoal.plugins.defaultpreemption import DefaultPreemption
+from shoal.sim import InMemoryCluster, Simulation
+from shoal.testing.objects import make_node, make_pod, make_pod_group
+from tests.unit.helpers import pod as make_info
+
+
+def running(
+    name: str, node: str, *, priority: int, cpu: str = "1", start: str | None = None, **kw: Any
+) -> Any:
+    obj = make_pod(name, cpu=cpu, memory=None, priority=priority, node_name=node, **kw)
+    obj.setdefault("status", {})["phase"] = "Running"
+    if start is not None:
+        obj["status"]["startTime"] = start
+    return obj
+
+
+def sim_with(*objects: Any) -> Simulation:
+    return Simulation(InMemoryCluster(list(objects)), initial_backoff=0.01, max_backoff=0.01)
+
+
+async def test_higher_priority_pod_preempts_and_binds_to_the_nominated_node() -> None:
+    s = sim_with(make_node("n1", cpu="2"), running("low", "n1", priority=0, cpu="2"))
+    s.submit(make_pod("high", cpu="2", memory=None, priority=1000))
+    await s.run()
+    assert s.placements() == {"default/high": "n1"}  # the victim is gone
+    (p,) = s.preemption.preemptions
+    assert (p.preemptor, p.node, p.victims) == ("default/high", "n1", ["default/low"])
+    first = s.reporter.events[0]
+    assert first[1] == "FailedScheduling"
+    assert first[2].endswith(
+        "preemption: found a potential placement for pod on node n1, preempting 1 victims"
+    )
+
+
+async def test_preemption_policy_never_preempts_nothing() -> None:
+    s = sim_with(make_node("n1", cpu="2"), running("low", "n1", priority=0, cpu="2"))
+    obj = make_pod("polite", cpu="2", memory=None, priority=1000)
+    obj["spec"]["preemptionPolicy"] = "Never"
+    s.submit(obj)
+    outcomes = await s.run()
+    assert s.placements() == {"default/low": "n1", "default/polite": None}
+    assert s.preemption.preemptions == []
+    message = next(o.message for o in outcomes.values() if o.pod == "default/polite")
+    assert message.endswith("preemption: not eligible due to preemptionPolicy=Never.")
+
+
+async def test_equal_priority_is_never_a_victim() -> None:
+    s = sim_with(make_node("n1", cpu="2"), running("peer", "n1", priority=5, cpu="2"))
+    s.submit(make_pod("same", cpu="2", memory=None, priority=5))
+    outcomes = await s.run()
+    message = next(o.message for o in outcomes.values() if o.pod == "default/same")
+    assert message.endswith(
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    )
+
+
+async def test_only_the_fewest_least_important_pods_are_evicted() -> None:
+    s = sim_with(
+        make_node("n1", cpu="3"),
+        running("old", "n1", priority=10, start="2026-01-01T00:00:00Z"),
+        running("young", "n1", priority=10, start="2026-01-02T00:00:00Z"),
+        running("lowest", "n1", priority=1, start="2025-01-01T00:00:00Z"),
+    )
+    s.submit(make_pod("high", cpu="2", memory=None, priority=100))
+    await s.run()
+    (p,) = s.preemption.preemptions
+    # both priority-10 pods cannot stay; the older is reprieved first
+    assert sorted(p.victims) == ["default/lowest", "default/young"]
+    assert s.placements()["default/old"] == "n1"
+    assert s.placements()["default/high"] == "n1"
+
+
+async def test_a_pdb_steers_preemption_to_the_node_without_violations() -> None:
+    s = sim_with(
+        make_node("n1", cpu="1"),
+        make_node("n2", cpu="1"),
+        running("guarded", "n1", priority=0, labels={"app": "db"}),
+        running("free", "n2", priority=0, labels={"app": "batch"}),
+    )
+    s.scheduler.cache.pdbs["default/db"] = PDBInfo.from_dict(
+        {
+            "metadata": {"name": "db", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "db"}}},
+            "status": {"disruptionsAllowed": 0},
+        }
+    )
+    s.submit(make_pod("high", cpu="1", memory=None, priority=100))
+    await s.run()
+    (p,) = s.preemption.preemptions
+    assert (p.node, p.victims) == ("n2", ["default/free"])
+
+
+async def test_nominated_pod_keeps_its_room_from_lower_priority_pods() -> None:
+    s = sim_with(make_node("n1", cpu="2"))
+    nominated = PodInfo.from_dict(make_pod("nominee", cpu="2", memory=None, priority=100))
+    nominated.uid = "uid-nominee"
+    s.scheduler.cache.nominator.nominate(nominated, "n1")
+    s.submit(make_pod("low", cpu="1", memory=None, priority=1))
+    s.submit(make_pod("higher", cpu="1", memory=None, priority=1000))
+    await s.run()
+    placements = s.placements()
+    assert placements["default/low"] is None  # the nominee's room is kept for it
+    assert placements["default/higher"] == "n1"  # a higher priority pod may take it
+
+
+def test_split_by_pdb_spends_budgets_in_order() -> None:
+    pdb = PDBInfo.from_dict(
+        {
+            "metadata": {"name": "b", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "x"}}},
+            "status": {"disruptionsAllowed": 1},
+        }
+    )
+    a, b, c = (make_info(n, labels={"app": "x"}) for n in "abc")
+    violating, others = split_by_pdb([Victim((a,)), Victim((b,)), Victim((c,))], [pdb])
+    assert [v.pods[0].name for v in others] == ["a"]
+    assert [(v.pods[0].name, n) for v, n in violating] == [("b", 1), ("c", 1)]
+    empty = PDBInfo.from_dict({"metadata": {"name": "e"}, "spec": {"selector": {}}})
+    assert not empty.matches(a)  # an empty selector matches nothing
+
+
+def test_pick_one_node_criteria_in_order() -> None:
+    def cand(node: str, *prios: int, violations: int = 0) -> Candidate:
+        return Candidate(
+            node, [make_info(f"{node}-{i}", priority=p) for i, p in enumerate(prios)], violations
+        )
+
+    best = pick_one_node([cand("a", 1, violations=1), cand("b", 100)])
+    assert best is not None and best.node == "b"  # fewer PDB violations first
+    best = pick_one_node([cand("a", 50), cand("b", 10, 10)])
+    assert best is not None and best.node == "b"  # lower highest priority
+    best = pick_one_node([cand("a", 10, 5), cand("b", 10, 1)])
+    assert best is not None and best.node == "b"  # smaller sum
+    best = pick_one_node([cand("a", 10, 0, 0), cand("b", 10, 0)])
+    assert (
+        best is not None and best.node == "b"
+    )  # each priority is shifted by 2^31 in the sum, so fewer victims win there
+
+
+def full_cluster(nodes: int) -> list[Any]:
+    """``nodes`` nodes of 2 cpu, each running two 1-cpu pods of priority 0 (oldest on n0)."""
+    objs: list[Any] = []
+    for i in range(nodes):
+        objs.append(make_node(f"n{i}", cpu="2"))
+        for j in range(2):
+            objs.append(running(f"low-{i}-{j}", f"n{i}", priority=0, start=f"2026-01-0{1 + i}T00:00:0{j}Z"))
+    return objs
+
+
+def gang(s: Simulation, name: str, size: int, *, priority: int, cpu: str = "1") -> None:
+    s.submit(make_pod_group(name, min_member=size))
+    for i in range(size):
+        s.submit(make_pod(f"{name}-{i}", cpu=cpu, memory=None, priority=priority, pod_group=name))
+
+
+async def test_a_gang_preempts_exactly_what_it_needs_then_binds_whole() -> None:
+    s = sim_with(*full_cluster(4))
+    gang(s, "train", 4, priority=100)
+    await s.run()
+    victims = [v for p in s.preemption.preemptions for v in p.victims]
+    assert len(victims) == 4 and len(set(victims)) == 4  # 4 cpus needed, 4 pods evicted, once each
+    placements = s.placements()
+    assert all(placements[f"default/train-{i}"] for i in range(4))
+    assert sum(1 for k, v in placements.items() if k.startswith("default/low") and v) == 4
+
+
+async def test_a_gang_that_cannot_fit_even_after_preemption_evicts_nothing() -> None:
+    s = sim_with(*full_cluster(2))
+    gang(s, "huge", 2, priority=100, cpu="3")  # 3 cpus per member, nodes have 2
+    outcomes = await s.run()
+    assert s.preemption.preemptions == []
+    assert all(v for k, v in s.placements().items() if k.startswith("default/low"))
+    message = next(o.message for o in outcomes.values() if o.pod == "default/huge-0")
+    assert message.endswith(
+        "preemption: pod group default/huge does not fit even with every lower-priority pod preempted"
+    )
+
+
+async def test_two_gangs_preempting_at_once_both_bind_and_spare_each_other() -> None:
+    s = sim_with(*full_cluster(2))
+    gang(s, "a", 2, priority=100)
+    gang(s, "b", 2, priority=100)
+    gang(s, "c", 2, priority=100)  # no room left for it once a and b run: it must not evict them
+    await s.run()
+    placements = s.placements()
+    assert all(placements[f"default/{g}-{i}"] for g in "ab" for i in range(2))
+    assert not any(placements[f"default/c-{i}"] for i in range(2))
+    victims = [v for p in s.preemption.preemptions for v in p.victims]
+    assert sorted(victims) == sorted(f"default/low-{i}-{j}" for i in range(2) for j in range(2))
+
+
+async def test_a_gang_is_evicted_whole_or_not_at_all() -> None:
+    s = sim_with(
+        make_node("n1", cpu="2"),
+        make_node("n2", cpu="2"),
+        make_pod_group("batch", min_member=2),
+        running("m0", "n1", priority=0, pod_group="batch"),
+        running("m1", "n2", priority=0, pod_group="batch"),
+        running("s1", "n1", priority=5),
+        running("s2", "n2", priority=5),
+    )
+    s.submit(make_pod("high", cpu="1", memory=None, priority=100))
+    await s.run()
+    (p,) = s.preemption.preemptions
+    # one member would do, but the gang goes whole: both members, the single pods stay
+    assert sorted(p.victims) == ["default/m0", "default/m1"]
+    placements = s.placements()
+    assert (placements["default/s1"], placements["default/s2"]) == ("n1", "n2")
+    assert placements["default/high"] == p.node
+
+
+def test_evaluate_says_what_would_be_preempted_and_changes_nothing() -> None:
+    s = sim_with(make_node("n1", cpu="2"), running("low", "n1", priority=0, cpu="2"))
+    high = PodInfo.from_dict(make_pod("high", cpu="2", memory=None, priority=1000))
+    explanation = s.scheduler.explain(high)
+    plugin = s.scheduler.profiles["gpu-scheduler"].plugins["DefaultPreemption"]
+    assert isinstance(plugin, DefaultPreemption)
+    verdict = plugin.evaluate(high, explanation.diagnosis)
+    assert verdict.best is not None and verdict.best.node == "n1"
+    assert [v.name for v in verdict.best.victims] == ["low"]
+    assert s.preemption.preemptions == [] and s.scheduler.cache.nominator.node_of(high.uid) == ""
+
+
+async def test_a_topology_constrained_gang_preempts_inside_one_domain() -> None:
+    # rack ra: 3 nodes (1 free), rack rb: 5 nodes (2 free); low-priority pods fill the rest. Anywhere,
+    # one victim would make room for 4 members; inside one rack (required), only rb can hold 4,
+    # with 2 victims there, and nothing is evicted in ra.
+    nodes = [make_node(f"ra-{i}", cpu="2", rack="ra") for i in range(3)]
+    nodes += [make_node(f"rb-{i}", cpu="2", rack="rb") for i in range(5)]
+    busy = ["ra-1", "ra-2", "rb-2", "rb-3", "rb-4"]
+    s = sim_with(*nodes, *(running(f"low-{n}", n, priority=0, cpu="2") for n in busy))
+    s.submit(
+        make_pod_group(
+            "train", min_member=4, annotations={"shoal.dev/topology-required": "topology.shoal.dev/rack"}
+        )
+    )
+    for i in range(4):
+        s.submit(make_pod(f"train-{i}", cpu="2", memory=None, priority=100, pod_group="train"))
+    await s.run()
+    victims = sorted(v for p in s.preemption.preemptions for v in p.victims)
+    assert len(victims) == 2 and all(v.startswith("default/low-rb-") for v in victims)
+    placements = s.placements()
+    assert {placements[f"default/train-{i}"] for i in range(4)} <= {f"rb-{i}" for i in range(5)}
+    assert placements["default/low-ra-1"] == "ra-1" and placements["default/low-ra-2"] == "ra-2"
+
+
+async def test_a_gang_clears_the_sparse_nodes_not_the_crowded_ones() -> None:
+    # 8 nodes hold one 2-cpu pod, 8 hold two; 8 whole-node members: the fewest victims are the 8
+    # singles (a greedy reprieve in start order alone would evict the 16 pods of the crowded nodes)
+    nodes = [make_node(f"g{i:02d}", cpu="4") for i in range(16)]
+    low = [
+        running(f"low-{i:02d}-{j}", f"g{i:02d}", priority=0, cpu="2")
+        for i in range(16)
+        for j in range(1 if i < 8 else 2)
+    ]
+    s = sim_with(*nodes, *low)
+    gang(s, "gang", 8, priority=100, cpu="4")
+    await s.run()
+    victims = sorted(v for p in s.preemption.preemptions for v in p.victims)
+    assert victims == [f"default/low-{i:02d}-0" for i in range(8)]
+    assert all(s.placements()[f"default/gang-{i}"] for i in range(8))

@@ -1,0 +1,85 @@
+"""KubePreemptionExecutor: the calls DefaultPreemption's decision turns into, in upstream's order
+and wording, against a recording client (no server)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+from shoal.kube.preemption import KubePreemptionExecutor
+from shoal.kube.rest import RawClient
+from shoal.operator_app.metrics import PromMetrics
+from tests.unit.helpers import pod
+
+
+class Recorder:
+    def __init__(self, status: dict[str, int] | None = None) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+        self.status = status or {}
+
+    async def request(self, method: str, path: str, body: Any = None, **_: Any) -> tuple[int, Any]:
+        self.calls.append((method, path, body))
+        return self.status.get(f"{method} {path}", 200), {}
+
+
+async def preempt(recorder: Recorder) -> list[bool]:
+    executor = KubePreemptionExecutor(cast(RawClient, recorder), instance="t")
+    results: list[bool] = []
+    done = asyncio.Event()
+
+    def finished(ok: bool) -> None:
+        results.append(ok)
+        done.set()
+
+    high = pod("high", priority=100, scheduler_name="gpu-scheduler")
+    executor.preempt(high, "n1", [pod("low", priority=1)], [pod("nominee", priority=5)], finished)
+    await asyncio.wait_for(done.wait(), 5)
+    return results
+
+
+async def test_nominate_then_mark_delete_and_report_each_victim() -> None:
+    rec = Recorder()
+    assert await preempt(rec) == [True]
+    methods = [(m, p) for m, p, _ in rec.calls]
+    assert methods == [
+        ("PATCH", "/api/v1/namespaces/default/pods/high/status"),
+        ("PATCH", "/api/v1/namespaces/default/pods/nominee/status"),
+        ("PATCH", "/api/v1/namespaces/default/pods/low/status"),
+        ("DELETE", "/api/v1/namespaces/default/pods/low"),
+        ("POST", "/apis/events.k8s.io/v1/namespaces/default/events"),
+    ]
+    nominate, clear, mark, delete, event = (body for _, _, body in rec.calls)
+    assert nominate["status"] == {"nominatedNodeName": "n1"}
+    assert nominate["metadata"] == {"uid": "uid-high"}
+    assert clear["status"] == {"nominatedNodeName": None}
+    (condition,) = mark["status"]["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"]) == (
+        "DisruptionTarget",
+        "True",
+        "PreemptionByScheduler",
+    )
+    assert condition["message"] == "gpu-scheduler: preempting to accommodate a higher priority pod"
+    assert delete["preconditions"] == {"uid": "uid-low"}
+    assert (event["reason"], event["action"], event["type"]) == ("Preempted", "Preempting", "Normal")
+    assert event["note"] == "Preempted by pod uid-high on node n1"
+    assert event["regarding"]["name"] == "low" and event["related"]["name"] == "high"
+
+
+async def test_a_victim_already_gone_counts_as_preempted() -> None:
+    rec = Recorder({"PATCH /api/v1/namespaces/default/pods/low/status": 404})
+    assert await preempt(rec) == [True]
+    assert not any(m == "DELETE" for m, _, _ in rec.calls)
+
+
+async def test_a_refused_delete_is_reported_as_not_done() -> None:
+    rec = Recorder({"DELETE /api/v1/namespaces/default/pods/low": 403})
+    assert await preempt(rec) == [False]
+
+
+def test_preemption_metrics_have_kube_schedulers_names() -> None:
+    m = PromMetrics()
+    m.preemption(0)
+    m.preemption(3)
+    text = m.render().decode()
+    assert "scheduler_preemption_attempts_total 2.0" in text
+    assert "scheduler_preemption_victims_count 1.0" in text and "scheduler_preemption_victims_sum 3.0" in text
