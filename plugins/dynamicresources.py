@@ -326,9 +326,23 @@ class DynamicResources:
         # a claim created, allocated or deallocated, a slice or class published, a node added;
         # the pod itself updated (the resourceclaim controller records a generated claim's name)
         return (
-            EventRegistration(EventKind.DRA_CHANGE | EventKind.NODE_ADD | EventKind.NODE_UPDATE),
+            EventRegistration(EventKind.DRA_CHANGE, claim_change_may_help),
+            EventRegistration(EventKind.NODE_ADD | EventKind.NODE_UPDATE),
             EventRegistration(EventKind.POD_UPDATE, _same_pod),
         )
+
+
+def claim_change_may_help(pod: PodInfo, event: ClusterEvent) -> bool:
+    """The queueing hint for DRA changes (as upstream's isSchedulableAfterClaimChange, without the
+    old object): a class or slice change, a deletion, the pod's own claim (created, allocated,
+    reserved), or another claim without an allocation (it may have just been deallocated) may
+    help; another claim that is allocated only takes devices, so it cannot."""
+    claim = event.obj
+    if not isinstance(claim, ResourceClaimInfo):
+        return True
+    if claim.owner_uid == pod.uid or claim.allocated is None:
+        return True
+    return claim.namespace == pod.namespace and any(c.resolved == claim.name for c in pod.resource_claims)
 
 
 def _same_pod(pod: PodInfo, event: ClusterEvent) -> bool:

@@ -203,7 +203,9 @@ class Scheduler:
     def on_dra(self, obj: DraObject, deleted: bool = False) -> None:
         """A DeviceClass, ResourceSlice or ResourceClaim added, changed or deleted."""
         self.cache.dra.apply(obj, deleted)
-        self._event(EventKind.DRA_CHANGE, obj)
+        # a deletion carries no object: the last state of a deleted claim may still show the
+        # allocation it no longer holds, which a queueing hint would read as "nothing freed"
+        self._event(EventKind.DRA_CHANGE, None if deleted else obj)
 
     # -- the loop --------------------------------------------------------------------------------
     async def run(self, batch_seconds: float = 0.005) -> None:

@@ -233,6 +233,17 @@ async def test_shoal_allocates_template_claims_fills_a_node_and_never_hands_out_
 
     note = await wait_for(refused, 60, what=f"a FailedScheduling event for {pending}")
     assert "cannot allocate all claims" in note, note
+    # a pod on n1 goes away: the resourceclaim controller deallocates and deletes its claim, and
+    # that change wakes the pending pod, which takes the freed GPU
+    core: Any = client.CoreV1Api(api)
+    gone = next(n for n, p in pods.items() if p["spec"].get("nodeName") == "n1")
+    await core.delete_namespaced_pod(gone, namespace, grace_period_seconds=0)
+
+    async def pending_bound() -> str | None:
+        node: str | None = (await core.read_namespaced_pod(pending, namespace)).spec.node_name
+        return node
+
+    assert await wait_for(pending_bound, 60, what=f"{pending} bound once a GPU is freed") == "n1"
     await clear_slices(client.CustomObjectsApi(api))
 
 

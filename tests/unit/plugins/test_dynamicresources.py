@@ -262,3 +262,24 @@ def test_simulate_reads_dra_objects_from_a_snapshot_and_allocates(
     snapshot.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objs}))
     assert main(["simulate", "--cluster", str(snapshot)]) == 0
     assert "1/1 pending pods placed" in capsys.readouterr().out
+
+
+def test_queueing_hint_wakes_a_pod_only_for_claim_changes_that_may_free_or_make_its_claims() -> None:
+    from shoal.core.dra import ResourceClaimInfo, ResourceSliceInfo
+    from shoal.core.interfaces import ClusterEvent, EventKind
+    from shoal.core.objects import PodInfo
+    from shoal.plugins.dynamicresources import claim_change_may_help
+
+    pod = PodInfo.from_dict(user("p", "mine"))
+
+    def event(obj: object) -> ClusterEvent:
+        return ClusterEvent(EventKind.DRA_CHANGE, obj)
+
+    other_allocated = ResourceClaimInfo.from_dict(allocated(claim("other"), "n1", ["gpu-0"]))
+    assert not claim_change_may_help(pod, event(other_allocated))  # it only took a device
+    assert claim_change_may_help(pod, event(ResourceClaimInfo.from_dict(claim("other"))))  # freed?
+    assert claim_change_may_help(
+        pod, event(ResourceClaimInfo.from_dict(allocated(claim("mine"), "n1", ["gpu-1"])))
+    )
+    assert claim_change_may_help(pod, event(None))  # a deletion
+    assert claim_change_may_help(pod, event(ResourceSliceInfo.from_dict(node_slice("n2"))))
