@@ -197,6 +197,7 @@ async def _explain_async(args: argparse.Namespace) -> int:
 
 def _print_explanation(sched: Scheduler, target: PodInfo, result: Explanation) -> None:
     from shoal.plugins.defaultpreemption import DefaultPreemption
+    from shoal.plugins.dynamicresources import DynamicResources
 
     print(f"pod {target.key} (schedulerName {result.profile}): {result.message}")
     for line in result.gang:
@@ -207,6 +208,10 @@ def _print_explanation(sched: Scheduler, target: PodInfo, result: Explanation) -
         best = verdict.best
         victims = ", ".join(v.key for v in best.victims) if best is not None else ""
         print(f"would preempt {victims} on {best.node}" if best is not None else verdict.status.message)
+    dra = sched.profiles[result.profile].plugins.get("DynamicResources")
+    if isinstance(dra, DynamicResources):
+        for line in dra.describe(target):
+            print(line)
     rows = [("NODE", "RESULT", "DETAILS")]
     for node, total in sorted(result.totals.items(), key=lambda kv: -kv[1]):
         details = " ".join(f"{p}={v}" for p, v in result.scores[node].items())

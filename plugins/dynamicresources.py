@@ -50,6 +50,7 @@ from shoal.core.dra import (
     RESERVED_FOR_MAX,
     AllocatedDevice,
     Device,
+    DeviceRequest,
     DraStore,
     ResourceClaimInfo,
 )
@@ -321,6 +322,50 @@ class DynamicResources:
             if not status.ok:
                 return status
         return SUCCESS
+
+    # -- shoal explain ---------------------------------------------------------------------------
+    def describe(self, pod: PodInfo) -> list[str]:
+        """For ``shoal explain``: per claim, where it is allocated, or per request how many devices
+        of the cluster match its class and selectors and how many of those are free."""
+        store = self.cache.dra
+        out: list[str] = []
+        for pc in pod.resource_claims:
+            claim = store.claims.get(f"{pod.namespace}/{pc.resolved}") if pc.resolved else None
+            if claim is None:
+                out.append(
+                    f"claim {pc.name}: not created yet" if pc.template else f"claim {pc.name}: not found"
+                )
+            elif claim.allocated is not None:
+                devices = ", ".join(str(a.id) for a in claim.allocated)
+                where = f" on {claim.allocated_node}" if claim.allocated_node else ""
+                out.append(
+                    f"claim {claim.key}: allocated{where} ({devices}), {len(claim.reserved_for)} consumer(s)"
+                )
+            else:
+                out += [self._describe_request(claim, req) for alts in claim.requests for req in alts]
+        return out
+
+    def _describe_request(self, claim: ResourceClaimInfo, req: DeviceRequest) -> str:
+        store = self.cache.dra
+        what = f"claim {claim.key}, request {req.name} (device class {req.device_class}, "
+        what += "all" if req.mode != ALLOCATION_EXACT_COUNT else f"count {req.count}"
+        cls = store.classes.get(req.device_class)
+        if cls is None:
+            return f"{what}): device class {req.device_class} does not exist"
+        newest: dict[tuple[str, str], int] = {}
+        for s in store.slices.values():
+            newest[(s.driver, s.pool)] = max(newest.get((s.driver, s.pool), s.generation), s.generation)
+        devices = [
+            d for s in store.slices.values() if s.generation == newest[(s.driver, s.pool)] for d in s.devices
+        ]
+        try:
+            matching = [
+                d for d in devices if not d.unsupported and self.matcher.request_matches(claim, req, cls, d)
+            ]
+        except AllocationError as exc:
+            return f"{what}): {exc}"
+        free = sum(1 for d in matching if store.taken_by(d.id) is None)
+        return f"{what}): {len(matching)} of {len(devices)} devices match, {free} of them free"
 
     def events_to_register(self) -> Sequence[EventRegistration]:
         # a claim created, allocated or deallocated, a slice or class published, a node added;

@@ -18,6 +18,7 @@ from shoal.core.cyclestate import CycleState
 from shoal.core.objects import PodInfo
 from shoal.core.placement import schedule_pod
 from shoal.core.status import Code
+from shoal.plugins.dynamicresources import DynamicResources
 from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod_group
 from tests.unit.dra_objects import GPU, allocated, claim, claim_pod, device_class, node_slice
@@ -283,3 +284,37 @@ def test_queueing_hint_wakes_a_pod_only_for_claim_changes_that_may_free_or_make_
     )
     assert claim_change_may_help(pod, event(None))  # a deletion
     assert claim_change_may_help(pod, event(ResourceSliceInfo.from_dict(node_slice("n2"))))
+
+
+def test_explain_says_per_claim_how_many_devices_match_and_are_free(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from shoal.cli import _print_explanation
+    from shoal.core.objects import PodInfo
+
+    theirs = allocated(claim("theirs"), "n1", [f"gpu-{i}" for i in range(8)], reserved=("x",))
+    big = claim("big", selectors=(f'device.capacity["{GPU}"].memory.compareTo(quantity("60Gi")) >= 0',))
+    objs = [
+        node("n1"),
+        node("n2"),
+        device_class(),
+        node_slice("n1"),
+        node_slice("n2", memory="40Gi"),
+        theirs,
+        big,
+    ]
+    sim = Simulation(InMemoryCluster([*objs, user("p", "big"), user("q", "theirs")]))
+    pod = PodInfo.from_dict(user("p", "big"))
+    _print_explanation(sim.scheduler, pod, sim.scheduler.explain(pod))
+    out = capsys.readouterr().out
+    assert (
+        "claim default/big, request gpu (device class gpu.nvidia.com, count 1): "
+        "8 of 16 devices match, 0 of them free" in out
+    )
+    plugin = sim.scheduler.profiles["gpu-scheduler"].plugins["DynamicResources"]
+    assert isinstance(plugin, DynamicResources)
+    [line] = plugin.describe(PodInfo.from_dict(user("q", "theirs")))
+    assert (
+        line.startswith("claim default/theirs: allocated on n1 (gpu.nvidia.com/n1/gpu-0,")
+        and "1 consumer(s)" in line
+    )
