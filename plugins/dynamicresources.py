@@ -132,6 +132,8 @@ class DynamicResources:
         self.cache: ClusterCache = handle.cache
         self.matcher = Matcher()
         self._devices: dict[str, tuple[int, NodeSpec | None, tuple[Device, ...]]] = {}
+        #: (class, class selectors, request selectors) -> id(device) -> (device, matches)
+        self._matches: dict[tuple[str, tuple[str, ...], tuple[str, ...]], dict[int, tuple[Device, bool]]] = {}
 
     # -- PreEnqueue / PreFilter ------------------------------------------------------------------
     def pre_enqueue(self, pod: PodInfo) -> Status:
@@ -220,14 +222,23 @@ class DynamicResources:
         claim = st.to_allocate[0]
         req = claim.requests[0][0]
         cls = self.cache.dra.classes[req.device_class]
-        store = self.cache.dra
+        taken = self.cache.dra.taken
+        # one result per device for the class's and the request's selectors together, keyed by the
+        # device object's id (checked by identity: a slice update makes new objects)
+        memo = self._matches.setdefault((cls.name, cls.selectors, req.selectors), {})
+        if len(memo) > 200_000:
+            memo.clear()
         failed = np.zeros(table.n, dtype=bool)
         for row in rows:
             free = 0
             for d in self.node_devices(table, int(row)):
-                if d.unsupported or store.taken_by(d.id) is not None:
+                if d.unsupported or d.id in taken:
                     continue
-                if self.matcher.request_matches(claim, req, cls, d):
+                hit = memo.get(id(d))
+                if hit is None or hit[0] is not d:
+                    hit = (d, self.matcher.request_matches(claim, req, cls, d))
+                    memo[id(d)] = hit
+                if hit[1]:
                     free += 1
                     if free >= req.count:
                         break
@@ -280,11 +291,11 @@ class DynamicResources:
     def _node_local(self, devices: tuple[AllocatedDevice, ...], node: str) -> str:
         """The node an allocation is pinned to: ``node`` unless every device is from an
         ``allNodes`` slice (reachable from anywhere)."""
-        store = self.cache.dra
-        for s in store.slices.values():
-            if not s.all_nodes and any(d.id.pool == s.pool and d.id.driver == s.driver for d in devices):
-                return node
-        return ""
+        row = self.cache.table.index.get(node)
+        spec = self.cache.table.specs[row] if row is not None else None
+        pools = {(d.id.driver, d.id.pool) for d in devices}
+        reached = self.cache.dra.slices_for(node, spec.labels if spec is not None else {})
+        return node if any(not s.all_nodes and (s.driver, s.pool) in pools for s in reached) else ""
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
         st: _State | None = state.read(STATE_KEY)

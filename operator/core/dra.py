@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from shoal.core.nodeselectors import SelectorTerm, parse_term
 from shoal.core.quantity import QuantityError, parse_quantity
@@ -28,9 +28,9 @@ ALLOCATION_EXACT_COUNT, ALLOCATION_ALL = "ExactCount", "All"
 RESERVED_FOR_MAX = 256
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceId:
-    """A device, unique in the cluster: driver, pool, device name (as the allocator's DeviceID)."""
+class DeviceId(NamedTuple):
+    """A device, unique in the cluster: driver, pool, device name (as the allocator's DeviceID). A
+    tuple: hashed in C, which matters where every device of every node is looked up per cycle."""
 
     driver: str
     pool: str
@@ -425,6 +425,11 @@ class DraStore:
         """The claim as shoal believes it is: an assumed allocation over the watch's copy."""
         key = f"{namespace}/{name}"
         return self.assumed.get(key) or self.claims.get(key)
+
+    @property
+    def taken(self) -> Mapping[DeviceId, str]:
+        """Every taken device -> the claim holding it (read-only view for the hot loop)."""
+        return self._taken
 
     def taken_by(self, device: DeviceId) -> str | None:
         """The claim holding ``device``, if any (allocated per the API, or assumed by shoal)."""
