@@ -48,7 +48,7 @@ from kubernetes_asyncio import client, config
 # of sys.path, so `bench` is found and the checkout's operator/ never shadows the standard library.
 if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parents[1]))
-from bench import e2e_preemption, e2e_topology
+from bench import e2e_dra, e2e_preemption, e2e_topology
 from bench.e2e_report import plot, write_doc
 from bench.e2e_schedulers import SETTLE_S, KubeScheduler, Shoal, proc_stats
 from bench.e2e_workloads import CONSTRAINED, workload_node, workload_pod
@@ -58,6 +58,7 @@ from shoal.kube.kinds import KIND_PODS
 from shoal.kube.rest import RawClient
 from shoal.testing.cluster import apply_crds, create, list_all, wait_for
 from shoal.testing.controlplane import Binaries, ControlPlane
+from shoal.testing.kubecontrollermanager import DRA_CONTROLLERS, FAST_CLAIMS, KubeControllerManagerProcess
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 
 HERE = Path(__file__).resolve().parent
@@ -415,6 +416,25 @@ async def gang_preemption(kind: str, base: Path) -> dict[str, Any]:
         return await e2e_preemption.run_gang(b, NS, native=kind == "kube-scheduler")
 
 
+async def dra(
+    kind: str, base: Path, nodes: int = 1000, pods: int = 5000, timeout: float = 1800
+) -> dict[str, Any]:
+    """bench/e2e_dra.py: one-GPU claims from a template on nodes of 8 GPU devices, with the real
+    resourceclaim controller."""
+    async with Bench(kind, base / "dra") as b:
+        await b.create_all(e2e_dra.cluster_objects(nodes, NS))
+        kcm = KubeControllerManagerProcess(
+            b.cp.kubeconfig, b.dir / "kcm", controllers=DRA_CONTROLLERS, extra_args=FAST_CLAIMS
+        )
+        await asyncio.to_thread(kcm.start)
+        try:
+            await b.start_scheduler()
+            assert b.api is not None
+            return {"nodes": nodes, **await e2e_dra.run(b, b.api, NS, pods, timeout)}
+        finally:
+            kcm.stop()
+
+
 def topology_summary(topo: dict[str, Any]) -> dict[str, Any]:
     shoal, kube = topo["shoal"], topo["kube-scheduler"]
     latency = None
@@ -467,6 +487,8 @@ async def main_async(args: argparse.Namespace) -> int:
     results["preemption"] = {k: await preemption(k, base) for k in kinds}
     print("bench: gang preemption (a gang of 8 on 16 full nodes)", flush=True)
     results["gang_preemption"] = {k: await gang_preemption(k, base) for k in kinds}
+    print(f"bench: dra ({args.nodes:,} nodes x 8 GPU devices, {args.pods:,} one-GPU claims)", flush=True)
+    results["dra"] = {k: await dra(k, base, args.nodes, args.pods) for k in kinds}
     print("bench: packing", flush=True)
     results["packing"] = {k: await packing(k, base) for k in kinds}
     print("bench: herding", flush=True)
@@ -495,6 +517,8 @@ async def main_async(args: argparse.Namespace) -> int:
         / max(results["preemption"]["kube-scheduler"]["pods_per_s"], 1e-9),
         "gang_preemption_excess_victims": results["gang_preemption"]["shoal"]["excess_victims"],
         "gang_preemption_excess_victims_kube": results["gang_preemption"]["kube-scheduler"]["excess_victims"],
+        "dra_ratio": results["dra"]["shoal"]["pods_per_s"]
+        / max(results["dra"]["kube-scheduler"]["pods_per_s"], 1e-9),
     }
     print(json.dumps(summary, indent=2))
     if not args.no_write:

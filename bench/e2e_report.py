@@ -85,6 +85,7 @@ def write_doc(
         *_runs(results),
         *_gpu_scenarios(results),
         *_topology(results),
+        *_dra(results),
     ]
     for img in images:
         lines += ["", f"![{img}]({img})"]
@@ -184,6 +185,28 @@ def _runs(results: dict[str, Any]) -> list[str]:
             lines.append(
                 f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {_f(r['p50_s'])} | {_f(r['p99_s'])} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} |"
             )
+    return lines
+
+
+def _dra(results: dict[str, Any]) -> list[str]:
+    """bench/e2e_dra.py: one-GPU claims from a template, with the real resourceclaim controller."""
+    d = results.get("dra")
+    if not d:
+        return []
+    s = d["shoal"]
+    lines = [
+        "",
+        f"### dra: {s['nodes']:,} nodes x 8 GPU devices (ResourceSlices), {s['pods']:,} pods with a one-GPU"
+        " claim from a template",
+        "",
+        "| scheduler | pods/s | seconds | devices in two allocations | claims not on their pod's node |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name in ("kube-scheduler", "shoal"):
+        r = d[name]
+        lines.append(
+            f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {r['devices_twice']} | {r['claims_misplaced']} |"
+        )
     return lines
 
 

@@ -24,11 +24,13 @@ import yaml
 from shoal.core.profile import ProfileError
 
 if TYPE_CHECKING:
+    from shoal.core.dra import DraObject
     from shoal.core.objects import PodInfo
     from shoal.core.placement import Explanation
     from shoal.core.scheduler import Scheduler
     from shoal.core.volumes import StorageObject
     from shoal.kube.rest import RawClient
+    from shoal.operator_app.profiles import Profiles
 
 
 def _crds(args: argparse.Namespace) -> int:
@@ -104,6 +106,7 @@ async def _snapshot(
     from shoal.core.objects import NodeSpec, PodGroupInfo
     from shoal.kube.informer import Event, Informer
     from shoal.kube.kinds import (
+        DRA_KINDS,
         KIND_NAMESPACES,
         KIND_NODES,
         KIND_PODS,
@@ -133,6 +136,9 @@ async def _snapshot(
     async def on_storage(event: Event[StorageObject]) -> None:
         sched.on_storage(event.obj)
 
+    async def on_dra(event: Event[DraObject]) -> None:
+        sched.on_dra(event.obj)
+
     async def on_pod(event: Event[PodInfo]) -> None:
         sched.cache.upsert_pod(event.obj)
         if event.obj.namespace == namespace and event.obj.name == name:
@@ -146,8 +152,15 @@ async def _snapshot(
     informer.watch(KIND_NODES, on_node)
     for kind in STORAGE_KINDS:
         informer.watch(kind, on_storage)
+    for kind in DRA_KINDS:
+        informer.watch(kind, on_dra)
     informer.watch(KIND_PODS, on_pod)
     await informer.prime(raw)
+    return _apply_profiles(profiles), found[-1] if found else None
+
+
+def _apply_profiles(profiles: Profiles) -> dict[str, str]:
+    """Apply every schedulerName's owning profile; returns schedulerName -> its invalid profile."""
     invalid: dict[str, str] = {}
     for scheduler_name in sorted({n for p in profiles.objects.values() for n in p.scheduler_names}):
         error = profiles.apply(scheduler_name)
@@ -155,7 +168,7 @@ async def _snapshot(
         if error is not None and owner is not None:
             invalid[scheduler_name] = owner.name
             print(f"note: SchedulingProfile {owner.name} is invalid: {error}")
-    return invalid, found[-1] if found else None
+    return invalid
 
 
 async def _explain_async(args: argparse.Namespace) -> int:
@@ -206,6 +219,7 @@ async def _explain_async(args: argparse.Namespace) -> int:
 
 def _print_explanation(sched: Scheduler, target: PodInfo, result: Explanation) -> None:
     from shoal.plugins.defaultpreemption import DefaultPreemption
+    from shoal.plugins.dynamicresources import DynamicResources
 
     print(f"pod {target.key} (schedulerName {result.profile}): {result.message}")
     for line in result.gang:
@@ -216,6 +230,10 @@ def _print_explanation(sched: Scheduler, target: PodInfo, result: Explanation) -
         best = verdict.best
         victims = ", ".join(v.key for v in best.victims) if best is not None else ""
         print(f"would preempt {victims} on {best.node}" if best is not None else verdict.status.message)
+    dra = sched.profiles[result.profile].plugins.get("DynamicResources")
+    if isinstance(dra, DynamicResources):
+        for line in dra.describe(target):
+            print(line)
     rows = [("NODE", "RESULT", "DETAILS")]
     for node, total in sorted(result.totals.items(), key=lambda kv: -kv[1]):
         details = " ".join(f"{p}={v}" for p, v in result.scores[node].items())

@@ -67,7 +67,6 @@ KUBE_DEFAULTS: tuple[tuple[str, int | None], ...] = (
 WHY_MISSING = {
     "NodeResourcesBalancedAllocation": "shoal has BalancedAllocation as a NodeResourcesFit "
     "scoringStrategy type, not a plugin of its own",
-    "DynamicResources": "shoal does not allocate DRA claims yet (pods with resourceClaims stay pending)",
     "CapacityScheduling": "shoal does not read ElasticQuotas",
     "NodeResourceTopologyMatch": "shoal does not read NodeResourceTopology (NUMA) objects",
     "NodeResourcesAllocatable": "not a shoal plugin (NodeResourcesFit's scoringStrategy is the closest)",

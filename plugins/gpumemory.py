@@ -4,7 +4,10 @@ The plugin users look for first (it grew from the seed example's GPUMemoryScore)
 
 * a node's GPU memory is its ``gpu-memory-free-gb`` label (key configurable), or, when that is
   absent and ``gfdFallback`` is on, NVIDIA GPU Feature Discovery's ``nvidia.com/gpu.memory``
-  (MiB per GPU) x ``nvidia.com/gpu.count``. A *malformed* label is not papered over with GFD's
+  (MiB per GPU) x ``nvidia.com/gpu.count``, or, when neither is there and ``draFallback`` is on,
+  the sum of the ``memory`` capacity of the node's own DRA devices of driver ``draDriver``
+  (``gpu.nvidia.com``: NVIDIA's DRA driver publishes each GPU with its memory in bytes; GiB
+  counted as GB, as GFD's MiB are). A *malformed* label is not papered over with GFD's
   total: the node has no GPU information and says why (a budget someone meant to set is unknown);
 * where GFD says how big one GPU is, a pod asking for more GPU memory than its GPUs hold
   (``nvidia.com/gpu`` requested, at least 1, x memory per GPU) does not fit that node;
@@ -31,6 +34,7 @@ import numpy as np
 from pydantic import Field
 
 from shoal.core.cyclestate import CycleState
+from shoal.core.dra import DraStore
 from shoal.core.interfaces import (
     MAX_NODE_SCORE,
     BoolArray,
@@ -50,6 +54,7 @@ from shoal.core.status import SKIP, SUCCESS, Code, Status
 log = logging.getLogger("shoal.plugins.gpumemory")
 
 NAME = "GPUMemory"
+DRA_DRIVER = "gpu.nvidia.com"
 DEFAULT_LABEL = "gpu-memory-free-gb"
 GFD_MEMORY = "nvidia.com/gpu.memory"
 GFD_COUNT = "nvidia.com/gpu.count"
@@ -70,6 +75,13 @@ class Args(ArgsModel):
         default=True, description="Use GFD labels when the label is missing (not when it is malformed)."
     )
     score_per_gb: float = Field(default=5.0, gt=0, le=100, description="Score per free GB, capped at 100.")
+    dra_fallback: bool = Field(
+        default=True,
+        description="Use the memory capacity of the node's DRA devices when neither label nor GFD is there.",
+    )
+    dra_driver: str = Field(
+        default=DRA_DRIVER, min_length=1, description="The DRA driver whose devices are GPUs."
+    )
 
 
 def gpu_size_gb(table: NodeTable) -> FloatArray:
@@ -79,7 +91,28 @@ def gpu_size_gb(table: NodeTable) -> FloatArray:
     return out
 
 
-def node_gpu_memory(table: NodeTable, args: Args) -> tuple[FloatArray, BoolArray]:
+def dra_gpu_memory(table: NodeTable, store: DraStore, driver: str) -> FloatArray:
+    """GPU memory (GB) per row: the ``memory`` capacity of the node's own devices of ``driver``
+    (node-local slices, newest pool generation); NaN where the node has none."""
+    out: FloatArray = np.full(table.n, np.nan)
+    key = f"{driver}/memory"
+    for node in store.node_slice_names():
+        row = table.index.get(node)
+        if row is None:
+            continue
+        sizes = [
+            d.capacity[key]
+            for d in store.devices_for(node, {})
+            if d.id.driver == driver and key in d.capacity
+        ]
+        if sizes:
+            out[row] = sum(sizes) / 2**30
+    return out
+
+
+def node_gpu_memory(
+    table: NodeTable, args: Args, dra_gb: FloatArray | None = None
+) -> tuple[FloatArray, BoolArray]:
     """GPU memory (GB) per row, NaN where unknown; and which rows have a malformed label."""
     label, bad = table.numeric_label(args.label_key)
     malformed = np.zeros(table.n, dtype=bool)
@@ -95,9 +128,9 @@ def node_gpu_memory(table: NodeTable, args: Args) -> tuple[FloatArray, BoolArray
     if above.any():
         malformed |= above
         label = np.where(above, np.nan, label)
-    if not args.gfd_fallback:
-        return label, malformed
-    total: FloatArray = np.where(np.isnan(label) & ~malformed, gfd, label)
+    total: FloatArray = np.where(np.isnan(label) & ~malformed, gfd, label) if args.gfd_fallback else label
+    if args.dra_fallback and dra_gb is not None:
+        total = np.where(np.isnan(total) & ~malformed, dra_gb, total)
     return total, malformed
 
 
@@ -129,20 +162,28 @@ def uses_gpu(pod: PodInfo) -> bool:
 class GPUMemory:
     name = NAME
 
-    def __init__(self, args: Args, table: NodeTable) -> None:
+    def __init__(self, args: Args, table: NodeTable, dra: DraStore | None = None) -> None:
         self.args = args
         self.table = table
+        self.dra = dra
         self.invalid_label = f"node(s) had an invalid {args.label_key} label"
         #: (node, reason) pairs already logged, so a bad label is reported once, not every cycle
         self._warned: set[tuple[str, str]] = set()
-        self._budgets: tuple[tuple[int, int, int], FloatArray, BoolArray] | None = None
+        self._budgets: tuple[tuple[int, int, int, int], FloatArray, BoolArray] | None = None
 
     def free(self, table: NodeTable) -> tuple[FloatArray, BoolArray]:
         # the budgets depend on node labels only: computed again when a node is added, removed or
         # relabelled (table.version), not at each of Filter, Score and Reserve of every pod
-        key = (id(table), table.version, table.n)
+        # (and when a ResourceSlice changes, for the DRA fallback)
+        dra_version = self.dra.devices_version if self.dra is not None and self.args.dra_fallback else -1
+        key = (id(table), table.version, table.n, dra_version)
         if self._budgets is None or self._budgets[0] != key:
-            self._budgets = (key, *node_gpu_memory(table, self.args))
+            dra_gb = (
+                None
+                if self.dra is None or dra_version < 0
+                else dra_gpu_memory(table, self.dra, self.args.dra_driver)
+            )
+            self._budgets = (key, *node_gpu_memory(table, self.args, dra_gb))
         _, total, malformed = self._budgets
         return total - table.gpu_memory_used[: table.n], malformed
 
@@ -213,11 +254,15 @@ class GPUMemory:
         """Nothing to undo here: the cache's forget releases the pod's GPU memory."""
 
     def events_to_register(self) -> Sequence[EventRegistration]:
-        return (EventRegistration(EventKind.NODE_ADD | EventKind.NODE_UPDATE | EventKind.POD_DELETE),)
+        return (
+            EventRegistration(
+                EventKind.NODE_ADD | EventKind.NODE_UPDATE | EventKind.POD_DELETE | EventKind.DRA_CHANGE
+            ),
+        )
 
 
 def new(args: Args, handle: Handle) -> GPUMemory:
-    return GPUMemory(args, handle.cache.table)
+    return GPUMemory(args, handle.cache.table, handle.cache.dra)
 
 
 ENTRY = PluginEntry(NAME, new, Args, GPUMemory)

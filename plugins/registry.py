@@ -26,6 +26,7 @@ from shoal.plugins import (
     coscheduling,
     defaultbinder,
     defaultpreemption,
+    dynamicresources,
     gpumemory,
     imagelocality,
     interpodaffinity,
@@ -68,6 +69,7 @@ BUILTIN: tuple[PluginEntry, ...] = (
     nodevolumelimits.ENTRY,
     volumebinding.ENTRY,
     volumezone.ENTRY,
+    dynamicresources.ENTRY,
     topologyplacement.ENTRY,
     defaultpreemption.ENTRY,
 )
@@ -137,7 +139,7 @@ def _refs(*names: str | tuple[str, int]) -> list[dict[str, Any]]:
 
 #: The default plugin at each extension point (a profile that omits a point gets this list).
 DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
-    "preEnqueue": _refs("SchedulingGates", "Coscheduling"),
+    "preEnqueue": _refs("SchedulingGates", "DynamicResources", "Coscheduling"),
     "queueSort": _refs("PrioritySort"),
     "preFilter": _refs(
         "NodeResourcesFit",
@@ -147,6 +149,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "NodeVolumeLimits",
         "VolumeBinding",
         "VolumeZone",
+        "DynamicResources",
         "GPUMemory",
         "PodTopologySpread",
         "InterPodAffinity",
@@ -163,6 +166,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "NodeVolumeLimits",
         "VolumeBinding",
         "VolumeZone",
+        "DynamicResources",
         "GPUMemory",
         "PodTopologySpread",
         "InterPodAffinity",
@@ -187,9 +191,9 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         ("ImageLocality", 1),
         ("NetworkLatency", 1),
     ),
-    "reserve": _refs("VolumeBinding", "GPUMemory", "Coscheduling"),
+    "reserve": _refs("VolumeBinding", "DynamicResources", "GPUMemory", "Coscheduling"),
     "permit": _refs("Coscheduling"),
-    "preBind": _refs("VolumeBinding"),
+    "preBind": _refs("VolumeBinding", "DynamicResources"),
     "bind": _refs("DefaultBinder"),
     "postBind": [],
 }

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from shoal.core.disruption import Nominator, PDBInfo
+from shoal.core.dra import DraStore
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.placedsets import PlacedSets
@@ -54,6 +55,8 @@ class ClusterCache:
         self.namespace_labels: dict[str, dict[str, str]] = {}
         #: PersistentVolumes, claims, StorageClasses, CSINodes (the volume plugins)
         self.volumes = VolumeStore()
+        #: DeviceClasses, ResourceSlices, ResourceClaims and the devices taken (DynamicResources)
+        self.dra = DraStore()
         #: placed pods with claims or in-tree disks, and how many placed pods use each claim
         #: (``namespace/name``): what the volume plugins scan instead of every pod
         self._with_volumes: set[str] = set()

@@ -27,6 +27,7 @@ from shoal.core.status import Code, Status
 GUARD = "UnevaluatedFields"
 
 FILTER, SCORE, PRE_ENQUEUE = "filter", "score", "preEnqueue"
+DRA_POINTS = (FILTER, "reserve", "preBind")
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
@@ -82,8 +83,8 @@ def fields_used(spec: Mapping[str, Any]) -> tuple[FieldUse, ...]:
         )
     if _host_ports(spec):
         out.append(FieldUse("spec.containers[*].ports[*].hostPort", "NodePorts"))
-    if spec.get("resourceClaims"):
-        out.append(FieldUse("spec.resourceClaims", None))
+    if spec.get("resourceClaims"):  # allocated at Reserve, written at PreBind: all three needed
+        out += [FieldUse("spec.resourceClaims", "DynamicResources", point) for point in DRA_POINTS]
     if spec.get("schedulingGroup"):  # the native PodGroup (Coscheduling, as the pod-group label)
         out.append(FieldUse("spec.schedulingGroup", "Coscheduling", None))
     for i, volume in enumerate(spec.get("volumes") or ()):

@@ -73,10 +73,20 @@ class EventKind(Flag):
     STORAGE_CHANGE = auto()
     #: a namespace's labels changed (pod affinity's namespaceSelector)
     NAMESPACE_CHANGE = auto()
+    #: a DeviceClass, ResourceSlice or ResourceClaim added, changed or deleted (DynamicResources)
+    DRA_CHANGE = auto()
 
     ANY_NODE = NODE_ADD | NODE_UPDATE | NODE_DELETE
     ANY_POD = POD_ADD | POD_UPDATE | POD_DELETE
-    ALL = ANY_NODE | ANY_POD | POD_GROUP_CHANGE | PROFILE_CHANGE | STORAGE_CHANGE | NAMESPACE_CHANGE
+    ALL = (
+        ANY_NODE
+        | ANY_POD
+        | POD_GROUP_CHANGE
+        | PROFILE_CHANGE
+        | STORAGE_CHANGE
+        | NAMESPACE_CHANGE
+        | DRA_CHANGE
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from shoal.core.dra import PodClaim, pod_claims
 from shoal.core.fidelity import FieldUse, fields_used
 from shoal.core.images import node_images, pod_images
 from shoal.core.nodeselectors import SelectorTerm, parse_term
@@ -178,6 +179,8 @@ class PodInfo:
     images: tuple[str, ...] = ()
     #: claims, generic ephemeral volumes and in-tree disks (the volume plugins)
     volumes: tuple[PodVolume, ...] = ()
+    #: ``spec.resourceClaims`` with their generated claims' names (DynamicResources)
+    resource_claims: tuple[PodClaim, ...] = ()
     #: scheduling-relevant fields this pod sets that only some plugin evaluates (core/fidelity.py)
     fields_used: tuple[FieldUse, ...] = ()
     #: preemption (DefaultPreemption): ``spec.preemptionPolicy``, ``status.nominatedNodeName``,
@@ -261,6 +264,7 @@ class PodInfo:
             spread_error=spread_error,
             images=pod_images(spec),
             volumes=pod_volumes(str(meta.get("name") or ""), spec),
+            resource_claims=pod_claims(spec, status),
             **_preemption_fields(spec, status),
         )
 

@@ -28,6 +28,7 @@ from typing import Any
 from shoal.core.cache import ClusterCache
 from shoal.core.cycle import Assumed, Cycle
 from shoal.core.cyclestate import CycleState
+from shoal.core.dra import DraObject
 from shoal.core.gangs import PLACEMENT_NOTE, error_message, explain_gang, schedule_gang
 from shoal.core.gates import WaitingPods
 from shoal.core.interfaces import Binder, ClusterEvent, EventKind, EventRegistration, ExplainsCosts, Handle
@@ -198,6 +199,13 @@ class Scheduler:
         """A PersistentVolume, claim, StorageClass or CSINode added, changed or deleted."""
         self.cache.volumes.apply(obj, deleted)
         self._event(EventKind.STORAGE_CHANGE, obj)
+
+    def on_dra(self, obj: DraObject, deleted: bool = False) -> None:
+        """A DeviceClass, ResourceSlice or ResourceClaim added, changed or deleted."""
+        self.cache.dra.apply(obj, deleted)
+        # a deletion carries no object: the last state of a deleted claim may still show the
+        # allocation it no longer holds, which a queueing hint would read as "nothing freed"
+        self._event(EventKind.DRA_CHANGE, None if deleted else obj)
 
     # -- the loop --------------------------------------------------------------------------------
     async def run(self, batch_seconds: float = 0.005) -> None:

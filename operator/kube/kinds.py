@@ -1,8 +1,8 @@
 """The kinds shoal watches, declared once for the operator, ``shoal explain`` and the benchmarks.
 
 Order matters where a list of kinds is primed: profiles first (a pod is only queued when its
-schedulerName has one), then PodGroups (of both APIs), namespaces, nodes, the storage kinds (a
-pod's claims must be known before it is tried), and pods last.
+schedulerName has one), then PodGroups (of both APIs), namespaces, nodes, the storage kinds and
+the DRA kinds (a pod's claims must be known before it is tried), and pods last.
 """
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from shoal.core.disruption import PDBInfo
+from shoal.core.dra import DeviceClassInfo, ResourceClaimInfo, ResourceSliceInfo
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo, parse_time
 from shoal.core.volumes import CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
 from shoal.core.workloads import native_pod_group
 from shoal.kube.informer import Kind
 from shoal.kube.wire import (
     CSI_NODES,
+    DEVICE_CLASSES,
     LIVE_PODS_SELECTOR,
     NAMESPACES,
     NATIVE_PODGROUPS,
@@ -28,6 +30,8 @@ from shoal.kube.wire import (
     PODGROUPS,
     PODS,
     PROFILES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
     STORAGE_CLASSES,
     name_of,
     namespaced_key,
@@ -103,6 +107,19 @@ KIND_STORAGE_CLASSES: Kind[StorageClassInfo] = Kind(
 KIND_CSI_NODES: Kind[CSINodeInfo] = Kind(CSI_NODES, CSINodeInfo.from_dict, identity=name_of)
 #: every storage kind, in priming order
 STORAGE_KINDS: tuple[Kind[Any], ...] = (KIND_STORAGE_CLASSES, KIND_CSI_NODES, KIND_PVS, KIND_PVCS)
+# the DRA kinds the DynamicResources plugin reads (core/dra.py); optional: a cluster before 1.34
+# (or with resource.k8s.io/v1 off) serves none, and then no pod can use claims anyway
+KIND_DEVICE_CLASSES: Kind[DeviceClassInfo] = Kind(
+    DEVICE_CLASSES, DeviceClassInfo.from_dict, identity=name_of, optional=True
+)
+KIND_RESOURCE_SLICES: Kind[ResourceSliceInfo] = Kind(
+    RESOURCE_SLICES, ResourceSliceInfo.from_dict, identity=name_of, optional=True
+)
+KIND_RESOURCE_CLAIMS: Kind[ResourceClaimInfo] = Kind(
+    RESOURCE_CLAIMS, ResourceClaimInfo.from_dict, identity=namespaced_key, optional=True
+)
+#: every DRA kind, in priming order (classes and slices before the claims that use them)
+DRA_KINDS: tuple[Kind[Any], ...] = (KIND_DEVICE_CLASSES, KIND_RESOURCE_SLICES, KIND_RESOURCE_CLAIMS)
 #: PodDisruptionBudgets (DefaultPreemption honours them where it can)
 KIND_PDBS: Kind[PDBInfo] = Kind(PDBS, PDBInfo.from_dict, identity=namespaced_key)
 #: non-terminated pods only: a pod that finishes arrives as DELETED, which frees its resources

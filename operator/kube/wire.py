@@ -74,6 +74,10 @@ PROFILES = Resource(PROFILE_GROUP, PROFILE_VERSION, PROFILE_PLURAL)
 PODGROUPS = Resource(PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL, namespaced=True)
 #: Kubernetes' native PodGroups (1.37 beta; served with the GenericWorkload gate and the version on)
 NATIVE_PODGROUPS = Resource("scheduling.k8s.io", "v1beta1", "podgroups", namespaced=True)
+#: Dynamic Resource Allocation (GA since 1.34): what the DynamicResources plugin reads and writes
+DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses")
+RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices")
+RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", namespaced=True)
 EVENTS = Resource("events.k8s.io", "v1", "events", namespaced=True)
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", namespaced=True)
 

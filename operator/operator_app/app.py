@@ -15,7 +15,9 @@ Watched kinds (all ``@kopf.on.event``, so kopf writes **no** annotation, finaliz
   state; the leader writes their status;
 * namespaces → their labels (pod affinity's namespaceSelector);
 * PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes → the cache's volume store
-  (the volume plugins).
+  (the volume plugins);
+* DeviceClasses, ResourceSlices, ResourceClaims (``resource.k8s.io/v1``, if served) → the cache's
+  DRA store (DynamicResources).
 
 Structure: one task group for the process (kopf, the vital tasks, the re-list checks); the vital
 tasks (election, PodGroup status loop) in a group of their own, so that one ending marks the
@@ -39,14 +41,18 @@ import kopf
 from kubernetes_asyncio import client
 
 from shoal.core.disruption import PDBInfo
+from shoal.core.dra import DraObject
+from shoal.core.draalloc import CLAIM_WRITER
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.preemption import PREEMPTION_EXECUTOR
 from shoal.core.scheduler import Scheduler
 from shoal.core.volumes import VOLUME_WRITER, StorageObject
 from shoal.kube.binder import KubeBinder
 from shoal.kube.bootstrap import bootstrap_profiles
+from shoal.kube.dra import KubeClaimWriter
 from shoal.kube.informer import Event, Informer, Kind
 from shoal.kube.kinds import (
+    DRA_KINDS,
     KIND_NAMESPACES,
     KIND_NODES,
     KIND_PDBS,
@@ -94,6 +100,9 @@ class ShoalOperator:
         self.informer.watch(KIND_NODES, self._on_node, gone=self._node_gone)
         for kind in STORAGE_KINDS:
             self.informer.watch(kind, self._on_storage, gone=self._storage_gone(kind))
+        for kind in DRA_KINDS:
+            self.informer.watch(kind, self._on_dra, gone=self._dra_gone(kind))
+
         self.informer.watch(KIND_PDBS, self._on_pdb, gone=self._pdb_gone)
         self.informer.watch(KIND_PODS, self._on_pod, gone=self._pod_gone)
         self.api: client.ApiClient | None = None
@@ -238,6 +247,7 @@ class ShoalOperator:
                 retry_period=s.retry_period,
             )
         scheduler.handle.extras[VOLUME_WRITER] = KubeVolumeWriter(self.raw)  # VolumeBinding's PreBind
+        scheduler.handle.extras[CLAIM_WRITER] = KubeClaimWriter(self.raw)  # DynamicResources' PreBind
         scheduler.handle.extras[PREEMPTION_EXECUTOR] = KubePreemptionExecutor(self.raw, instance=s.identity)
         self.compose(scheduler, MergePatchStatus(self.raw), raw=self.raw)
         self.server = HealthServer(
@@ -340,6 +350,21 @@ class ShoalOperator:
             meta = {"name": name, "namespace": namespace} if namespace else {"name": key}
             if self.scheduler is not None:
                 self.scheduler.on_storage(kind.decode({"metadata": meta}), deleted=True)
+
+        return gone
+
+    async def _on_dra(self, event: Event[DraObject]) -> None:
+        if self.scheduler is not None:
+            self.scheduler.on_dra(event.obj, deleted=event.deleted)
+
+    def _dra_gone(self, kind: Kind[Any]) -> Callable[[str], None]:
+        """Forget a DRA object deleted while kopf re-listed (``kind``'s identity is its key)."""
+
+        def gone(key: str) -> None:
+            namespace, _, name = key.rpartition("/")
+            meta = {"name": name, "namespace": namespace} if namespace else {"name": key}
+            if self.scheduler is not None:
+                self.scheduler.on_dra(kind.decode({"metadata": meta}), deleted=True)
 
         return gone
 

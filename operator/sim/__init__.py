@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from shoal.core.dra import DRA_DECODERS, DraObject, ResourceClaimInfo
+from shoal.core.draalloc import CLAIM_WRITER, PodInfoLike
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import NodeSpec, PodInfo
 from shoal.core.outcomes import ScoreOutcome
@@ -144,6 +146,22 @@ class MemoryBinder:
         return Status()
 
 
+class MemoryClaimWriter:
+    """DynamicResources' writes, applied to the cache at once: the claim comes back allocated and
+    reserved for the pod, as the watch would bring it."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+
+    async def reserve_claim(
+        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, pod: PodInfoLike
+    ) -> Status:
+        consumer = {"resource": "pods", "name": pod.name, "uid": pod.uid}
+        done = replace(allocation or claim, consumers=(*claim.consumers, consumer))
+        self.scheduler.on_dra(done)
+        return Status()
+
+
 class MemoryVolumeWriter:
     """VolumeBinding's writes, with the PV controller's answer at once: a static match binds the
     claim to its PV; a claim to provision gets a PV (``pvc-<claim uid or name>``, no node
@@ -237,6 +255,8 @@ class InMemoryCluster:
         self.namespaces: dict[str, JSON] = {}
         #: PersistentVolumes, claims, StorageClasses, CSINodes, parsed when added
         self.storage: list[StorageObject] = []
+        #: DeviceClasses, ResourceSlices, ResourceClaims, parsed when added
+        self.dra: list[DraObject] = []
         self.profiles: list[JSON] = []
         for obj in objects:
             self.add(obj)
@@ -281,10 +301,13 @@ class InMemoryCluster:
             self.namespaces[meta["name"]] = stored
         elif kind in STORAGE_DECODERS:
             self.storage.append(decode_storage(stored))
+        elif kind in DRA_DECODERS:
+            meta.setdefault("namespace", "default")
+            self.dra.append(DRA_DECODERS[kind](stored))
         else:
             raise ValueError(
                 f"unsupported kind {kind!r} (expected Node, Pod, PodGroup, Namespace, SchedulingProfile, "
-                f"{', '.join(STORAGE_DECODERS)})"
+                f"{', '.join(STORAGE_DECODERS)}, {', '.join(DRA_DECODERS)})"
             )
         return stored
 
@@ -324,6 +347,7 @@ class Simulation:
             self.scheduler.placement_observer = self._record_top
         self.binder.scheduler = self.scheduler
         self.scheduler.handle.extras[VOLUME_WRITER] = MemoryVolumeWriter(self.scheduler)
+        self.scheduler.handle.extras[CLAIM_WRITER] = MemoryClaimWriter(self.scheduler)
         self.preemption = MemoryPreemptionExecutor(self)
         self.scheduler.handle.extras[PREEMPTION_EXECUTOR] = self.preemption
         specs = [profile_spec(p) for p in profiles] or [profile_spec(p) for p in cluster.profiles]
@@ -335,6 +359,8 @@ class Simulation:
             self.scheduler.on_node(NodeSpec.from_dict(node))
         for obj in cluster.storage:
             self.scheduler.on_storage(obj)
+        for dra in cluster.dra:
+            self.scheduler.on_dra(dra)
         for group in cluster.pod_groups.values():
             self.scheduler.on_pod_group(decode_pod_group(group))
         for pod in cluster.pods.values():
@@ -353,6 +379,8 @@ class Simulation:
             self.scheduler.on_namespace(stored["metadata"]["name"], stored["metadata"].get("labels"))
         elif kind in STORAGE_DECODERS:
             self.scheduler.on_storage(self.cluster.storage[-1])
+        elif kind in DRA_DECODERS:
+            self.scheduler.on_dra(self.cluster.dra[-1])
         return stored
 
     def delete_pod(self, uid: str) -> None:

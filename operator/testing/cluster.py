@@ -86,6 +86,22 @@ async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any
         resp = await custom.create_namespaced_custom_object(
             PODGROUPS.group, PODGROUPS.version, ns, PODGROUPS.plural, obj, _preload_content=False
         )
+    elif str(obj.get("apiVersion")).startswith("resource.k8s.io/"):  # DRA (resource.k8s.io/v1)
+        group, version = str(obj["apiVersion"]).split("/")
+        plural = {
+            "DeviceClass": "deviceclasses",
+            "ResourceSlice": "resourceslices",
+            "ResourceClaim": "resourceclaims",
+            "ResourceClaimTemplate": "resourceclaimtemplates",
+        }[kind]
+        if kind in ("DeviceClass", "ResourceSlice"):
+            resp = await custom.create_cluster_custom_object(
+                group, version, plural, obj, _preload_content=False
+            )
+        else:
+            resp = await custom.create_namespaced_custom_object(
+                group, version, ns, plural, obj, _preload_content=False
+            )
     elif kind == "SchedulingProfile":
         resp = await custom.create_cluster_custom_object(
             PROFILES.group, PROFILES.version, PROFILES.plural, obj, _preload_content=False

@@ -1,6 +1,7 @@
-"""kube-controller-manager of the same release, running only the PersistentVolume binder, for the
-volume tests: it binds claims to the PVs VolumeBinding chose (and marks them bind-completed), as in
-a real cluster.
+"""kube-controller-manager of the same release, running only the controllers a test needs: the
+PersistentVolume binder for the volume tests (it binds claims to the PVs VolumeBinding chose, and
+marks them bind-completed), the resourceclaim controller for the DRA tests (it creates claims from
+ResourceClaimTemplates), as in a real cluster.
 
 Started by PID with ``PR_SET_PDEATHSIG`` (it never outlives the test run), leader election off, as
 :mod:`shoal.testing.kubescheduler` starts kube-scheduler; ready when its ``/healthz`` answers.
@@ -15,15 +16,29 @@ from shoal.testing.controlplane import Binaries
 
 #: the controllers it runs: the PV binder only (no provisioner is installed in the tests)
 CONTROLLERS = "persistentvolume-binder-controller"
+#: for the DRA tests: the resourceclaim controller makes a pod's claims from its
+#: ResourceClaimTemplates and records their names in the pod's status, as in a cluster
+DRA_CONTROLLERS = "resourceclaim-controller"
+#: for benchmarks: the controller's client and workers must not be what limits pods/s (its
+#: defaults, 20 requests/s and 10 workers, would make claims from templates at ~10 pods/s)
+FAST_CLAIMS = ("--kube-api-qps=5000", "--kube-api-burst=5000", "--concurrent-resourceclaim-syncs=50")
 
 
 class KubeControllerManagerProcess(ComponentProcess):
     name = "kube-controller-manager"
     health_path = "/healthz"
 
-    def __init__(self, kubeconfig: Path, workdir: Path, *, controllers: str = CONTROLLERS) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        workdir: Path,
+        *,
+        controllers: str = CONTROLLERS,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(kubeconfig, workdir)
         self.controllers = controllers
+        self.extra_args = extra_args
 
     def argv(self, port: int) -> list[str]:
         return [
@@ -32,4 +47,5 @@ class KubeControllerManagerProcess(ComponentProcess):
             f"--controllers={self.controllers}",
             "--leader-elect=false",
             "--authorization-always-allow-paths=/healthz",
+            *self.extra_args,
         ]

@@ -120,3 +120,12 @@ async def test_a_gang_not_fully_bound_fails_the_run(tmp_path: Path, monkeypatch:
     assert not (tmp_path / "results").exists()
     assert written == []
     assert json.loads((tmp_path / "run" / "e2e-failed.json").read_text())["results"]["gang"]["bound"] == 60
+
+
+@pytest.mark.parametrize("kind", ["kube-scheduler", "shoal"])
+async def test_dra_smoke(kind: str, tmp_path: Path) -> None:
+    """The DRA scenario at 10 nodes x 8 GPUs: every pod bound, every claim on its pod's node, no
+    device twice."""
+    result = await e2e.dra(kind, tmp_path, nodes=10, pods=60, timeout=120)
+    assert result["all_bound"], result
+    assert result["bound"] == 60 and result["devices_twice"] == 0 and result["claims_misplaced"] == 0, result

@@ -417,6 +417,45 @@ async def wait_bootstrapped(api: client.ApiClient, spec: dict[str, Any]) -> dict
     return result
 
 
+DRA = ("resource.k8s.io", "v1")
+
+
+async def dra_objects(custom: Any) -> None:
+    """A DeviceClass, one GPU on gpu-0 and a claim for it (the class may exist from other tests)."""
+    cls = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu.nvidia.com"},
+        "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.nvidia.com"'}}]},
+    }
+    try:
+        await custom.create_cluster_custom_object(*DRA, "deviceclasses", cls)
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+    spec = {
+        "driver": "gpu.nvidia.com",
+        "nodeName": "gpu-0",
+        "pool": {"name": "gpu-0", "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": "gpu-0", "capacity": {"memory": {"value": "80Gi"}}}],
+    }
+    body = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "rbac-gpu-0"},
+        "spec": spec,
+    }
+    await custom.create_cluster_custom_object(*DRA, "resourceslices", body)
+    request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "rbac-claim"},
+        "spec": {"devices": {"requests": [request]}},
+    }
+    await custom.create_namespaced_custom_object(*DRA, "default", "resourceclaims", claim)
+
+
 async def test_chart_rbac_is_enough_and_no_more(
     cp: ControlPlane, api: client.ApiClient, helm_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -439,6 +478,12 @@ async def test_chart_rbac_is_enough_and_no_more(
         assert profile["status"]["conditions"][0]["reason"] == "Valid"
         # a gang too: its PodGroup status is written through podgroups/status; and a native gang,
         # whose condition is written through scheduling.k8s.io's podgroups/status
+        # a DRA claim: allocated and reserved through resourceclaims and resourceclaims/status
+        custom_dra: Any = client.CustomObjectsApi(api)
+        await dra_objects(custom_dra)
+        dra_pod = make_pod("dra", gpus=0)
+        dra_pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "rbac-claim"}]
+        await create(api, dra_pod)
         await create(api, make_pod_group("rbac-gang", min_member=3))
         await create(api, make_native_pod_group("rbac-native", min_count=2))
         await create_many(
@@ -482,6 +527,13 @@ async def test_chart_rbac_is_enough_and_no_more(
             return next((c for c in conds if c["type"] == "PodGroupInitiallyScheduled"), None)
 
         cond = await wait_for(native_condition, 30, what="the native PodGroup's condition, chart RBAC")
+
+        async def claim_allocated() -> dict[str, Any] | None:
+            got = await custom.get_namespaced_custom_object(*DRA, "default", "resourceclaims", "rbac-claim")
+            status: dict[str, Any] = got.get("status") or {}
+            return status if status.get("allocation") and status.get("reservedFor") else None
+
+        await wait_for(claim_allocated, 30, what="the DRA claim allocated with the chart's RBAC")
         assert (cond["status"], cond["reason"]) == ("True", "Scheduled")
         gang_nodes = {
             p["metadata"]["name"]: p["spec"].get("nodeName")
@@ -516,6 +568,9 @@ async def test_chart_rbac_is_enough_and_no_more(
         await sa_core.list_persistent_volume_claim_for_all_namespaces()
         await sa_storage.list_storage_class()
         await sa_storage.list_csi_node()
+        for plural in ("deviceclasses", "resourceslices"):
+            await sa_custom.list_cluster_custom_object(*DRA, plural)
+        await sa_custom.list_cluster_custom_object(*DRA, "resourceclaims")
         # DefaultPreemption: PDBs listed and watched; pods deleted (victims) -- as kube-scheduler's role
         await client.PolicyV1Api(sa_api).list_pod_disruption_budget_for_all_namespaces()
         sp = ("shoal.dev", "v1alpha1", "schedulingprofiles")
@@ -536,6 +591,12 @@ async def test_chart_rbac_is_enough_and_no_more(
             lambda: sa_core.read_namespaced_persistent_volume_claim("anything", "default"),
             lambda: sa_storage.delete_storage_class("anything"),
             lambda: sa_storage.read_csi_node("gpu-0"),
+            # DRA: read through the watch, claims patched; never deleted, slices never written
+            lambda: sa_custom.delete_namespaced_custom_object(
+                *DRA, "default", "resourceclaims", "rbac-claim"
+            ),
+            lambda: sa_custom.delete_cluster_custom_object(*DRA, "resourceslices", "rbac-gpu-0"),
+            lambda: sa_custom.create_namespaced_custom_object(*DRA, "default", "resourceclaims", {}),
             # the Lease is renewed with get + update; the Role grants no patch
             lambda: sa_lease.patch_namespaced_lease(
                 "shoal-scheduler", NS, {"metadata": {"labels": {"x": "y"}}}

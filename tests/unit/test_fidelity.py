@@ -69,7 +69,8 @@ REQ, PREF = (
             "filter",
         ),
         ({"schedulingGates": [{"name": "x"}]}, "spec.schedulingGates", "SchedulingGates", "preEnqueue"),
-        ({"resourceClaims": [{"name": "gpu"}]}, "spec.resourceClaims", None, "filter"),
+        ({"resourceClaims": [{"name": "gpu"}]}, "spec.resourceClaims", "DynamicResources", "filter"),
+        ({"resourceClaims": [{"name": "gpu"}]}, "spec.resourceClaims", "DynamicResources", "preBind"),
         (
             {
                 "volumes": [
@@ -325,6 +326,8 @@ def test_real_pods_get_what_their_expect_annotation_says() -> None:
             assert got.node is not None, (key, got.message)
         elif want == "gated":
             assert got.node is None and "waiting for scheduling gates" in got.message, (key, got.message)
+        elif want.startswith("held: "):
+            assert got.node is None and want.removeprefix("held: ") in got.message, (key, got.message)
         else:
             field = want.removeprefix("unschedulable: ")
             assert got.node is None and field in got.message, (key, got.message)
@@ -335,7 +338,7 @@ def test_simulate_prints_real_dumps_without_a_traceback(capsys: pytest.CaptureFi
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "Traceback" not in out.out + out.err
-    assert "spec.resourceClaims" in out.out
+    assert "ResourceClaim not created yet" in out.out
     assert len(load_objects(REAL / "pods.yaml")) == 8
 
 
@@ -344,7 +347,9 @@ def test_explain_names_the_field_and_the_gate() -> None:
     sched = Simulation(cluster).scheduler
     claims = make_pod("s", scheduler_name="gpu-scheduler")
     claims["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "a100"}]
-    assert "spec.resourceClaims" in sched.explain(PodInfo.from_dict(claims)).message
+    assert (
+        'pod "default/s": ResourceClaim not created yet' in sched.explain(PodInfo.from_dict(claims)).message
+    )
     gated = make_pod("g", scheduler_name="gpu-scheduler")
     gated["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
     assert sched.explain(PodInfo.from_dict(gated)).message == (

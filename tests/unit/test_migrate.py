@@ -23,8 +23,6 @@ KSC = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerCon
 MISSING_DEFAULTS = [
     "profiles[0].plugins: plugin NodeResourcesBalancedAllocation (multiPoint) left out: shoal has "
     "BalancedAllocation as a NodeResourcesFit scoringStrategy type, not a plugin of its own",
-    "profiles[0].plugins: plugin DynamicResources (multiPoint) left out: shoal does not allocate DRA "
-    "claims yet (pods with resourceClaims stay pending)",
 ]
 
 

@@ -221,3 +221,23 @@ def test_a_budget_above_what_the_gpus_hold_is_reported_not_used() -> None:
     assert by_name["no-gfd"] == (80.0, False)  # nothing says what its GPUs hold
     rej = gm.filter_nodes(state(), pod("p", gpu_memory_gb=10), cache.table, all_rows(cache.table))
     assert rejected_names(cache.table, rej) == {"node(s) had an invalid gpu-memory-free-gb label": {"over"}}
+
+
+def test_dra_devices_memory_is_the_budget_when_the_label_and_gfd_are_absent() -> None:
+    from shoal.core.dra import ResourceSliceInfo
+    from tests.unit.dra_objects import node_slice
+
+    labelled = make_node("labelled", gpus=0, labels={"gpu-memory-free-gb": "10"})
+    cache = cache_with([make_node("dra", gpus=0), make_node("bare", gpus=0), labelled])
+    row = cache.table.index["labelled"]
+    cache.dra.apply(ResourceSliceInfo.from_dict(node_slice("dra", 8, memory="80Gi")))
+    cache.dra.apply(ResourceSliceInfo.from_dict(node_slice("labelled", 8, memory="80Gi")))
+    p = plugin(cache)
+    free, _ = p.free(cache.table)
+    assert free[cache.table.index["dra"]] == 640.0
+    assert np.isnan(free[cache.table.index["bare"]])
+    assert free[row] == 10.0  # the label wins over the devices
+    off = plugin(cache, draFallback=False)
+    assert np.isnan(off.free(cache.table)[0][cache.table.index["dra"]])
+    cache.dra.apply(ResourceSliceInfo.from_dict(node_slice("dra", 8, memory="80Gi")), deleted=True)
+    assert np.isnan(p.free(cache.table)[0][cache.table.index["dra"]])

@@ -1,0 +1,146 @@
+"""The DRA scenario of ``make bench``, shoal and kube-scheduler side by side (issue 13).
+
+1,000 nodes (scheduler_perf's node-default), each with a ResourceSlice of 8 GPUs as NVIDIA's DRA
+driver publishes them (productName, uuid, pcieRoot, memory), the DeviceClass ``gpu.nvidia.com``
+(a CEL selector on the driver) and a ResourceClaimTemplate for one GPU; kube-controller-manager's
+resourceclaim controller runs, so each pod's claim is made from the template, as in a cluster.
+Then 5,000 pods, each with that template, are created at once. Measured: pods bound per second,
+first created to last bound (``dra_ratio`` = shoal ÷ kube-scheduler); checked: every bound pod's
+claim allocated on its node and no device in two allocations.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from kubernetes_asyncio import client
+
+from bench.e2e_workloads import scheduler_perf_node
+from shoal.testing.cluster import list_all
+
+GPU = "gpu.nvidia.com"
+GROUP, VERSION = "resource.k8s.io", "v1"
+API = f"{GROUP}/{VERSION}"
+TEMPLATE = "one-gpu"
+
+
+class Harness(Protocol):
+    @property
+    def scheduler_name(self) -> str: ...
+
+    async def create_all(
+        self, objs: list[dict[str, Any]], concurrency: int = 48, label: str = ""
+    ) -> dict[str, float]: ...
+
+    async def wait_bound(self, names: list[str], timeout: float, label: str) -> bool: ...
+
+    def bound_times(self) -> dict[str, float]: ...
+
+    def bound_nodes(self) -> dict[str, str]: ...
+
+
+def gpu_slice(node: str) -> dict[str, Any]:
+    devices = [
+        {
+            "name": f"gpu-{i}",
+            "attributes": {
+                "productName": {"string": "NVIDIA A100-SXM4-80GB"},
+                "uuid": {"string": f"GPU-{node}-{i}"},
+                "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{i // 4:02x}"},
+            },
+            "capacity": {"memory": {"value": "80Gi"}},
+        }
+        for i in range(8)
+    ]
+    spec = {"driver": GPU, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}
+    return {
+        "apiVersion": API,
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-gpu"},
+        "spec": {**spec, "devices": devices},
+    }
+
+
+def cluster_objects(nodes: int, namespace: str) -> list[dict[str, Any]]:
+    """The DeviceClass, the template, the nodes and their slices (created before the scheduler)."""
+    cls = {
+        "apiVersion": API,
+        "kind": "DeviceClass",
+        "metadata": {"name": GPU},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU}"'}}]},
+    }
+    request = {"name": "gpu", "exactly": {"deviceClassName": GPU}}
+    template = {
+        "apiVersion": API,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": TEMPLATE, "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+    names = [f"node-{i:05d}" for i in range(nodes)]
+    return [cls, template, *(scheduler_perf_node(n) for n in names), *(gpu_slice(n) for n in names)]
+
+
+def dra_pods(count: int, namespace: str, scheduler_name: str) -> list[dict[str, Any]]:
+    out = []
+    for i in range(count):
+        pod: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"dra-{i:06d}", "namespace": namespace},
+            "spec": {
+                "schedulerName": scheduler_name,
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {
+                            "requests": {"cpu": "100m", "memory": "500Mi"},
+                            "claims": [{"name": "gpu"}],
+                        },
+                    }
+                ],
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": TEMPLATE}],
+            },
+        }
+        out.append(pod)
+    return out
+
+
+async def run(b: Harness, api: client.ApiClient, namespace: str, pods: int, timeout: float) -> dict[str, Any]:
+    objs = dra_pods(pods, namespace, b.scheduler_name)
+    first = time.monotonic()
+    created = await b.create_all(objs, label="dra")
+    names = list(created)
+    ok = await b.wait_bound(names, timeout, "dra")
+    times = b.bound_times()
+    bound = [times[n] for n in names if n in times]
+    last = max(bound) if bound else time.monotonic()
+    return {
+        "pods": pods,
+        "all_bound": ok,
+        "bound": len(bound),
+        "seconds": last - first,
+        "pods_per_s": len(bound) / max(last - first, 1e-9),
+        **await check(api, namespace, b.bound_nodes()),
+    }
+
+
+async def check(api: client.ApiClient, namespace: str, nodes: dict[str, str]) -> dict[str, Any]:
+    """Every bound pod's claim allocated on its node; no device in two allocations."""
+    custom: Any = client.CustomObjectsApi(api)
+    claims = await list_all(custom.list_namespaced_custom_object, GROUP, VERSION, namespace, "resourceclaims")
+    used: list[tuple[str, str]] = []
+    misplaced = 0
+    for c in claims:
+        allocation = (c.get("status") or {}).get("allocation")
+        owner = next(
+            (o["name"] for o in c["metadata"].get("ownerReferences") or () if o["kind"] == "Pod"), ""
+        )
+        if not allocation:
+            misplaced += owner in nodes
+            continue
+        pools = [r["pool"] for r in allocation["devices"]["results"]]
+        used += [(r["pool"], r["device"]) for r in allocation["devices"]["results"]]
+        misplaced += owner in nodes and pools != [nodes[owner]]
+    return {"devices_twice": len(used) - len(set(used)), "claims_misplaced": misplaced}

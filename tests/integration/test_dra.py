@@ -1,0 +1,406 @@
+"""DRA on the real API server (resource.k8s.io/v1), with the real resourceclaim controller
+(kube-controller-manager of the same release) making claims from templates. The tests publish
+ResourceSlices as NVIDIA's DRA driver would (8 GPUs per node: productName, uuid, pcieRoot, memory);
+no kubelet, no driver.
+
+The scenario: n1 has 8 free GPUs, n2 has 8 of which someone else already allocated 7. Ten pods,
+each with a one-GPU claim from a template: every claim ends allocated on its pod's node and
+reserved for it, 8 pods fill n1, one takes n2's last GPU, the tenth stays pending with a clear
+reason, and no device is ever in two allocations (the other allocation included). Run with shoal,
+and with kube-scheduler 1.37 (its DynamicResources plugin) as the reference: the same pods are
+placed on the same nodes and the same one waits."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
+from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
+from shoal.testing.controlplane import ControlPlane
+from shoal.testing.kubecontrollermanager import DRA_CONTROLLERS, KubeControllerManagerProcess
+from shoal.testing.kubescheduler import KubeSchedulerProcess
+from shoal.testing.objects import make_node, make_pod, make_pod_group, make_profile
+
+pytestmark = pytest.mark.slow
+
+GPU = "gpu.nvidia.com"
+GROUP, VERSION = "resource.k8s.io", "v1"
+
+
+@pytest.fixture(scope="module")
+def claim_controller(
+    crds: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KubeControllerManagerProcess]:
+    """kube-controller-manager with only the resourceclaim controller, for this module."""
+    kcm = KubeControllerManagerProcess(
+        crds.kubeconfig, Path(tmp_path_factory.mktemp("kcm-dra")), controllers=DRA_CONTROLLERS
+    )
+    with kcm:
+        yield kcm
+
+
+def gpu_slice(
+    node: str, run: str, product: str = "NVIDIA A100-SXM4-80GB", memory: str = "80Gi"
+) -> dict[str, Any]:
+    devices = [
+        {
+            "name": f"gpu-{i}",
+            "attributes": {
+                "productName": {"string": product},
+                "uuid": {"string": f"GPU-{run}-{node}-{i}"},
+                "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{i // 4:02x}"},
+            },
+            "capacity": {"memory": {"value": memory}},
+        }
+        for i in range(8)
+    ]
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{run}"},
+        "spec": {
+            "driver": GPU,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+async def ensure_class(custom: Any) -> None:
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "DeviceClass",
+        "metadata": {"name": GPU},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU}"'}}]},
+    }
+    try:
+        await custom.create_cluster_custom_object(GROUP, VERSION, "deviceclasses", body)
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+async def allocated_by_someone_else(custom: Any, namespace: str, node: str, devices: list[str]) -> None:
+    """A claim allocated and reserved as another scheduler would leave it."""
+    name = "theirs"
+    spec = {
+        "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU, "count": len(devices)}}]}
+    }
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+    made = await custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", body)
+    field = {"key": "metadata.name", "operator": "In", "values": [node]}
+    results = [{"request": "gpu", "driver": GPU, "pool": node, "device": d} for d in devices]
+    made["status"] = {
+        "allocation": {
+            "devices": {"results": results},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [field]}]},
+        },
+        # a consumer kind the resourceclaim controller does not check, so it keeps the reservation
+        "reservedFor": [
+            {
+                "apiGroup": "batch.example.com",
+                "resource": "trainers",
+                "name": "elsewhere",
+                "uid": str(uuid.uuid4()),
+            }
+        ],
+    }
+    await custom.replace_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, "resourceclaims", name, made
+    )
+
+
+def gpu_pod(name: str, namespace: str, scheduler: str, template: str) -> dict[str, Any]:
+    pod = make_pod(name, namespace=namespace, scheduler_name=scheduler, gpus=0)
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template}]
+    pod["spec"]["containers"][0].setdefault("resources", {})["claims"] = [{"name": "gpu"}]
+    return pod
+
+
+async def clear_slices(custom: Any) -> None:
+    """Slices are cluster-scoped and outlive a test's namespace: start from none."""
+    for s in await list_all(custom.list_cluster_custom_object, GROUP, VERSION, "resourceslices"):
+        await custom.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", s["metadata"]["name"])
+
+
+async def scenario(api: client.ApiClient, namespace: str, scheduler: str) -> dict[str, dict[str, Any]]:
+    """Publish the slices and the other allocation, create the ten pods for ``scheduler``; returns
+    the pods once 9 are bound (name -> pod)."""
+    core: Any = client.CoreV1Api(api)
+    custom: Any = client.CustomObjectsApi(api)
+    run = uuid.uuid4().hex[:6]
+    await clear_slices(custom)
+    await ensure_class(custom)
+    await create_many(api, [make_node(n, gpus=0) for n in ("n1", "n2")])
+    for node in ("n1", "n2"):
+        await custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", gpu_slice(node, run))
+    await allocated_by_someone_else(custom, namespace, "n2", [f"gpu-{i}" for i in range(7)])
+    template = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU}}]}}},
+    }
+    await custom.create_namespaced_custom_object(
+        GROUP, VERSION, namespace, "resourceclaimtemplates", template
+    )
+    names = [f"infer-{i}" for i in range(10)]
+    await create_many(api, [gpu_pod(n, namespace, scheduler, "one-gpu") for n in names])
+
+    async def nine_bound() -> dict[str, dict[str, Any]] | None:
+        pods = {p["metadata"]["name"]: p for p in await list_all(core.list_namespaced_pod, namespace)}
+        bound = {n: p for n, p in pods.items() if p["spec"].get("nodeName")}
+        return pods if len(bound) == 9 else None
+
+    pods: dict[str, dict[str, Any]] = await wait_for(
+        nine_bound, 120, what=f"9 of 10 DRA pods bound by {scheduler}"
+    )
+    return pods
+
+
+async def check_allocations(api: client.ApiClient, namespace: str, pods: dict[str, dict[str, Any]]) -> None:
+    """Every bound pod's claim allocated on its node and reserved for it; the pending pod's claim
+    not allocated; no device twice."""
+    custom: Any = client.CustomObjectsApi(api)
+    nodes = sorted(p["spec"]["nodeName"] for p in pods.values() if p["spec"].get("nodeName"))
+    assert nodes == ["n1"] * 8 + ["n2"]
+
+    async def settled() -> list[dict[str, Any]] | None:
+        claims = await list_all(
+            custom.list_namespaced_custom_object, GROUP, VERSION, namespace, "resourceclaims"
+        )
+        done = [c for c in claims if (c.get("status") or {}).get("allocation")]
+        return claims if len(done) == 10 else None  # the other claim and the nine pods'
+
+    claims = await wait_for(settled, 60, what="the claims' allocations written")
+    by_owner = {}
+    used: list[tuple[str, str]] = []
+    for c in claims:
+        owner = next((o for o in c["metadata"].get("ownerReferences") or () if o["kind"] == "Pod"), None)
+        if owner is not None:
+            by_owner[owner["name"]] = c
+        allocation = (c.get("status") or {}).get("allocation")
+        if allocation:
+            used += [(r["pool"], r["device"]) for r in allocation["devices"]["results"]]
+    assert len(used) == len(set(used)) == 7 + 9, used  # the other allocation's 7 and ours
+    for name, p in pods.items():
+        status = by_owner[name].get("status") or {}
+        if not p["spec"].get("nodeName"):
+            assert not status.get("allocation")
+            continue
+        results = status["allocation"]["devices"]["results"]
+        assert [r["pool"] for r in results] == [p["spec"]["nodeName"]]
+        terms = status["allocation"]["nodeSelector"]["nodeSelectorTerms"]
+        assert terms[0]["matchFields"][0]["values"] == [p["spec"]["nodeName"]]
+        assert [r["uid"] for r in status["reservedFor"]] == [p["metadata"]["uid"]]
+        assert "resource.kubernetes.io/delete-protection" in by_owner[name]["metadata"]["finalizers"]
+
+
+async def test_shoal_allocates_template_claims_fills_a_node_and_never_hands_out_a_device_twice(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    namespace: str,
+    operator: OperatorProcess,
+    claim_controller: KubeControllerManagerProcess,
+) -> None:
+    api = clean
+    ev: Any = client.EventsV1Api(api)
+    sched = f"dra-{uuid.uuid4().hex[:6]}"
+    await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+    pods = await scenario(api, namespace, sched)
+    await check_allocations(api, namespace, pods)
+    pending = next(n for n, p in pods.items() if not p["spec"].get("nodeName"))
+
+    async def refused() -> str | None:
+        notes = [
+            e["note"]
+            for e in await list_all(ev.list_namespaced_event, namespace)
+            if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == pending
+        ]
+        return notes[-1] if notes else None
+
+    note = await wait_for(refused, 60, what=f"a FailedScheduling event for {pending}")
+    assert "cannot allocate all claims" in note, note
+    # a pod on n1 goes away: the resourceclaim controller deallocates and deletes its claim, and
+    # that change wakes the pending pod, which takes the freed GPU
+    core: Any = client.CoreV1Api(api)
+    gone = next(n for n, p in pods.items() if p["spec"].get("nodeName") == "n1")
+    await core.delete_namespaced_pod(gone, namespace, grace_period_seconds=0)
+
+    async def pending_bound() -> str | None:
+        node: str | None = (await core.read_namespaced_pod(pending, namespace)).spec.node_name
+        return node
+
+    assert await wait_for(pending_bound, 60, what=f"{pending} bound once a GPU is freed") == "n1"
+    await clear_slices(client.CustomObjectsApi(api))
+
+
+async def test_kube_scheduler_places_the_same_pods_the_same_way(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    namespace: str,
+    claim_controller: KubeControllerManagerProcess,
+    tmp_path: Path,
+) -> None:
+    """The reference: kube-scheduler 1.37 with its default profile (DynamicResources on) gives the
+    outcome the shoal test asserts, so the two agree."""
+    with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
+        pods = await scenario(clean, namespace, "default-scheduler")
+        await check_allocations(clean, namespace, pods)
+    await clear_slices(client.CustomObjectsApi(clean))
+
+
+def direct_claim(
+    name: str, count: int = 1, selectors: tuple[str, ...] = (), **devices: Any
+) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": GPU, "count": count}
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    spec = {"devices": {"requests": [{"name": "gpu", "exactly": exactly}], **devices}}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+async def test_cel_selectors_pick_nodes_match_attribute_keeps_a_pcie_root_broken_cel_is_named(
+    clean: client.ApiClient, crds: ControlPlane, namespace: str, operator: OperatorProcess
+) -> None:
+    api = clean
+    core: Any = client.CoreV1Api(api)
+    custom: Any = client.CustomObjectsApi(api)
+    ev: Any = client.EventsV1Api(api)
+    run = uuid.uuid4().hex[:6]
+    sched = f"dra-{run}"
+    await clear_slices(custom)
+    await ensure_class(custom)
+    await create_many(api, [make_node(n, gpus=0) for n in ("small", "large")])
+    await custom.create_cluster_custom_object(
+        GROUP, VERSION, "resourceslices", gpu_slice("small", run, "NVIDIA A100-PCIE-40GB", "40Gi")
+    )
+    await custom.create_cluster_custom_object(
+        GROUP, VERSION, "resourceslices", gpu_slice("large", run, "NVIDIA H100-SXM5-80GB", "80Gi")
+    )
+    await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+    claims = {
+        "big": direct_claim(
+            "big", selectors=(f'device.capacity["{GPU}"].memory.compareTo(quantity("60Gi")) >= 0',)
+        ),
+        "a100": direct_claim(
+            "a100", selectors=(f'device.attributes["{GPU}"].productName.startsWith("NVIDIA A100")',)
+        ),
+        "pair": direct_claim("pair", 2, constraints=[{"matchAttribute": "resource.kubernetes.io/pcieRoot"}]),
+        "broken": direct_claim("broken", selectors=(f'device.attributes["{GPU}"].nosuch == "x"',)),
+    }
+    for body in claims.values():
+        await custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", body)
+    pods = []
+    for name in claims:
+        pod = make_pod(f"p-{name}", namespace=namespace, scheduler_name=sched, gpus=0)
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
+        pods.append(pod)
+    await create_many(api, pods)
+
+    async def three_bound() -> dict[str, str] | None:
+        out = {
+            p["metadata"]["name"]: p["spec"].get("nodeName")
+            for p in await list_all(core.list_namespaced_pod, namespace)
+        }
+        return out if sum(1 for n in out.values() if n) == 3 else None
+
+    placed = await wait_for(three_bound, 60, what="the three valid DRA pods bound")
+    assert placed["p-big"] == "large" and placed["p-a100"] == "small" and not placed["p-broken"]
+    pair = await custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", "pair")
+    devices = [r["device"] for r in pair["status"]["allocation"]["devices"]["results"]]
+    assert len(devices) == 2 and len({int(d.split("-")[1]) // 4 for d in devices}) == 1, devices
+
+    async def broken_named() -> str | None:
+        notes = [
+            e["note"]
+            for e in await list_all(ev.list_namespaced_event, namespace)
+            if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == "p-broken"
+        ]
+        return notes[-1] if notes else None
+
+    note = await wait_for(broken_named, 60, what="a FailedScheduling event for the broken selector")
+    assert f"claim {namespace}/broken" in note and "nosuch" in note, note
+    await clear_slices(custom)
+
+
+async def test_a_gang_of_two_gpu_claims_is_all_or_nothing(
+    clean: client.ApiClient, crds: ControlPlane, namespace: str, operator: OperatorProcess
+) -> None:
+    """4 members × 2 GPUs fill a node of 8 together; a second gang of 2 × 2 GPUs then finds no
+    room and leaves neither a bound member nor an allocated claim behind."""
+    api = clean
+    core: Any = client.CoreV1Api(api)
+    custom: Any = client.CustomObjectsApi(api)
+    run = uuid.uuid4().hex[:6]
+    sched = f"dra-{run}"
+    await clear_slices(custom)
+    await ensure_class(custom)
+    await create(api, make_node("n1", gpus=0))
+    await custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", gpu_slice("n1", run))
+    await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+
+    async def gang(name: str, members: int) -> None:
+        await create(api, make_pod_group(name, namespace=namespace, min_member=members))
+        for i in range(members):
+            body = direct_claim(f"{name}-{i}", 2)
+            await custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaims", body)
+        pods = []
+        for i in range(members):
+            pod = make_pod(f"{name}-{i}", namespace=namespace, scheduler_name=sched, gpus=0, pod_group=name)
+            pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"{name}-{i}"}]
+            pods.append(pod)
+        await create_many(api, pods)
+
+    async def bound(prefix: str) -> list[str]:
+        return [
+            p["spec"]["nodeName"]
+            for p in await list_all(core.list_namespaced_pod, namespace)
+            if p["metadata"]["name"].startswith(prefix) and p["spec"].get("nodeName")
+        ]
+
+    await gang("first", 4)
+
+    async def first_bound() -> list[str] | None:
+        nodes = await bound("first-")
+        return nodes if len(nodes) == 4 else None
+
+    assert await wait_for(first_bound, 60, what="the first gang bound") == ["n1"] * 4
+    await gang("second", 2)
+
+    async def second_refused() -> bool:
+        pods = {p["metadata"]["name"]: p for p in await list_all(core.list_namespaced_pod, namespace)}
+        conds = [
+            c
+            for n, p in pods.items()
+            if n.startswith("second-")
+            for c in p["status"].get("conditions") or ()
+            if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+        ]
+        return len(conds) == 2
+
+    await wait_for(second_refused, 60, what="both members of the second gang refused")
+    assert await bound("second-") == []
+    for i in range(2):
+        got = await custom.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, "resourceclaims", f"second-{i}"
+        )
+        assert not (got.get("status") or {}).get("allocation"), got
+    await clear_slices(custom)
