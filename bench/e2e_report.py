@@ -85,6 +85,7 @@ def write_doc(
         *_runs(results),
         *_gpu_scenarios(results),
         *_topology(results),
+        *_preemption(results),
         *_dra(results),
     ]
     for img in images:
@@ -132,9 +133,33 @@ def _intro(results: dict[str, Any], summary: dict[str, Any], settle_s: float) ->
             for w in CONSTRAINED_WORKLOADS
             if f"{w}_ratio" in summary
         ),
+        *_later_figures(summary),
         "",
     ]
     return lines
+
+
+#: (key, what it is, target) of the figures the topology, preemption and DRA scenarios add
+_LATER = (
+    ("topology_domain_fit", "gangs inside one domain of their level, shoal", "1.0"),
+    ("topology_domain_fit_kube", "the same, kube-scheduler", "—"),
+    ("topology_latency_ratio", "gang latency, shoal ÷ kube-scheduler", "≤ 1.0"),
+    ("topology_pods_per_s_ratio", "topology pods/s, shoal ÷ kube-scheduler", "≥ 1.0"),
+    ("topology_free_racks_ratio", "whole racks left free, shoal ÷ kube-scheduler", "≥ 1.0"),
+    ("preemption_ratio", "scheduler_perf's PreemptionBasic pods/s, shoal ÷ kube-scheduler", "≥ 1.0"),
+    ("gang_preemption_excess_victims", "pods a gang of 8 evicted beyond the minimum, shoal", "0"),
+    ("dra_ratio", "one-GPU claims pods/s, shoal ÷ kube-scheduler", "≥ 1.0"),
+)
+
+
+def _later_figures(summary: dict[str, Any]) -> list[str]:
+    rows = []
+    for key, what, target in _LATER:
+        if key in summary:
+            value = summary[key]
+            shown = "—" if value is None else (f"{value:.2f}" if isinstance(value, float) else str(value))
+            rows.append(f"| `{key}` ({what}) | {target} | **{shown}** |")
+    return rows
 
 
 def _f(x: float | None, fmt: str = ".2f") -> str:
