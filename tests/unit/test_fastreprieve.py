@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from shoal.core import preemption, whatif
+from shoal.core import fastreprieve, preemption, whatif
 from shoal.core.objects import PodInfo
 from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
@@ -64,3 +64,12 @@ def test_a_victim_with_a_host_port_is_reprieved_by_the_filters() -> None:
         fw, pod, 0, [], whatif.shared_pre_filter(fw, pod), True
     )
     assert status.ok and [v.name for v in victims] == ["low"]  # the port, not cpu, makes it go
+
+
+def test_the_default_profile_is_reprieved_by_arithmetic() -> None:
+    """Every Filter of the default profile is known to the fast path: a plugin added to the
+    defaults without a look at core/fastreprieve.py would silently slow preemption down."""
+    sim = Simulation(InMemoryCluster([make_node("n", cpu="2")]))
+    fw = sim.scheduler.profiles["gpu-scheduler"]
+    pod = PodInfo.from_dict(make_pod("high", cpu="1", priority=10))
+    assert fastreprieve.applies(fw, pod, [])
