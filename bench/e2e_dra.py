@@ -12,32 +12,18 @@ claim allocated on its node and no device in two allocations.
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import Any
 
 from kubernetes_asyncio import client
 
 from bench.e2e_workloads import scheduler_perf_node
+from bench.harness import Harness
 from shoal.testing.cluster import list_all
 
 GPU = "gpu.nvidia.com"
 GROUP, VERSION = "resource.k8s.io", "v1"
 API = f"{GROUP}/{VERSION}"
 TEMPLATE = "one-gpu"
-
-
-class Harness(Protocol):
-    @property
-    def scheduler_name(self) -> str: ...
-
-    async def create_all(
-        self, objs: list[dict[str, Any]], concurrency: int = 48, label: str = ""
-    ) -> dict[str, float]: ...
-
-    async def wait_bound(self, names: list[str], timeout: float, label: str) -> bool: ...
-
-    def bound_times(self) -> dict[str, float]: ...
-
-    def bound_nodes(self) -> dict[str, str]: ...
 
 
 def gpu_slice(node: str) -> dict[str, Any]:

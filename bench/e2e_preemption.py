@@ -14,8 +14,9 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import Any
 
+from bench.harness import Harness
 from shoal.testing.objects import make_node, make_pod, make_pod_group, make_priority_class
 
 LOW, HIGH = "bench-low", "bench-high"
@@ -88,21 +89,6 @@ def gang_preemptors(namespace: str, scheduler_name: str, native: bool) -> list[d
     else:
         group = make_pod_group("gang", namespace=namespace, min_member=GANG_MEMBERS)
     return [group, *pods]
-
-
-class Harness(Protocol):
-    @property
-    def scheduler_name(self) -> str: ...
-
-    async def create_all(
-        self, objs: list[dict[str, Any]], concurrency: int = 48, label: str = ""
-    ) -> dict[str, float]: ...
-
-    async def wait_bound(self, names: list[str], timeout: float, label: str) -> bool: ...
-
-    def bound_times(self) -> dict[str, float]: ...
-
-    async def pod_names(self) -> set[str]: ...
 
 
 async def run_basic(

@@ -21,8 +21,9 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from typing import Any, Protocol
+from typing import Any
 
+from bench.harness import Harness
 from shoal.core.topology import BLOCK, CLIQUE, RACK, ZONE
 from shoal.testing.objects import make_node, make_pod
 
@@ -95,23 +96,6 @@ def gang_objects(name: str, members: int, namespace: str, scheduler_name: str) -
         pod["spec"]["schedulingGroup"] = {"podGroupName": name}
         pods.append(pod)
     return [group, *pods]
-
-
-class Harness(Protocol):
-    """What bench/e2e.py's ``Bench`` offers this scenario."""
-
-    @property
-    def scheduler_name(self) -> str: ...
-
-    async def create_all(
-        self, objs: list[dict[str, Any]], concurrency: int = 48, label: str = ""
-    ) -> dict[str, float]: ...
-
-    async def wait_bound(self, names: list[str], timeout: float, label: str) -> bool: ...
-
-    def bound_nodes(self) -> dict[str, str]: ...
-
-    def bound_times(self) -> dict[str, float]: ...
 
 
 def in_one_domain(nodes: list[str], key: str) -> bool:

@@ -11,23 +11,20 @@ kwok's general pod-delete stage), as a kubelet stopping it would. Started by PID
 
 from __future__ import annotations
 
-import time
-import urllib.request
-from pathlib import Path
-from typing import Any, Self
+from typing import Self
 
-from shoal.testing.controlplane import Binaries, free_port, spawn, stop_process, tail
+from shoal.testing.component import ComponentProcess
+from shoal.testing.controlplane import Binaries, free_port, spawn
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 
 
-class KwokProcess:
-    name = "kwok"
+class KwokProcess(ComponentProcess):
+    """kwok as a :class:`ComponentProcess` (waiting for health, PID, stop), with its own command
+    line: it serves plain HTTP and takes no kube-scheduler-style serving flags."""
 
-    def __init__(self, kubeconfig: Path, workdir: Path) -> None:
-        self.kubeconfig, self.workdir = kubeconfig, workdir
-        self.log = workdir / "kwok.log"
-        self.popen: Any = None
+    name = "kwok"
+    health_path = "/healthz"
 
     def start(self, timeout: float = 60.0) -> Self:
         binaries = Binaries.locate()
@@ -45,32 +42,5 @@ class KwokProcess:
             "--node-lease-duration-seconds=0",
         ]
         self.popen = spawn(argv, self.log)
-        self._wait_healthy(f"http://127.0.0.1:{port}/healthz", timeout)
+        self._wait_healthy(f"http://127.0.0.1:{port}{self.health_path}", timeout)
         return self
-
-    def _wait_healthy(self, url: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.popen.poll() is not None:
-                raise RuntimeError(f"kwok exited ({self.popen.returncode}):\n{tail(self.log)}")
-            try:
-                with urllib.request.urlopen(url, timeout=1) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"kwok not ready in {timeout:.0f} s:\n{tail(self.log)}")
-
-    @property
-    def pid(self) -> int:
-        return int(self.popen.pid)
-
-    def stop(self) -> int | None:
-        return stop_process(self.popen) if self.popen is not None else None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
