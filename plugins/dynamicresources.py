@@ -70,6 +70,7 @@ from shoal.core.interfaces import (
     Handle,
     PreFilterResult,
     Rejection,
+    the_pod_itself,
 )
 from shoal.core.invoker import PluginFailed
 from shoal.core.nodetable import NodeTable
@@ -382,23 +383,33 @@ class DynamicResources:
         # a claim created, allocated or deallocated, a slice or class published, a node added;
         # the pod itself updated (the resourceclaim controller records a generated claim's name)
         return (
-            EventRegistration(EventKind.DRA_CHANGE, claim_change_may_help),
+            EventRegistration(EventKind.DRA_CHANGE, claim_change_may_help, claim_consumers),
             EventRegistration(EventKind.NODE_ADD | EventKind.NODE_UPDATE),
-            EventRegistration(EventKind.POD_UPDATE, _same_pod),
+            EventRegistration(EventKind.POD_UPDATE, _same_pod, the_pod_itself),
         )
 
 
 def claim_change_may_help(pod: PodInfo, event: ClusterEvent) -> bool:
-    """The queueing hint for DRA changes (as upstream's isSchedulableAfterClaimChange, without the
-    old object): a class or slice change, a deletion, the pod's own claim (created, allocated,
-    reserved), or another claim without an allocation (it may have just been deallocated) may
-    help; another claim that is allocated only takes devices, so it cannot."""
+    """The queueing hint for DRA changes (upstream's isSchedulableAfterClaimChange): a class or
+    slice change may help anyone, and so may a claim that freed its devices (deleted or
+    deallocated: the event carries no object, see ``Scheduler.on_dra``); any other claim change
+    helps only the pods that use that claim (created for the pod, or named by it). Another pod's
+    claim being created or allocated only takes devices."""
     claim = event.obj
     if not isinstance(claim, ResourceClaimInfo):
         return True
-    if claim.owner_uid == pod.uid or claim.allocated is None:
+    if claim.owner_uid == pod.uid:
         return True
     return claim.namespace == pod.namespace and any(c.resolved == claim.name for c in pod.resource_claims)
+
+
+def claim_consumers(event: ClusterEvent) -> tuple[str, ...] | None:
+    """The pods a claim change can concern, when the claim says (``targets``): the pod a template
+    claim was made for. A claim named by pods (no owning pod) may concern any pod naming it."""
+    claim = event.obj
+    if isinstance(claim, ResourceClaimInfo) and claim.owner_uid:
+        return (claim.owner_uid,)
+    return None
 
 
 def _same_pod(pod: PodInfo, event: ClusterEvent) -> bool:

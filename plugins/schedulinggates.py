@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shoal.core.interfaces import ClusterEvent, EventKind, EventRegistration, Handle
+from shoal.core.interfaces import ClusterEvent, EventKind, EventRegistration, Handle, the_pod_itself
 from shoal.core.objects import PodInfo
 from shoal.core.profile import PluginEntry
 from shoal.core.status import SUCCESS, Code, Status
@@ -33,7 +33,7 @@ class SchedulingGates:
 
     def events_to_register(self) -> Sequence[EventRegistration]:
         # Only an update of the pod itself lifts a gate; the queue re-runs PreEnqueue on it.
-        return (EventRegistration(EventKind.POD_UPDATE, _same_pod),)
+        return (EventRegistration(EventKind.POD_UPDATE, _same_pod, the_pod_itself),)
 
 
 def _same_pod(pod: PodInfo, event: ClusterEvent) -> bool:

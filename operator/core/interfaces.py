@@ -16,7 +16,7 @@ form; a plugin may offer either or both (the vectorised one wins).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from enum import Flag, auto
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -101,10 +101,23 @@ class ClusterEvent:
 QueueingHint = Callable[[PodInfo, ClusterEvent], bool]
 
 
+#: The only pods (by UID) an event can concern, or None when it may concern any pod.
+EventTargets = Callable[[ClusterEvent], Collection[str] | None]
+
+
 @dataclass(frozen=True, slots=True)
 class EventRegistration:
     kind: EventKind
     hint: QueueingHint | None = None
+    #: narrows which parked pods the queue asks ``hint`` about (say, only the pod the event is
+    #: about): with thousands of parked pods, asking every one about every event is quadratic
+    targets: EventTargets | None = None
+
+
+def the_pod_itself(event: ClusterEvent) -> Collection[str] | None:
+    """``targets`` of a registration for a pod's own updates: only that pod."""
+    uid = getattr(event.obj, "uid", None)
+    return (uid,) if isinstance(uid, str) else None
 
 
 # -- the plugin handle ----------------------------------------------------------------------------

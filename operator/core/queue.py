@@ -54,6 +54,8 @@ class QueuedPodInfo:
     last_message: str = ""
     #: the last attempt failed with an error (a plugin's, or a binding's), not "no node fits"
     last_error: bool = False
+    #: order among parked pods (events move them in the order they were parked)
+    parked_seq: int = 0
 
     @property
     def uid(self) -> str:
@@ -115,6 +117,10 @@ class SchedulingQueue:
         #: unschedulable and gated pods: what events and the periodic flush look at, so that a
         #: cluster event costs O(parked pods), not O(every pod in the queue)
         self._parked: dict[str, QueuedPodInfo] = {}
+        #: parked pods by (profile, rejecting plugin; "" when none): an event looks only at the
+        #: pods one of whose plugins registered for it, not at every parked pod
+        self._index: dict[tuple[str, str], dict[str, QueuedPodInfo]] = {}
+        self._indexed: dict[str, tuple[tuple[str, str], ...]] = {}
         self._last_flush = 0.0
         #: what the queue asks of the profiles (QueueSort key, PreEnqueue, queueing hints)
         self.profiles: ProfileHooks = profiles if profiles is not None else NO_PROFILES
@@ -139,8 +145,19 @@ class SchedulingQueue:
     def _move(self, qpi: QueuedPodInfo, where: str) -> None:
         if qpi.where:
             self._counts[qpi.where] -= 1
+        for key in self._indexed.pop(qpi.uid, ()):
+            bucket = self._index[key]
+            del bucket[qpi.uid]
+            if not bucket:
+                del self._index[key]
         if where in (UNSCHEDULABLE, GATED):
+            if qpi.uid not in self._parked:
+                qpi.parked_seq = next(self._seq)
             self._parked[qpi.uid] = qpi
+            keys = tuple((qpi.profile, p) for p in qpi.unschedulable_plugins or ("",))
+            for key in keys:
+                self._index.setdefault(key, {})[qpi.uid] = qpi
+            self._indexed[qpi.uid] = keys
         else:
             self._parked.pop(qpi.uid, None)
         qpi.where = where
@@ -309,13 +326,31 @@ class SchedulingQueue:
         else:
             self._push_active(qpi)
 
+    def _candidates(self, event: ClusterEvent) -> list[QueuedPodInfo]:
+        """The parked pods an event may concern, in the order they were parked: those parked by
+        a plugin registered for the event's kind (only the pods its ``targets`` names, when it
+        names them), and those parked with no plugin to ask."""
+        found: dict[str, QueuedPodInfo] = {}
+        for profile in {profile for profile, _ in self._index}:
+            found.update(self._index.get((profile, ""), {}))
+            for plugin, reg in self.profiles.hints_for(profile):
+                bucket = self._index.get((profile, plugin))
+                if not bucket or not reg.kind & event.kind:
+                    continue
+                targets = reg.targets(event) if reg.targets is not None else None
+                if targets is None:
+                    found.update(bucket)
+                else:
+                    found.update((uid, bucket[uid]) for uid in targets if uid in bucket)
+        return sorted(found.values(), key=lambda q: q.parked_seq)
+
     def on_event(self, event: ClusterEvent) -> int:
         """A cluster event: move the parked pods it may help. Returns how many moved."""
         if not self._counts[UNSCHEDULABLE] and not self._counts[GATED]:
             return 0
         now = self.clock()
         moved = 0
-        for qpi in list(self._parked.values()):
+        for qpi in self._candidates(event):
             if qpi.where == UNSCHEDULABLE and self._wants(qpi, event):
                 self._requeue_after_event(qpi, now)
                 moved += 1

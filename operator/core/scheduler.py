@@ -28,7 +28,7 @@ from typing import Any
 from shoal.core.cache import ClusterCache
 from shoal.core.cycle import Assumed, Cycle
 from shoal.core.cyclestate import CycleState
-from shoal.core.dra import DraObject
+from shoal.core.dra import DraObject, ResourceClaimInfo
 from shoal.core.gangs import PLACEMENT_NOTE, error_message, explain_gang, schedule_gang
 from shoal.core.gates import WaitingPods
 from shoal.core.interfaces import Binder, ClusterEvent, EventKind, EventRegistration, ExplainsCosts, Handle
@@ -202,10 +202,15 @@ class Scheduler:
 
     def on_dra(self, obj: DraObject, deleted: bool = False) -> None:
         """A DeviceClass, ResourceSlice or ResourceClaim added, changed or deleted."""
+        freed = deleted
+        if isinstance(obj, ResourceClaimInfo) and not deleted:
+            before = self.cache.dra.claims.get(obj.key)
+            freed = before is not None and before.allocated is not None and obj.allocated is None
         self.cache.dra.apply(obj, deleted)
-        # a deletion carries no object: the last state of a deleted claim may still show the
-        # allocation it no longer holds, which a queueing hint would read as "nothing freed"
-        self._event(EventKind.DRA_CHANGE, None if deleted else obj)
+        # a claim deleted or deallocated carries no object: "something was freed", which may help
+        # any pod (the last state of a deleted claim may still show the allocation it no longer
+        # holds, which a queueing hint would read as "nothing freed")
+        self._event(EventKind.DRA_CHANGE, None if freed else obj)
 
     # -- the loop --------------------------------------------------------------------------------
     async def run(self, batch_seconds: float = 0.005) -> None:

@@ -138,3 +138,46 @@ def test_delete_removes_everywhere() -> None:
     q.delete("uid-a")
     assert q.pop_nowait() is None and len(q) == 0
     assert sum(q.counts().values()) == 0
+
+
+def test_an_event_asks_only_the_pods_its_targets_name_and_those_parked_without_a_plugin() -> None:
+    """A registration with ``targets`` (a pod's own update, a claim made for one pod) is asked only
+    about those pods; the rest of the parked pods are not even looked at (thousands of parked pods
+    times thousands of events was quadratic), and pods move in the order they were parked."""
+    q, _ = queue()
+    asked: list[str] = []
+
+    def hint(p: PodInfo, event: ClusterEvent) -> bool:
+        asked.append(p.name)
+        return True
+
+    def only(event: ClusterEvent) -> tuple[str, ...]:
+        return tuple(event.obj)
+
+    profiles_of(q).hints = [
+        ("Own", EventRegistration(EventKind.POD_UPDATE, hint, only)),
+        ("Any", EventRegistration(EventKind.NODE_ADD, hint)),
+    ]
+    parked = {}
+    for name, plugins in (("a", {"Own"}), ("b", {"Own"}), ("c", {"Any"}), ("d", set()), ("e", {"Own"})):
+        q.add(pod(name), "s")
+        qpi = q.pop_nowait()
+        assert qpi is not None
+        q.requeue_unschedulable(qpi, plugins)
+        parked[name] = qpi
+    uid = {name: qpi.uid for name, qpi in parked.items()}
+
+    assert q.on_event(ClusterEvent(EventKind.POD_UPDATE, (uid["e"], uid["a"]))) == 3  # a, e and d
+    assert asked == ["a", "e"]  # d has no plugin to ask; b and c were not looked at
+    assert [parked[n].where for n in "abcde"] == [
+        "backoff",
+        "unschedulable",
+        "unschedulable",
+        "backoff",
+        "backoff",
+    ]
+
+    asked.clear()
+    assert q.on_event(ClusterEvent(EventKind.NODE_ADD)) == 1
+    assert asked == ["c"]
+    assert q.on_event(ClusterEvent(EventKind.POD_UPDATE, ())) == 0  # no target, nobody

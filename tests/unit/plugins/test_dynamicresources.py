@@ -278,11 +278,12 @@ def test_queueing_hint_wakes_a_pod_only_for_claim_changes_that_may_free_or_make_
 
     other_allocated = ResourceClaimInfo.from_dict(allocated(claim("other"), "n1", ["gpu-0"]))
     assert not claim_change_may_help(pod, event(other_allocated))  # it only took a device
-    assert claim_change_may_help(pod, event(ResourceClaimInfo.from_dict(claim("other"))))  # freed?
+    # another pod's claim created (unallocated): it cannot help; a deallocation comes as None
+    assert not claim_change_may_help(pod, event(ResourceClaimInfo.from_dict(claim("other"))))
     assert claim_change_may_help(
         pod, event(ResourceClaimInfo.from_dict(allocated(claim("mine"), "n1", ["gpu-1"])))
     )
-    assert claim_change_may_help(pod, event(None))  # a deletion
+    assert claim_change_may_help(pod, event(None))  # a deletion or a deallocation
     assert claim_change_may_help(pod, event(ResourceSliceInfo.from_dict(node_slice("n2"))))
 
 
@@ -318,3 +319,33 @@ def test_explain_says_per_claim_how_many_devices_match_and_are_free(
         line.startswith("claim default/theirs: allocated on n1 (gpu.nvidia.com/n1/gpu-0,")
         and "1 consumer(s)" in line
     )
+
+
+def test_a_claim_change_is_asked_only_of_its_pod_and_a_deallocation_of_every_pod() -> None:
+    """Thousands of pods wait for their template claims at once: each claim created must not
+    re-run PreEnqueue for every one of them (quadratic), only for the pod it was made for; a
+    claim that frees devices (deallocated or deleted) may help any pod."""
+    from shoal.core.dra import ResourceClaimInfo
+    from shoal.core.interfaces import ClusterEvent, EventKind
+    from shoal.core.scheduler import Scheduler
+    from shoal.plugins.dynamicresources import claim_consumers
+    from tests.unit.helpers import NoBinder
+
+    made_for = claim("c")
+    made_for["metadata"]["ownerReferences"] = [
+        {"kind": "Pod", "name": "p", "uid": "uid-p", "controller": True}
+    ]
+    info = ResourceClaimInfo.from_dict(made_for)
+    assert claim_consumers(ClusterEvent(EventKind.DRA_CHANGE, info)) == ("uid-p",)
+    assert (
+        claim_consumers(ClusterEvent(EventKind.DRA_CHANGE, ResourceClaimInfo.from_dict(claim("n")))) is None
+    )
+    assert claim_consumers(ClusterEvent(EventKind.DRA_CHANGE, None)) is None
+
+    seen: list[object] = []
+    sched = Scheduler({}, NoBinder())
+    sched._event = lambda kind, obj: seen.append(obj)  # type: ignore[method-assign]
+    held = ResourceClaimInfo.from_dict(allocated(claim("a"), "n1", ["gpu-0"]))
+    sched.on_dra(held)
+    sched.on_dra(ResourceClaimInfo.from_dict(claim("a")))  # deallocated
+    assert seen == [held, None]
