@@ -238,12 +238,16 @@ def _print_explanation(sched: Scheduler, target: PodInfo, result: Explanation) -
     for node, total in sorted(result.totals.items(), key=lambda kv: -kv[1]):
         details = " ".join(f"{p}={v}" for p, v in result.scores[node].items())
         costs = " ".join(f"{p}.cost={c:g}" for p, c in result.costs.get(node, {}).items())
-        rows.append((node, f"fits, score {total}", f"{details} {costs}".strip()))
+        rows.append((node, f"fits, score {total}", f"{details} {costs} {_notes(result, node)}".strip()))
     for node, (plugin, reasons) in sorted(result.diagnosis.node_reasons.items()):
-        rows.append((node, f"rejected by {plugin}", ", ".join(reasons)))
+        rows.append((node, f"rejected by {plugin}", f"{', '.join(reasons)} {_notes(result, node)}".strip()))
     widths = [max(len(r[i]) for r in rows) for i in range(2)]
     for r in rows:
         print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip())
+
+
+def _notes(result: Explanation, node: str) -> str:
+    return "; ".join(f"[{p}: {note}]" for p, note in result.notes.get(node, {}).items())
 
 
 def kubeconfig_path(given: str | None) -> Path:

@@ -357,6 +357,39 @@ class DynamicResources:
                 out += [self._describe_request(claim, req) for alts in claim.requests for req in alts]
         return out
 
+    def explain_nodes(self, pod: PodInfo, rows: Sequence[int]) -> dict[int, str]:
+        """For ``shoal explain``: per node and unallocated request, how many of the devices the
+        node reaches match the class's and the request's selectors, and how many of those are
+        free (``0 of 8 devices match`` names the selectors that matched nothing)."""
+        claims, status = pod_claims(self.cache.dra, pod)
+        pending = [c for c in claims if c.allocated is None] if status.ok else []
+        out: dict[int, str] = {}
+        for row in rows if pending else ():
+            devices = [d for d in self.node_devices(self.cache.table, row) if not d.unsupported]
+            out[row] = "; ".join(
+                self._node_request(claim, req, devices)
+                for claim in pending
+                for alternatives in claim.requests
+                for req in alternatives
+            )
+        return out
+
+    def _node_request(self, claim: ResourceClaimInfo, req: DeviceRequest, devices: Sequence[Device]) -> str:
+        store = self.cache.dra
+        cls = store.classes.get(req.device_class)
+        if cls is None:
+            return f"request {req.name}: device class {req.device_class} does not exist"
+        try:
+            matching = [d for d in devices if self.matcher.request_matches(claim, req, cls, d)]
+        except AllocationError as exc:
+            return f"request {req.name}: {exc}"
+        free = sum(1 for d in matching if store.taken_by(d.id) is None)
+        selectors = " && ".join(f"({e})" for e in (*cls.selectors, *req.selectors))
+        wanted = "all" if req.mode != ALLOCATION_EXACT_COUNT else str(req.count)
+        what = f"device class {req.device_class}" + (f" where {selectors}" if selectors else "")
+        found = f"{len(matching)} of {len(devices)} devices match, {free} free, {wanted} wanted"
+        return f"claim {claim.key}, request {req.name} ({what}): {found}"
+
     def _describe_request(self, claim: ResourceClaimInfo, req: DeviceRequest) -> str:
         store = self.cache.dra
         what = f"claim {claim.key}, request {req.name} (device class {req.device_class}, "

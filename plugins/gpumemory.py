@@ -7,7 +7,8 @@ The plugin users look for first (it grew from the seed example's GPUMemoryScore)
   (MiB per GPU) x ``nvidia.com/gpu.count``, or, when neither is there and ``draFallback`` is on,
   the sum of the ``memory`` capacity of the node's own DRA devices of driver ``draDriver``
   (``gpu.nvidia.com``: NVIDIA's DRA driver publishes each GPU with its memory in bytes; GiB
-  counted as GB, as GFD's MiB are). A *malformed* label is not papered over with GFD's
+  counted as GB, as GFD's MiB are) less the devices ResourceClaims hold. ``shoal explain`` names
+  the source per node (:meth:`GPUMemory.explain_nodes`). A *malformed* label is not papered over with GFD's
   total: the node has no GPU information and says why (a budget someone meant to set is unknown);
 * where GFD says how big one GPU is, a pod asking for more GPU memory than its GPUs hold
   (``nvidia.com/gpu`` requested, at least 1, x memory per GPU) does not fit that node;
@@ -28,13 +29,13 @@ pod's events.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from pydantic import Field
 
 from shoal.core.cyclestate import CycleState
-from shoal.core.dra import DraStore
+from shoal.core.dra import DeviceId, DraStore
 from shoal.core.interfaces import (
     MAX_NODE_SCORE,
     BoolArray,
@@ -91,22 +92,47 @@ def gpu_size_gb(table: NodeTable) -> FloatArray:
     return out
 
 
-def dra_gpu_memory(table: NodeTable, store: DraStore, driver: str) -> FloatArray:
+#: where a node's GPU memory comes from, per row (``budgets``' third array)
+NO_SOURCE, FROM_LABEL, FROM_GFD, FROM_DRA = 0, 1, 2, 3
+SOURCE_NAMES = {
+    NO_SOURCE: "none",
+    FROM_LABEL: "label",
+    FROM_GFD: f"GFD labels {GFD_MEMORY} x {GFD_COUNT}",
+    FROM_DRA: "DRA devices' memory capacity",
+}
+
+
+def dra_gpu_memory(
+    table: NodeTable, store: DraStore, driver: str
+) -> tuple[FloatArray, dict[DeviceId, tuple[int, float]]]:
     """GPU memory (GB) per row: the ``memory`` capacity of the node's own devices of ``driver``
-    (node-local slices, newest pool generation); NaN where the node has none."""
+    (node-local slices, newest pool generation); NaN where the node has none. And each such
+    device's row and memory, to count the ones claims hold (:func:`claimed_gb`)."""
     out: FloatArray = np.full(table.n, np.nan)
+    devices: dict[DeviceId, tuple[int, float]] = {}
     key = f"{driver}/memory"
     for node in store.node_slice_names():
         row = table.index.get(node)
         if row is None:
             continue
-        sizes = [
-            d.capacity[key]
-            for d in store.devices_for(node, {})
-            if d.id.driver == driver and key in d.capacity
-        ]
+        sizes = []
+        for d in store.devices_for(node, {}):
+            if d.id.driver == driver and key in d.capacity:
+                sizes.append(d.capacity[key] / 2**30)
+                devices[d.id] = (row, sizes[-1])
         if sizes:
-            out[row] = sum(sizes) / 2**30
+            out[row] = sum(sizes)
+    return out, devices
+
+
+def claimed_gb(n: int, store: DraStore, devices: Mapping[DeviceId, tuple[int, float]]) -> FloatArray:
+    """Per row, the memory of the node's GPU devices that claims hold (allocated by anyone, or
+    assumed by shoal): a device given to a claim is not free for the budget either."""
+    out: FloatArray = np.zeros(n)
+    for device in store.taken:
+        hit = devices.get(device)
+        if hit is not None and hit[0] < n:
+            out[hit[0]] += hit[1]
     return out
 
 
@@ -114,6 +140,14 @@ def node_gpu_memory(
     table: NodeTable, args: Args, dra_gb: FloatArray | None = None
 ) -> tuple[FloatArray, BoolArray]:
     """GPU memory (GB) per row, NaN where unknown; and which rows have a malformed label."""
+    total, malformed, _ = budgets(table, args, dra_gb)
+    return total, malformed
+
+
+def budgets(
+    table: NodeTable, args: Args, dra_gb: FloatArray | None = None
+) -> tuple[FloatArray, BoolArray, IntArray]:
+    """:func:`node_gpu_memory`, and per row where the figure comes from (``FROM_*``)."""
     label, bad = table.numeric_label(args.label_key)
     malformed = np.zeros(table.n, dtype=bool)
     if bad:
@@ -128,10 +162,15 @@ def node_gpu_memory(
     if above.any():
         malformed |= above
         label = np.where(above, np.nan, label)
-    total: FloatArray = np.where(np.isnan(label) & ~malformed, gfd, label) if args.gfd_fallback else label
+    source = np.where(np.isnan(label), NO_SOURCE, FROM_LABEL).astype(np.int64)
+    total: FloatArray = label
+    if args.gfd_fallback:
+        use = np.isnan(total) & ~malformed & ~np.isnan(gfd)
+        total, source = np.where(use, gfd, total), np.where(use, FROM_GFD, source)
     if args.dra_fallback and dra_gb is not None:
-        total = np.where(np.isnan(total) & ~malformed, dra_gb, total)
-    return total, malformed
+        use = np.isnan(total) & ~malformed & ~np.isnan(dra_gb)
+        total, source = np.where(use, dra_gb, total), np.where(use, FROM_DRA, source)
+    return total, malformed, source
 
 
 def above_gpus(label_gb: FloatArray, gfd_gb: FloatArray) -> BoolArray:
@@ -169,23 +208,58 @@ class GPUMemory:
         self.invalid_label = f"node(s) had an invalid {args.label_key} label"
         #: (node, reason) pairs already logged, so a bad label is reported once, not every cycle
         self._warned: set[tuple[str, str]] = set()
-        self._budgets: tuple[tuple[int, int, int, int], FloatArray, BoolArray] | None = None
+        self._budgets: tuple[tuple[int, ...], FloatArray, BoolArray, IntArray] | None = None
+        self._dra_devices: dict[DeviceId, tuple[int, float]] = {}
+        self._claimed_cache: tuple[tuple[int, int], FloatArray] | None = None
 
     def free(self, table: NodeTable) -> tuple[FloatArray, BoolArray]:
+        """Per row: GPU memory minus what pods on the node asked for, and, where the figure comes
+        from DRA devices, minus the memory of the devices claims hold; which rows are malformed."""
+        _, total, malformed, source = self._budget(table)
+        free: FloatArray = total - table.gpu_memory_used[: table.n]
+        if self.dra is not None and (source == FROM_DRA).any():
+            free = free - np.where(source == FROM_DRA, self._claimed(table.n), 0.0)
+        return free, malformed
+
+    def _budget(self, table: NodeTable) -> tuple[tuple[int, ...], FloatArray, BoolArray, IntArray]:
         # the budgets depend on node labels only: computed again when a node is added, removed or
         # relabelled (table.version), not at each of Filter, Score and Reserve of every pod
         # (and when a ResourceSlice changes, for the DRA fallback)
         dra_version = self.dra.devices_version if self.dra is not None and self.args.dra_fallback else -1
         key = (id(table), table.version, table.n, dra_version)
         if self._budgets is None or self._budgets[0] != key:
-            dra_gb = (
-                None
-                if self.dra is None or dra_version < 0
-                else dra_gpu_memory(table, self.dra, self.args.dra_driver)
+            dra_gb = None
+            if self.dra is not None and dra_version >= 0:
+                dra_gb, self._dra_devices = dra_gpu_memory(table, self.dra, self.args.dra_driver)
+                self._claimed_cache = None
+            self._budgets = (key, *budgets(table, self.args, dra_gb))
+        return self._budgets
+
+    def _claimed(self, n: int) -> FloatArray:
+        assert self.dra is not None
+        key = (self.dra.taken_version, n)
+        if self._claimed_cache is None or self._claimed_cache[0] != key:
+            self._claimed_cache = (key, claimed_gb(n, self.dra, self._dra_devices))
+        return self._claimed_cache[1]
+
+    def explain_nodes(self, pod: PodInfo, rows: Sequence[int]) -> dict[int, str]:
+        """For ``shoal explain``: per node, where its GPU memory figure comes from and what is free."""
+        if not uses_gpu(pod):
+            return {}
+        free, malformed = self.free(self.table)
+        source = self._budget(self.table)[3]
+        out = {}
+        for row in rows:
+            if malformed[row]:
+                out[row] = f"GPU memory: invalid {self.args.label_key} label"
+                continue
+            where = SOURCE_NAMES[int(source[row])]
+            if int(source[row]) == FROM_LABEL:
+                where = f"label {self.args.label_key}"
+            out[row] = f"GPU memory from {where}" + (
+                "" if np.isnan(free[row]) else f": {free[row]:g} GB free"
             )
-            self._budgets = (key, *node_gpu_memory(table, self.args, dra_gb))
-        _, total, malformed = self._budgets
-        return total - table.gpu_memory_used[: table.n], malformed
+        return out
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         return None, SUCCESS if pod.gpu_memory_gb else SKIP

@@ -372,6 +372,8 @@ class DraStore:
     #: plugin's per-device caches are keyed on)
     version: int = 0
     devices_version: int = 0
+    #: bumped whenever a device is taken or released (what per-node "free" caches are keyed on)
+    taken_version: int = 0
 
     def apply(self, obj: DraObject, deleted: bool = False) -> None:
         """Record (or forget, when ``deleted``) one object."""
@@ -415,11 +417,13 @@ class DraStore:
     def _take(self, claim: ResourceClaimInfo) -> None:
         for result in claim.allocated or ():
             self._taken[result.id] = claim.key
+            self.taken_version += 1
 
     def _release(self, claim: ResourceClaimInfo) -> None:
         for result in claim.allocated or ():
             if self._taken.get(result.id) == claim.key:
                 del self._taken[result.id]
+                self.taken_version += 1
 
     def claim(self, namespace: str, name: str) -> ResourceClaimInfo | None:
         """The claim as shoal believes it is: an assumed allocation over the watch's copy."""

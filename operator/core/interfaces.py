@@ -347,6 +347,14 @@ class ExplainsCosts(Plugin, Protocol):
         ...
 
 
+@runtime_checkable
+class ExplainsNodes(Plugin, Protocol):
+    def explain_nodes(self, pod: PodInfo, rows: Sequence[int]) -> dict[int, str]:
+        """For ``shoal explain``: a short note per row (where a figure comes from, why a claim
+        cannot be allocated there); rows without a note are left out."""
+        ...
+
+
 P = TypeVar("P", bound=Plugin)
 
 

@@ -178,6 +178,8 @@ class Explanation:
     gang: list[str] = field(default_factory=list)
     #: node -> plugin -> the raw cost behind a score (NetworkLatency's network cost to the peers)
     costs: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: node -> plugin -> a note (GPUMemory's source, DynamicResources' per-node allocation detail)
+    notes: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, pod: PodInfo, profile: str, placement: Placement, table: NodeTable) -> Explanation:

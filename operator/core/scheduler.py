@@ -31,7 +31,15 @@ from shoal.core.cyclestate import CycleState
 from shoal.core.dra import DraObject, ResourceClaimInfo
 from shoal.core.gangs import PLACEMENT_NOTE, error_message, explain_gang, schedule_gang
 from shoal.core.gates import WaitingPods
-from shoal.core.interfaces import Binder, ClusterEvent, EventKind, EventRegistration, ExplainsCosts, Handle
+from shoal.core.interfaces import (
+    Binder,
+    ClusterEvent,
+    EventKind,
+    EventRegistration,
+    ExplainsCosts,
+    ExplainsNodes,
+    Handle,
+)
 from shoal.core.metrics import Metrics, NullMetrics
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.placement import Explanation as Explanation  # re-exported (was defined here)
@@ -441,8 +449,12 @@ class Scheduler:
             result.gang = explain_gang(fw, group)
         table = self.cache.table
         rows = [table.index[n] for n in result.totals if n in table.index]
+        every = [table.index[n] for n in [*result.totals, *result.diagnosis.node_reasons] if n in table.index]
         for plugin in fw.plugins.values():
             if isinstance(plugin, ExplainsCosts) and plugin.name in fw.at["score"]:
                 for row, cost in plugin.explain_costs(pod, rows).items():
                     result.costs.setdefault(table.name(row), {})[plugin.name] = cost
+            if isinstance(plugin, ExplainsNodes):
+                for row, note in plugin.explain_nodes(pod, every).items():
+                    result.notes.setdefault(table.name(row), {})[plugin.name] = note
         return result

@@ -241,3 +241,38 @@ def test_dra_devices_memory_is_the_budget_when_the_label_and_gfd_are_absent() ->
     assert np.isnan(off.free(cache.table)[0][cache.table.index["dra"]])
     cache.dra.apply(ResourceSliceInfo.from_dict(node_slice("dra", 8, memory="80Gi")), deleted=True)
     assert np.isnan(p.free(cache.table)[0][cache.table.index["dra"]])
+
+
+def test_devices_that_claims_hold_leave_the_dra_budget_and_explain_names_each_source() -> None:
+    """The three sources alike: a label is what is free, GFD and DRA what the GPUs hold, minus
+    what pods on the node asked for; from DRA also minus the devices claims hold (allocated by
+    anyone, or assumed by shoal), and back when a claim lets go. Explain says which source."""
+    from shoal.core.dra import ResourceClaimInfo, ResourceSliceInfo
+    from tests.unit.dra_objects import allocated, claim, node_slice
+
+    labelled = make_node("labelled", gpus=0, labels={"gpu-memory-free-gb": "10"})
+    gfd = make_node("gfd", gpus=0, labels={"nvidia.com/gpu.memory": "40960", "nvidia.com/gpu.count": "2"})
+    cache = cache_with([make_node("dra", gpus=0), labelled, gfd, make_node("bare", gpus=0)])
+    cache.dra.apply(ResourceSliceInfo.from_dict(node_slice("dra", 8, memory="80Gi")))
+    gm = plugin(cache)
+    row = cache.table.index["dra"]
+    assert gm.free(cache.table)[0][row] == 640.0
+    two = ResourceClaimInfo.from_dict(allocated(claim("two"), "dra", ["gpu-0", "gpu-1"]))
+    cache.dra.apply(two)
+    assert gm.free(cache.table)[0][row] == 480.0
+    assumed = ResourceClaimInfo.from_dict(allocated(claim("held"), "dra", ["gpu-2"]))
+    cache.dra.assume(assumed)
+    assert gm.free(cache.table)[0][row] == 400.0
+    cache.dra.forget(assumed.key)
+    cache.dra.apply(two, deleted=True)
+    assert gm.free(cache.table)[0][row] == 640.0
+
+    rows = [cache.table.index[n] for n in ("dra", "labelled", "gfd", "bare")]
+    notes = gm.explain_nodes(pod("p", gpu_memory_gb=10), rows)
+    assert [notes[r] for r in rows] == [
+        "GPU memory from DRA devices' memory capacity: 640 GB free",
+        "GPU memory from label gpu-memory-free-gb: 10 GB free",
+        "GPU memory from GFD labels nvidia.com/gpu.memory x nvidia.com/gpu.count: 80 GB free",
+        "GPU memory from none",
+    ]
+    assert gm.explain_nodes(pod("cpu-only"), rows) == {}
