@@ -339,7 +339,7 @@ def test_simulate_prints_real_dumps_without_a_traceback(capsys: pytest.CaptureFi
     assert code == 0, out.err
     assert "Traceback" not in out.out + out.err
     assert "ResourceClaim not created yet" in out.out
-    assert len(load_objects(REAL / "pods.yaml")) == 8
+    assert len(load_objects(REAL / "pods.yaml")) == 10
 
 
 def test_explain_names_the_field_and_the_gate() -> None:
