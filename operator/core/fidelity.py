@@ -53,13 +53,27 @@ class FieldUse:
     """A pod field that asks for something, and who must evaluate it, where."""
 
     path: str
-    plugin: str | None  # None: no shoal plugin evaluates it yet
+    plugin: str | None  # None: no shoal plugin evaluates it (yet, unless ``why`` says otherwise)
     point: str | None = FILTER  # None: anywhere in the profile
+    why: str = ""  # for ``plugin=None``: why shoal leaves it to someone else
 
 
-def fields_used(spec: Mapping[str, Any]) -> tuple[FieldUse, ...]:
-    """Every placement request this pod spec makes (non-empty fields only)."""
-    out: list[FieldUse] = []
+#: Kueue's Topology Aware Scheduling asks for a domain per pod set with these pod annotations; Kueue
+#: itself picks the domain and lifts its ``kueue.x-k8s.io/topology`` gate with a nodeSelector on it
+KUEUE_TOPOLOGY_ANNOTATIONS = (
+    "kueue.x-k8s.io/podset-required-topology",
+    "kueue.x-k8s.io/podset-preferred-topology",
+)
+KUEUE_ASSIGNS = (
+    "Kueue assigns the topology domain and ungates the pod with a nodeSelector on it; this pod has none"
+)
+
+
+def fields_used(
+    spec: Mapping[str, Any], annotations: Mapping[str, str] | None = None
+) -> tuple[FieldUse, ...]:
+    """Every placement request this pod spec (and its annotations) makes (non-empty fields only)."""
+    out: list[FieldUse] = list(_kueue_topology(spec, annotations or {}))
     if spec.get("schedulingGates"):
         out.append(FieldUse("spec.schedulingGates", "SchedulingGates", PRE_ENQUEUE))
     if spec.get("nodeSelector"):
@@ -96,6 +110,20 @@ def fields_used(spec: Mapping[str, Any]) -> tuple[FieldUse, ...]:
     return tuple(out)
 
 
+def _kueue_topology(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> tuple[FieldUse, ...]:
+    """Kueue's topology request, unless Kueue has answered it: shoal does not choose a domain for
+    it (Kueue does, and a second choice could differ); a pod Kueue ungated carries the domain's
+    node labels in ``spec.nodeSelector``, which NodeAffinity evaluates. A pod with the annotation
+    and no nodeSelector was not placed by Kueue's TAS: refused, naming the annotation."""
+    if spec.get("nodeSelector"):
+        return ()
+    return tuple(
+        FieldUse(f"metadata.annotations[{key}]", None, why=KUEUE_ASSIGNS)
+        for key in KUEUE_TOPOLOGY_ANNOTATIONS
+        if annotations.get(key)
+    )
+
+
 def _host_ports(spec: Mapping[str, Any]) -> bool:
     containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
     return any(
@@ -110,10 +138,13 @@ def check(fields: Collection[FieldUse], at: Mapping[str, Collection[str]]) -> St
     """``None`` when the profile (``at``: extension point -> plugin names) evaluates every field;
     else why not, naming each field."""
     unknown: list[str] = []
+    elsewhere: dict[str, list[str]] = {}
     left_out: dict[str, list[str]] = {}
     anywhere = {name for names in at.values() for name in names}
     for use in fields:
-        if use.plugin is None:
+        if use.plugin is None and use.why:
+            elsewhere.setdefault(use.why, []).append(use.path)
+        elif use.plugin is None:
             unknown.append(use.path)
         elif use.plugin not in (anywhere if use.point is None else at.get(use.point, ())):
             where = use.plugin if use.point is None else f"{use.plugin} at {use.point}"
@@ -121,6 +152,8 @@ def check(fields: Collection[FieldUse], at: Mapping[str, Collection[str]]) -> St
     reasons = []
     if unknown:
         reasons.append(f"pod uses {', '.join(unknown)}, which shoal does not evaluate yet")
+    for why, paths in elsewhere.items():
+        reasons.append(f"pod uses {', '.join(paths)}, which shoal does not evaluate ({why})")
     for where, paths in left_out.items():
         reasons.append(
             f"pod uses {', '.join(paths)}, which this profile does not evaluate (it leaves out {where})"

@@ -226,7 +226,8 @@ class PodInfo:
         spread, spread_error = _spread(spec, labels)
         # the native link wins: kube-scheduler reads only it, and a pod is in one gang
         native_group = scheduling_group_name(spec)
-        used = fields_used(spec) + _metadata_fields(labels, annotations, problems, native_group is None)
+        used = fields_used(spec, annotations)
+        used += _metadata_fields(labels, annotations, problems, native_group is None)
         if gpu_mem is not None or why:
             used += (FieldUse(f"metadata.annotations[{GPU_MEMORY_ANNOTATION}]", "GPUMemory"),)
         return cls(

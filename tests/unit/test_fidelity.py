@@ -339,7 +339,7 @@ def test_simulate_prints_real_dumps_without_a_traceback(capsys: pytest.CaptureFi
     assert code == 0, out.err
     assert "Traceback" not in out.out + out.err
     assert "ResourceClaim not created yet" in out.out
-    assert len(load_objects(REAL / "pods.yaml")) == 8
+    assert len(load_objects(REAL / "pods.yaml")) == 10
 
 
 def test_explain_names_the_field_and_the_gate() -> None:
@@ -363,3 +363,37 @@ def test_a_filter_without_its_prefilter_state_is_an_error_not_a_pass() -> None:
 
     with pytest.raises(LookupError, match="earlier extension point did not run"):
         CycleState().require("PreFilterInterPodAffinity")
+
+
+def test_kueue_topology_annotation_is_left_to_kueue_and_its_node_selector_honoured() -> None:
+    """Kueue's TAS picks the domain and ungates with a nodeSelector on it: shoal honours that and
+    does not pick a domain of its own; the annotation on a pod Kueue never placed is refused."""
+    key = "kueue.x-k8s.io/podset-required-topology"
+    nodes = [make_node(f"n{i}", cpu="8", rack=f"r{i % 2}") for i in range(4)]
+    sim = Simulation(InMemoryCluster(nodes), [DEFAULT_PROFILE_SPEC])
+    assigned = make_pod(
+        "assigned",
+        scheduler_name="gpu-scheduler",
+        annotations={key: "topology.shoal.dev/rack"},
+        node_selector={"topology.shoal.dev/rack": "r1", "kubernetes.io/hostname": "n3"},
+    )
+    stray = make_pod("stray", scheduler_name="gpu-scheduler", annotations={key: "topology.shoal.dev/rack"})
+    sim.submit(assigned)
+    sim.submit(stray)
+    outcomes = {o.pod: o for o in asyncio.run(sim.run()).values()}
+    assert outcomes["default/assigned"].node == "n3"
+    assert outcomes["default/stray"].node is None
+    assert (
+        f"pod uses metadata.annotations[{key}], which shoal does not evaluate (Kueue assigns the topology"
+        in outcomes["default/stray"].message
+    )
+
+
+def test_kueue_preferred_topology_is_found_only_without_a_node_selector() -> None:
+    ann = {"kueue.x-k8s.io/podset-preferred-topology": "topology.shoal.dev/block"}
+    used = fidelity.fields_used({}, ann)
+    assert [u.path for u in used] == ["metadata.annotations[kueue.x-k8s.io/podset-preferred-topology]"]
+    assert used[0].plugin is None and used[0].why == fidelity.KUEUE_ASSIGNS
+    assert fidelity.fields_used({"nodeSelector": {"kubernetes.io/hostname": "n1"}}, ann) == (
+        fidelity.FieldUse("spec.nodeSelector", "NodeAffinity"),
+    )

@@ -86,6 +86,14 @@ def test_default_timeout_is_60_seconds() -> None:
     assert plugin.permit(state(), pods[0], "n")[1] == 60.0
 
 
+def test_zero_timeout_means_the_default_as_kubeflow_trainer_writes_it() -> None:
+    """Trainer copies its runtime's ``scheduleTimeoutSeconds: 0`` ("0 means default") verbatim."""
+    cache, _, plugin, pods = setup(timeout=0)
+    cache.assume(pods[0], "n")
+    status, timeout = plugin.permit(state(), pods[0], "n")
+    assert status.code is Code.WAIT and timeout == 60.0
+
+
 def test_bad_args() -> None:
     with pytest.raises(ValidationError):
         coscheduling.Args.model_validate({"defaultScheduleTimeoutSeconds": 0})
