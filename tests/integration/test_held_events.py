@@ -58,7 +58,11 @@ async def test_a_gang_below_quorum_and_a_missing_pod_group_are_reported_once(
     # 3 of 4) but says nothing new; the newcomers each say it once
     await create_many(api, [member(1), member(2)])
     for pod in ("g-1", "g-2"):
-        await wait_for(lambda pod=pod: reported(pod, "WaitingForGang"), 40, what=f"WaitingForGang on {pod}")
+
+        async def newcomer(pod: str = pod) -> list[dict[str, Any]]:
+            return await reported(pod, "WaitingForGang")
+
+        await wait_for(newcomer, 40, what=f"WaitingForGang on {pod}")
     events = await events_for(api, namespace)
     for pod in ("g-0", "g-1", "g-2"):
         mine = about(events, pod, "WaitingForGang")

@@ -289,8 +289,8 @@ def test_queueing_hint_wakes_a_pod_only_for_claim_changes_that_may_free_or_make_
 def test_explain_says_per_claim_how_many_devices_match_and_are_free(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from shoal.cli import _print_explanation
     from shoal.core.objects import PodInfo
+    from shoal.explain_cli import explanation_doc, print_text
 
     theirs = allocated(claim("theirs"), "n1", [f"gpu-{i}" for i in range(8)], reserved=("x",))
     big = claim("big", selectors=(f'device.capacity["{GPU}"].memory.compareTo(quantity("60Gi")) >= 0',))
@@ -305,7 +305,7 @@ def test_explain_says_per_claim_how_many_devices_match_and_are_free(
     ]
     sim = Simulation(InMemoryCluster([*objs, user("p", "big"), user("q", "theirs")]))
     pod = PodInfo.from_dict(user("p", "big"))
-    _print_explanation(sim.scheduler, pod, sim.scheduler.explain(pod))
+    print_text(explanation_doc(sim.scheduler, pod, sim.scheduler.explain(pod)))
     out = capsys.readouterr().out
     assert (
         "claim default/big, request gpu (device class gpu.nvidia.com, count 1): "
