@@ -215,3 +215,19 @@ def test_simulate_input_errors_are_one_line(
         capsys.readouterr().err
         == f"shoal: error: cannot read {tmp_path / 'nope.yaml'}: No such file or directory\n"
     )
+
+
+def test_explain_text_says_why_a_never_preempting_pod_preempts_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    polite = make_pod("polite", cpu="2", memory=None, priority=100)
+    polite["spec"]["preemptionPolicy"] = "Never"
+    low = make_pod("low", cpu="2", memory=None, priority=0, node_name="n1")
+    doc = _explained([make_node("n1", cpu="2"), low, polite], "polite")
+    assert doc["preemption"] == {
+        "node": None,
+        "victims": [],
+        "message": "preemption: not eligible due to preemptionPolicy=Never.",
+    }
+    emit(doc, "text")
+    assert "\npreemption: not eligible due to preemptionPolicy=Never.\n" in capsys.readouterr().out
