@@ -122,7 +122,7 @@ class RecordingReporter:
         self.events.append((pod.key, "FailedScheduling", out.message))
 
     def held(self, pod: PodInfo, reason: str, message: str, profile: str) -> None:
-        self.events.append((pod.key, reason, message))  # every re-evaluation: no rate limit here
+        pass  # the outcome of a pod never tried says it ("held before the queue"): Simulation.run
 
     def released(self, pod: PodInfo) -> None:
         pass
