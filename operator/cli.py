@@ -17,20 +17,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import yaml
 
 from shoal.core.profile import ProfileError
-
-if TYPE_CHECKING:
-    from shoal.core.dra import DraObject
-    from shoal.core.objects import PodInfo
-    from shoal.core.placement import Explanation
-    from shoal.core.scheduler import Scheduler
-    from shoal.core.volumes import StorageObject
-    from shoal.kube.rest import RawClient
-    from shoal.operator_app.profiles import Profiles
+from shoal.explain_cli import add_parser as add_explain_parser
 
 
 def _crds(args: argparse.Namespace) -> int:
@@ -70,22 +62,43 @@ def _from_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _simulate(args: argparse.Namespace) -> int:
-    from shoal.sim import InMemoryCluster, Simulation, format_table, load_objects
+def _objects(path: str) -> list[dict[str, Any]]:
+    """The objects of one input file, or a ValueError of one line naming the file."""
+    from shoal.sim import load_objects
 
     try:
-        cluster = InMemoryCluster.from_yaml(*[Path(p) for p in args.cluster])
-        for path in args.pods or ():
-            for obj in load_objects(Path(path)):
+        return load_objects(Path(path))
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ValueError(
+            f"{path}: not YAML ({getattr(exc, 'problem', None) or 'unreadable'}{where})"
+        ) from exc
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    """One line on stderr and exit 2 for an unreadable, malformed or invalid input."""
+    from shoal.sim import InMemoryCluster, Simulation, format_table
+
+    try:
+        cluster = InMemoryCluster()
+        for path in [*args.cluster, *(args.pods or ())]:
+            for obj in _objects(path):
                 cluster.add(obj)
-        profiles = load_objects(Path(args.profile)) if args.profile else []
+        profiles = _objects(args.profile) if args.profile else []
+        if any(not isinstance(p.get("spec", {}), dict) for p in profiles):
+            raise ValueError(f"{args.profile}: a SchedulingProfile's spec must be a mapping")
         # what-if runs do not wait out real backoffs: errors are retried a few times, quickly
         sim = Simulation(cluster, profiles, seed=args.seed, initial_backoff=0.01, max_backoff=0.05)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        print(f"shoal simulate: {exc}", file=sys.stderr)
-        return 2
     except ProfileError as exc:
-        print(f"shoal simulate: invalid profile: {exc}", file=sys.stderr)
+        print(f"shoal: error: invalid profile: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"shoal: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     before = {uid for uid, p in cluster.pods.items() if not (p.get("spec") or {}).get("nodeName")}
     outcomes = asyncio.run(sim.run())
@@ -96,193 +109,6 @@ def _simulate(args: argparse.Namespace) -> int:
     for p in sim.preemption.preemptions:  # DefaultPreemption's evictions, in the order decided
         print(f"{p.preemptor} preempted {', '.join(p.victims) or 'nothing'} on {p.node}")
     return 0
-
-
-async def _snapshot(
-    raw: RawClient, sched: Scheduler, namespace: str, name: str
-) -> tuple[dict[str, str], PodInfo | None]:
-    """Prime ``sched`` as the operator primes its cache (same informer, kinds, profile ownership),
-    queueing nothing. Returns (schedulerName -> its invalid owning profile, the pod or None)."""
-    from shoal.core.objects import NodeSpec, PodGroupInfo
-    from shoal.kube.informer import Event, Informer
-    from shoal.kube.kinds import (
-        DRA_KINDS,
-        KIND_NAMESPACES,
-        KIND_NODES,
-        KIND_PODS,
-        KIND_PROFILES,
-        POD_GROUP_KINDS,
-        STORAGE_KINDS,
-        NamespaceInfo,
-        ProfileObject,
-    )
-    from shoal.operator_app.profiles import Profiles
-
-    profiles = Profiles(sched, sched.registry, sched.defaults)
-    found: list[PodInfo] = []
-
-    async def on_profile(event: Event[ProfileObject]) -> None:
-        profiles.observe(event)
-
-    async def on_group(event: Event[PodGroupInfo]) -> None:
-        sched.on_pod_group(event.obj)
-
-    async def on_node(event: Event[NodeSpec]) -> None:
-        sched.on_node(event.obj)
-
-    async def on_namespace(event: Event[NamespaceInfo]) -> None:
-        sched.on_namespace(event.obj.name, event.obj.labels)
-
-    async def on_storage(event: Event[StorageObject]) -> None:
-        sched.on_storage(event.obj)
-
-    async def on_dra(event: Event[DraObject]) -> None:
-        sched.on_dra(event.obj)
-
-    async def on_pod(event: Event[PodInfo]) -> None:
-        sched.cache.upsert_pod(event.obj)
-        if event.obj.namespace == namespace and event.obj.name == name:
-            found.append(event.obj)
-
-    informer = Informer()
-    informer.watch(KIND_PROFILES, on_profile)
-    for group_kind in POD_GROUP_KINDS:  # scheduler-plugins' and native PodGroups
-        informer.watch(group_kind, on_group)
-    informer.watch(KIND_NAMESPACES, on_namespace)
-    informer.watch(KIND_NODES, on_node)
-    for kind in STORAGE_KINDS:
-        informer.watch(kind, on_storage)
-    for kind in DRA_KINDS:
-        informer.watch(kind, on_dra)
-    informer.watch(KIND_PODS, on_pod)
-    await informer.prime(raw)
-    return _apply_profiles(profiles), found[-1] if found else None
-
-
-def _apply_profiles(profiles: Profiles) -> dict[str, str]:
-    """Apply every schedulerName's owning profile; returns schedulerName -> its invalid profile."""
-    invalid: dict[str, str] = {}
-    for scheduler_name in sorted({n for p in profiles.objects.values() for n in p.scheduler_names}):
-        error = profiles.apply(scheduler_name)
-        owner = profiles.owner(scheduler_name)
-        if error is not None and owner is not None:
-            invalid[scheduler_name] = owner.name
-            print(f"note: SchedulingProfile {owner.name} is invalid: {error}")
-    return invalid
-
-
-async def _explain_async(args: argparse.Namespace) -> int:
-    from kubernetes_asyncio import config
-
-    from shoal.core.scheduler import Scheduler
-    from shoal.core.status import Status
-    from shoal.kube.rest import RawClient
-    from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
-
-    namespace, _, name = args.pod.partition("/")
-    if not name:
-        namespace, name = "default", namespace
-
-    class _NoBind:
-        async def bind(self, pod: PodInfo, node: str) -> Status:
-            return Status.error("explain never binds")
-
-    api = await config.new_client_from_config(config_file=args.kubeconfig)
-    try:
-        sched = Scheduler(load_registry(), _NoBind(), defaults=DEFAULT_PLUGINS)
-        invalid, target = await _snapshot(RawClient(api), sched, namespace, name)
-        if target is None:
-            print(f"pod {namespace}/{name} not found (or terminated)", file=sys.stderr)
-            return 1
-        if target.bound:
-            print(f"pod {target.key} is bound to {target.node_name}")
-            return 0
-        if target.scheduler_name in invalid:
-            print(
-                f"pod {target.key} has schedulerName {target.scheduler_name!r}, whose SchedulingProfile "
-                f"{invalid[target.scheduler_name]} is invalid now; shoal keeps scheduling it with the "
-                "profile's last valid generation (see its status), which explain cannot reconstruct"
-            )
-            return 1
-        if target.scheduler_name not in sched.profiles:
-            print(
-                f"pod {target.key} has schedulerName {target.scheduler_name!r}, "
-                "which no SchedulingProfile serves"
-            )
-            return 1
-        result = sched.explain(target)
-    finally:
-        await api.close()
-    _print_explanation(sched, target, result)
-    return 0
-
-
-def _print_explanation(sched: Scheduler, target: PodInfo, result: Explanation) -> None:
-    from shoal.plugins.defaultpreemption import DefaultPreemption
-    from shoal.plugins.dynamicresources import DynamicResources
-
-    print(f"pod {target.key} (schedulerName {result.profile}): {result.message}")
-    for line in result.gang:
-        print(line)
-    preempting = sched.profiles[result.profile].plugins.get("DefaultPreemption")
-    if result.best is None and isinstance(preempting, DefaultPreemption):
-        verdict = preempting.evaluate(target, result.diagnosis)  # what it would do, doing nothing
-        best = verdict.best
-        victims = ", ".join(v.key for v in best.victims) if best is not None else ""
-        print(f"would preempt {victims} on {best.node}" if best is not None else verdict.status.message)
-    dra = sched.profiles[result.profile].plugins.get("DynamicResources")
-    if isinstance(dra, DynamicResources):
-        for line in dra.describe(target):
-            print(line)
-    rows = [("NODE", "RESULT", "DETAILS")]
-    for node, total in sorted(result.totals.items(), key=lambda kv: -kv[1]):
-        details = " ".join(f"{p}={v}" for p, v in result.scores[node].items())
-        costs = " ".join(f"{p}.cost={c:g}" for p, c in result.costs.get(node, {}).items())
-        rows.append((node, f"fits, score {total}", f"{details} {costs} {_notes(result, node)}".strip()))
-    for node, (plugin, reasons) in sorted(result.diagnosis.node_reasons.items()):
-        rows.append((node, f"rejected by {plugin}", f"{', '.join(reasons)} {_notes(result, node)}".strip()))
-    widths = [max(len(r[i]) for r in rows) for i in range(2)]
-    for r in rows:
-        print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip())
-
-
-def _notes(result: Explanation, node: str) -> str:
-    return "; ".join(f"[{p}: {note}]" for p, note in result.notes.get(node, {}).items())
-
-
-def kubeconfig_path(given: str | None) -> Path:
-    """The kubeconfig ``explain`` reads: ``--kubeconfig``, else the first of ``$KUBECONFIG``, else
-    ``~/.kube/config`` (kubectl's order)."""
-    if given:
-        return Path(given)
-    env = os.environ.get("KUBECONFIG", "")
-    first = next((p for p in env.split(os.pathsep) if p), "")
-    return Path(first) if first else Path.home() / ".kube" / "config"
-
-
-def _explain(args: argparse.Namespace) -> int:
-    """One line on stderr and exit 1 for what is not shoal's fault: no kubeconfig, a broken one,
-    an unreachable or refusing API server (no traceback)."""
-    import aiohttp
-    from kubernetes_asyncio.client.exceptions import ApiException
-    from kubernetes_asyncio.config.config_exception import ConfigException
-
-    path = kubeconfig_path(args.kubeconfig)
-    if not path.is_file():
-        print(f"shoal: error: no kubeconfig at {path} (use --kubeconfig or $KUBECONFIG)", file=sys.stderr)
-        return 1
-    args.kubeconfig = str(path)
-    try:
-        return asyncio.run(_explain_async(args))
-    except ConfigException as exc:
-        print(f"shoal: error: kubeconfig {path}: {exc}", file=sys.stderr)
-    except yaml.YAMLError:
-        print(f"shoal: error: kubeconfig {path} is not YAML", file=sys.stderr)
-    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        print(f"shoal: error: cannot reach the API server: {exc or type(exc).__name__}", file=sys.stderr)
-    except ApiException as exc:
-        print(f"shoal: error: the API server refused: {exc.status} {exc.reason}", file=sys.stderr)
-    return 1
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -361,7 +187,9 @@ def _add_profiles_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="shoal", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="shoal", description="shoal, a Kubernetes scheduler: run it, or ask it what-if questions."
+    )
     parser.add_argument("--version", action="version", version=f"shoal {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -401,10 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--no-scores", action="store_true", help="omit the per-plugin score columns")
     sim.set_defaults(func=_simulate)
 
-    exp = sub.add_parser("explain", help="why a pod is (not) placed, per node and plugin")
-    exp.add_argument("pod", help="NAMESPACE/POD")
-    exp.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-    exp.set_defaults(func=_explain)
+    add_explain_parser(sub)
 
     crds = sub.add_parser("crds", help="print or write the CRDs")
     crds.add_argument("--out", help="directory to write into (default: print to stdout)")

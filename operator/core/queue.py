@@ -63,6 +63,8 @@ class QueuedPodInfo:
 
 
 PreEnqueue = Callable[[PodInfo], Status]
+#: told of each PreEnqueue verdict on a pod: its rejection (gated), or None when it leaves the gate
+GateObserver = Callable[[QueuedPodInfo, Status | None], None]
 SortKey = Callable[[PodInfo, float], tuple[Any, ...]]
 
 
@@ -124,6 +126,8 @@ class SchedulingQueue:
         self._last_flush = 0.0
         #: what the queue asks of the profiles (QueueSort key, PreEnqueue, queueing hints)
         self.profiles: ProfileHooks = profiles if profiles is not None else NO_PROFILES
+        #: where held pods are reported (the scheduler's reporter: events and a condition)
+        self.gate_observer: GateObserver | None = None
         self._closed = False
 
     # -- bookkeeping ---------------------------------------------------------------------------
@@ -143,6 +147,8 @@ class SchedulingQueue:
         return [q for q in self._pods.values() if q.where == where]
 
     def _move(self, qpi: QueuedPodInfo, where: str) -> None:
+        if qpi.where == GATED and where != GATED and self.gate_observer is not None:
+            self.gate_observer(qpi, None)  # admitted, or gone: no longer held
         if qpi.where:
             self._counts[qpi.where] -= 1
         for key in self._indexed.pop(qpi.uid, ()):
@@ -208,6 +214,8 @@ class SchedulingQueue:
             qpi.unschedulable_plugins = {status.plugin} if status.plugin else set()
             qpi.parked_at = self.clock()
             self._move(qpi, GATED)
+            if self.gate_observer is not None:
+                self.gate_observer(qpi, status)
             return
         qpi.gate = None
         if qpi.attempts and qpi.backoff_until > self.clock():

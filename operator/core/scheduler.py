@@ -47,7 +47,7 @@ from shoal.core.placement import Placement as Placement  # re-exported (was defi
 from shoal.core.placement import schedule_pod
 from shoal.core.profile import PluginEntry, PluginSet
 from shoal.core.queue import PreEnqueue, QueuedPodInfo, SchedulingQueue, SortKey
-from shoal.core.reporting import NullReporter, Reporter
+from shoal.core.reporting import NullReporter, Reporter, held_reason
 from shoal.core.runtime import Framework
 from shoal.core.status import Code, Status
 from shoal.core.volumes import StorageObject
@@ -89,6 +89,7 @@ class Scheduler:
             metrics=self.metrics,
             profiles=self,
         )
+        self.queue.gate_observer = self._held
         self._binding: set[asyncio.Task[None]] = set()
         #: binding cycles past their Permit gate (PreBind/Bind under way); the loop waits when
         #: there are ``max_binds_in_flight`` so a burst cannot pile up thousands of tasks
@@ -129,6 +130,15 @@ class Scheduler:
             if qpi is None or qpi.where in ("unschedulable", "gated"):
                 self.queue.add(pod, name)
         self.queue.move_all()
+
+    def _held(self, qpi: QueuedPodInfo, status: Status | None) -> None:
+        """A PreEnqueue verdict (None: the pod left the gate) for the reporter."""
+        reason = held_reason(status) if status is not None else None
+        if reason is None:
+            self.reporter.released(qpi.pod)
+        else:
+            assert status is not None
+            self.reporter.held(qpi.pod, reason, status.message, qpi.profile)
 
     # -- informer entry points -------------------------------------------------------------------
     def _event(self, kind: EventKind, obj: object) -> None:

@@ -4,6 +4,11 @@
 * ``FailedScheduling`` (Warning): the core's message, e.g. ``0/5 nodes are available: ...``;
 * pod condition ``PodScheduled=False``, reason ``Unschedulable`` (the API server sets it True when
   the Binding is accepted).
+* a pod held before the queue (a PreEnqueue plugin said no): ``WaitingForGang`` (Normal: its gang
+  has fewer pods than its quorum) or ``PodGroupMissing`` / ``NotReadyForScheduling`` (Warning),
+  with ``PodScheduled=False`` reason ``NotReadyForScheduling`` (KEP-5501's), paced by
+  ``core.reporting.HeldPacer``: only once held 5 s, then on a new reason, or a new message at most
+  once per ``dedup_seconds``.
 
 Events are ``events.k8s.io/v1`` with ``reportingController`` = the profile's schedulerName, as
 kube-scheduler reports them, so ``kubectl describe pod`` shows them the usual way.
@@ -35,6 +40,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from shoal.core.objects import PodInfo
+from shoal.core.reporting import NOT_READY_FOR_SCHEDULING, WAITING_FOR_GANG, HeldPacer
 from shoal.kube.rest import RawClient, message_of
 from shoal.kube.wire import EVENTS, PODS, STRATEGIC_MERGE_PATCH, micro_time, rfc3339
 
@@ -57,6 +63,7 @@ class KubeReporter:
         workers: int = 4,
         max_pending: int = 10_000,
         dedup_seconds: float = 600.0,
+        held_delay: float = 5.0,
         enabled: Callable[[], bool] = lambda: True,
     ) -> None:
         self.raw = RawClient(api)
@@ -69,6 +76,9 @@ class KubeReporter:
         self._recent: OrderedDict[tuple[str, str, str], float] = OrderedDict()
         self._conditions: OrderedDict[str, str] = OrderedDict()
         self._settled: OrderedDict[str, None] = OrderedDict()  # uids bound or gone
+        #: pods held before the queue: when each is worth an event (``core.reporting.HeldPacer``)
+        self.held_pacer = HeldPacer(delay=held_delay, interval=dedup_seconds)
+        self._held_timers: dict[str, asyncio.TimerHandle] = {}
         self.dropped = 0
         self.written = 0
 
@@ -80,6 +90,9 @@ class KubeReporter:
     async def stop(self, grace: float = 5.0) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._queue.join(), grace)
+        for timer in self._held_timers.values():
+            timer.cancel()
+        self._held_timers.clear()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -142,6 +155,41 @@ class KubeReporter:
         if self._conditions.get(pod.uid) != f"{reason}:{note}":
             _remember(self._conditions, pod.uid, f"{reason}:{note}")
             self._submit(lambda: self._condition(pod, reason, note, when))
+
+    def held(self, pod: PodInfo, reason: str, message: str, profile: str) -> None:
+        """Held before the queue: an event and ``PodScheduled=False`` reason
+        ``NotReadyForScheduling``, paced by :class:`HeldPacer` (first after ``held_delay``)."""
+        now = time.monotonic()
+        at = self.held_pacer.hold(pod, reason, message, profile, now)
+        if pod.uid not in self._held_timers:
+            self._arm_held(pod.uid, at - now)
+
+    def released(self, pod: PodInfo) -> None:
+        self.held_pacer.release(pod.uid)
+        timer = self._held_timers.pop(pod.uid, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _arm_held(self, uid: str, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._held_timers[uid] = loop.call_later(max(delay, 0.0), self._report_held, uid)
+
+    def _report_held(self, uid: str) -> None:
+        self._held_timers.pop(uid, None)
+        if not self.enabled():
+            return  # not leading: nothing reported (again on the next re-evaluation)
+        now = time.monotonic()
+        entry, again = self.held_pacer.due(uid, now)
+        if again is not None:
+            self._arm_held(uid, again - now)
+        if entry is None:
+            return
+        pod, reason, profile = entry.pod, entry.reason, entry.profile
+        note, when = entry.message + problems_note(pod), time.time()
+        kind = "Normal" if reason == WAITING_FOR_GANG else "Warning"
+        self._submit(lambda: self._event(pod, profile, kind, reason, "Scheduling", note, when))
+        _remember(self._conditions, pod.uid, f"{NOT_READY_FOR_SCHEDULING}:{note}")
+        self._submit(lambda: self._condition(pod, NOT_READY_FOR_SCHEDULING, note, when))
 
     def forget(self, uid: str) -> None:
         """The pod is bound (by anyone) or gone: a condition still queued for it is stale."""

@@ -198,6 +198,9 @@ class ProfileController:
         self._written: dict[str, dict[str, Any]] = {}
         #: conflicts already logged, so each is logged once (again only after it went away)
         self._logged_conflicts: set[tuple[str, str, str]] = set()
+        #: profile -> (generation, error) last logged as invalid: a resync, a status write's echo
+        #: or an alias re-applying the same bad generation does not log it again
+        self._logged_invalid: dict[str, tuple[int, str]] = {}
 
     def log_conflicts(self) -> None:
         """Log each SchedulerNameConflict once, when it appears."""
@@ -213,15 +216,27 @@ class ProfileController:
             )
         self._logged_conflicts = now
 
+    def log_invalid(self, owner: ProfileObject, error: ProfileError) -> None:
+        """Log an invalid generation once (again for another generation or another error)."""
+        seen = (owner.generation, str(error))
+        if self._logged_invalid.get(owner.name) == seen:
+            return
+        self._logged_invalid[owner.name] = seen
+        log.warning(
+            "SchedulingProfile %s (generation %s) is invalid: %s", owner.name, owner.generation, error
+        )
+
     async def on_event(self, event: Event[ProfileObject]) -> None:
         touched = self.profiles.observe(event)
         if event.deleted:
             self._written.pop(event.obj.name, None)
         for scheduler_name in touched:
             error = self.profiles.apply(scheduler_name)
-            if error is not None:
-                owner = self.profiles.owner(scheduler_name)
-                log.warning("SchedulingProfile %s is invalid: %s", owner.name if owner else "?", error)
+            owner = self.profiles.owner(scheduler_name)
+            if error is not None and owner is not None:
+                self.log_invalid(owner, error)
+        if event.deleted:
+            self._logged_invalid.pop(event.obj.name, None)
         self.log_conflicts()
         for profile in list(self.profiles.objects.values()):
             if touched.intersection(profile.scheduler_names):

@@ -121,6 +121,12 @@ class RecordingReporter:
             out.message += " (ignored: " + "; ".join(pod.problems.values()) + ")"
         self.events.append((pod.key, "FailedScheduling", out.message))
 
+    def held(self, pod: PodInfo, reason: str, message: str, profile: str) -> None:
+        pass  # the outcome of a pod never tried says it ("held before the queue"): Simulation.run
+
+    def released(self, pod: PodInfo) -> None:
+        pass
+
 
 class MemoryBinder:
     """Binds by writing spec.nodeName into the stored pod, then echoes it like a watch event."""

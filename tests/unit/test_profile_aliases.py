@@ -150,3 +150,44 @@ def test_the_crd_refuses_an_alias_equal_to_the_scheduler_name() -> None:
 class _NoWrite:
     async def write(self, path: str, status: Any, what: str, *, patch: str = "") -> bool:
         return True
+
+
+async def test_an_invalid_profile_is_logged_once_per_generation(caplog: pytest.LogCaptureFixture) -> None:
+    sched = Scheduler(REGISTRY, _NoBind(), defaults=DEFAULT_PLUGINS)
+    profiles = Profiles(sched, REGISTRY, DEFAULT_PLUGINS)
+    controller = ProfileController(profiles, _NoWrite(), lambda: False, PromMetrics())
+    caplog.set_level(logging.WARNING, logger="shoal.operator")
+    bad = {**spec("gpu", KUBERAY), "plugins": {"filter": [{"name": "Nope"}]}}
+    # added, then seen again and again (resyncs, the echo of a status write): one warning
+    for kind in (ADDED, "MODIFIED", "MODIFIED", "MODIFIED"):
+        await controller.on_event(event(kind, "gpu", bad, "2026-01-01T00:00:00Z"))
+    invalid = [r.getMessage() for r in caplog.records if "is invalid" in r.getMessage()]
+    assert len(invalid) == 1 and "SchedulingProfile gpu (generation 1) is invalid" in invalid[0]
+    # a new generation that is still invalid is news
+    again = Event(
+        KIND_PROFILES,
+        "MODIFIED",
+        {
+            "metadata": {"name": "gpu", "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 2},
+            "spec": bad,
+        },
+    )
+    await controller.on_event(again)
+    await controller.on_event(again)
+    invalid = [r.getMessage() for r in caplog.records if "is invalid" in r.getMessage()]
+    assert len(invalid) == 2 and "(generation 2)" in invalid[1]
+
+
+async def test_a_scheduler_name_conflict_is_logged_from_the_event_path(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sched = Scheduler(REGISTRY, _NoBind(), defaults=DEFAULT_PLUGINS)
+    profiles = Profiles(sched, REGISTRY, DEFAULT_PLUGINS)
+    controller = ProfileController(profiles, _NoWrite(), lambda: False, PromMetrics())
+    caplog.set_level(logging.WARNING, logger="shoal.operator")
+    await controller.on_event(event(ADDED, "old", spec("gpu"), "2026-01-01T00:00:00Z"))
+    for kind in (ADDED, "MODIFIED"):
+        await controller.on_event(event(kind, "new", spec("gpu"), "2026-02-01T00:00:00Z"))
+    logged = [r for r in caplog.records if "SchedulerNameConflict" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].levelno == logging.WARNING
+    assert 'SchedulingProfile new claims schedulerName "gpu"' in logged[0].getMessage()

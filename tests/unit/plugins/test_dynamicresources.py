@@ -290,8 +290,8 @@ def test_queueing_hint_wakes_a_pod_only_for_claim_changes_that_may_free_or_make_
 def test_explain_says_per_claim_how_many_devices_match_and_are_free(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from shoal.cli import _print_explanation
     from shoal.core.objects import PodInfo
+    from shoal.explain_cli import explanation_doc, print_text
 
     theirs = allocated(claim("theirs"), "n1", [f"gpu-{i}" for i in range(8)], reserved=("x",))
     big = claim("big", selectors=(f'device.capacity["{GPU}"].memory.compareTo(quantity("60Gi")) >= 0',))
@@ -306,7 +306,7 @@ def test_explain_says_per_claim_how_many_devices_match_and_are_free(
     ]
     sim = Simulation(InMemoryCluster([*objs, user("p", "big"), user("q", "theirs")]))
     pod = PodInfo.from_dict(user("p", "big"))
-    _print_explanation(sim.scheduler, pod, sim.scheduler.explain(pod))
+    print_text(explanation_doc(sim.scheduler, pod, sim.scheduler.explain(pod)))
     out = capsys.readouterr().out
     assert (
         "claim default/big, request gpu (device class gpu.nvidia.com, count 1): "
@@ -354,14 +354,14 @@ def test_a_claim_change_is_asked_only_of_its_pod_and_a_deallocation_of_every_pod
 def test_explain_says_per_node_how_many_of_its_devices_match_the_selectors_and_are_free(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from shoal.cli import _print_explanation
+    from shoal.explain_cli import explanation_doc, print_text
 
     big = claim("big", selectors=(f'device.capacity["{GPU}"].memory.compareTo(quantity("60Gi")) >= 0',))
     theirs = allocated(claim("theirs"), "n1", [f"gpu-{i}" for i in range(6)], reserved=("x",))
     objs = [node("n1"), node("n2"), device_class(), node_slice("n1"), node_slice("n2", memory="40Gi")]
     sim = Simulation(InMemoryCluster([*objs, theirs, big, user("p", "big"), user("q", "theirs")]))
     pod = PodInfo.from_dict(user("p", "big"))
-    _print_explanation(sim.scheduler, pod, sim.scheduler.explain(pod))
+    print_text(explanation_doc(sim.scheduler, pod, sim.scheduler.explain(pod)))
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("n")}
     assert "8 of 8 devices match, 2 free, 1 wanted" in lines["n1"] and "fits" in lines["n1"]
     assert "rejected by DynamicResources" in lines["n2"]
