@@ -10,7 +10,7 @@ target = os.environ["SHOAL_HEALTHZ"]
 insecure = ssl.create_default_context()
 insecure.check_hostname = False
 insecure.verify_mode = ssl.CERT_NONE
-for attempt in range(3):
+for _attempt in range(3):
     for scheme in ("https", "http"):
         url = f"{scheme}://{target}"
         try:
