@@ -1,5 +1,5 @@
 # `helm test`'s check (run with `python -c` in the shoal image): GET $SHOAL_HEALTHZ (host:port/path)
-# over HTTPS, whose certificate may be self-signed, then over plain HTTP; exit 0 on the first 200.
+# over HTTPS, whose certificate may be self-signed, then over plain HTTP; exit 0 on the first 2xx answer.
 import os
 import ssl
 import sys
