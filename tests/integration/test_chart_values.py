@@ -323,18 +323,13 @@ async def test_plugin_recipe_from_a_configmap(
     # the ConfigMap as `kubectl create configmap shoal-plugins --from-file=only_even_nodes.py` makes it
     volume = next(v for v in pod["volumes"] if v["name"] == "plugins")
     cm_name = volume["configMap"]["name"]
-    body = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": cm_name, "namespace": namespace},
-        "data": {"only_even_nodes.py": PLUGIN.read_text()},
-    }
-    await create(api, body)
+    core: Any = client.CoreV1Api(api)
+    body = {"metadata": {"name": cm_name}, "data": {"only_even_nodes.py": PLUGIN.read_text()}}
+    await core.create_namespaced_config_map(namespace, body)
     # the kubelet's part: the ConfigMap's files at the mount path (here a folder of the test)
     mount = next(m for m in container["volumeMounts"] if m["name"] == "plugins")["mountPath"]
     mounted = tmp_path / "plugins"
     mounted.mkdir()
-    core: Any = client.CoreV1Api(api)
     stored = await core.read_namespaced_config_map(cm_name, namespace)
     for name, text in stored.data.items():
         (mounted / name).write_text(text)
