@@ -112,8 +112,9 @@ def render(chart_dir: Path) -> tuple[str, list[str]]:
         f"Kubernetes `{chart.get('kubeVersion', 'any')}`.",
         "",
         "How to install, upgrade and uninstall it, and what the scheduler does with `profiles`: the project "
-        "README's *Install with Helm*. Plugins of your own without a custom image (`extraEnv`, "
-        "`extraVolumes`, `extraVolumeMounts`), the disruption budget and `helm test`: docs/chart.md.",
+        "README's [Install with Helm](../../README.md#install-with-helm). Plugins of your own without a "
+        "custom image (`extraEnv`, `extraVolumes`, `extraVolumeMounts`), the disruption budget, "
+        "`helm test` and image digests: [docs/chart.md](../../docs/chart.md).",
         "",
         "## Values",
         "",

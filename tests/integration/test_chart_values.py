@@ -53,13 +53,13 @@ def test_budget_only_with_more_than_one_replica(helm_env: dict[str, str]) -> Non
     }
     assert not kinds(template(helm_env, "--set", "replicaCount=1"), "PodDisruptionBudget")
     assert not kinds(template(helm_env, "--set", "podDisruptionBudget.enabled=false"), "PodDisruptionBudget")
-    spec = one(template(helm_env, "--set", "replicaCount=3,podDisruptionBudget.minAvailable=2"), "Deployment")
-    assert spec["spec"]["replicas"] == 3
-    chosen = one(
-        template(helm_env, "--set", "replicaCount=3,podDisruptionBudget.minAvailable=2"),
-        "PodDisruptionBudget",
-    )
-    assert (chosen["spec"].get("minAvailable"), "maxUnavailable" in chosen["spec"]) == (2, False)
+    three = template(helm_env, "--set", "replicaCount=3,podDisruptionBudget.minAvailable=2")
+    assert one(three, "Deployment")["spec"]["replicas"] == 3
+    assert one(three, "PodDisruptionBudget")["spec"] == {  # minAvailable replaces maxUnavailable
+        "minAvailable": 2,
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        "selector": deploy["spec"]["selector"],
+    }
     zero = one(template(helm_env, "--set", "podDisruptionBudget.minAvailable=0"), "PodDisruptionBudget")
     assert zero["spec"]["minAvailable"] == 0  # 0 is a value, not "unset"
     percent = one(
