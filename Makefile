@@ -15,7 +15,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export PYTHONSAFEPATH := 1
 
 .PHONY: help venv cluster-bin lint test unit integration demo cluster-up cluster-down crds \
-        bench-core bench bench-large clean
+        bench-core bench bench-large clean chart-readme
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -60,6 +60,9 @@ cluster-down: $(STAMP) ## stop the control plane started by cluster-up
 crds: $(STAMP) ## regenerate crds/ from the pydantic models
 	$(PY) -m shoal.cli crds --out crds
 	$(PY) -m shoal.cli crds --out helm/shoal/files/crds
+
+chart-readme: $(STAMP) ## regenerate helm/shoal/README.md from values.yaml's `# --` comments
+	$(PY) tools/chart_readme.py
 
 bench-core: $(BENCH_STAMP) ## per-pod cycle time at 1,000 / 5,000 / 15,000 nodes, topology gang search (no API server)
 	$(PY) bench/core.py

@@ -25,6 +25,21 @@ kube_ldflags() {
   echo "$flags"
 }
 
+# helm's own release build stamps the Kubernetes version of its client-go as the default for
+# `helm template`, `lint` and client-side dry runs; without it they assume v1.20.0 and refuse a
+# chart whose kubeVersion needs more (shoal's says >=1.30.0-0).
+helm_ldflags() {
+  local client_go minor
+  client_go=$(required "$here/helm/go.mod" k8s.io/client-go)   # v0.37.0 -> Kubernetes 1.37
+  minor=${client_go#v0.}; minor=${minor%%.*}
+  local flags="-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}"
+  flags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  for pkg in chartutil lint/rules; do
+    flags+=" -X helm.sh/helm/v3/pkg/${pkg}.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/${pkg}.k8sVersionMinor=${minor}"
+  done
+  echo "$flags"
+}
+
 build_one() { # name module-dir version package ldflags
   local name=$1 dir=$here/$2 version=$3 pkg=$4 ldflags=$5
   local out=$bin_root/$version/$name
@@ -97,8 +112,11 @@ for t in "${targets[@]}"; do
     etcd) build_one etcd etcd "etcd-${ETCD_VERSION}" . "-s -w" ;;
     kube-apiserver|kube-scheduler|kube-controller-manager)
       build_one "$t" kube "$KUBE_VERSION" "k8s.io/kubernetes/cmd/$t" "$(kube_ldflags)" ;;
-    helm) build_one helm helm "helm-${HELM_VERSION}" helm.sh/helm/v3/cmd/helm \
-            "-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
+    helm) # a helm cached before helm_ldflags existed assumes Kubernetes v1.20.0: build it again
+      stamp=$bin_root/helm-${HELM_VERSION}/.kube-version-stamped
+      [ -f "$stamp" ] || rm -f "$bin_root/helm-${HELM_VERSION}/helm"
+      build_one helm helm "helm-${HELM_VERSION}" helm.sh/helm/v3/cmd/helm "$(helm_ldflags)"
+      touch "$stamp" ;;
     kwok) build_one kwok kwok "kwok-${KWOK_VERSION}" sigs.k8s.io/kwok/cmd/kwok \
             "-s -w"; kwok_stages ;;
     *) echo "unknown component $t" >&2; exit 2 ;;

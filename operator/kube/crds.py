@@ -33,6 +33,9 @@ from shoal.kube.wire import (
 )
 
 JSON = dict[str, Any]
+#: ``kubectl get shoal`` lists shoal's own kinds. Only SchedulingProfile is in it: PodGroup is
+#: scheduler-plugins' API, whose CRD has no category, and shoal's copy says what upstream says.
+CATEGORY = "shoal"
 
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
@@ -228,6 +231,7 @@ def profile_crd() -> JSON:
         version=PROFILE_VERSION,
         scope="Cluster",
         short=["sp"],
+        categories=[CATEGORY],
         spec=spec,
         status=status,
         required=["spec"],
@@ -296,6 +300,7 @@ def _crd(
     version: str,
     scope: str,
     short: list[str],
+    categories: list[str] | None = None,
     spec: JSON,
     status: JSON,
     required: list[str] | None,
@@ -330,6 +335,7 @@ def _crd(
                 "plural": plural,
                 "singular": kind.lower(),
                 "shortNames": short,
+                **({"categories": categories} if categories else {}),
             },
             "scope": scope,
             "versions": [

@@ -288,12 +288,19 @@ async def test_template_passes_server_side_dry_run_then_installs(
     assert "STATUS: deployed" in out.stdout
     assert "kubectl get schedulingprofiles" in out.stdout  # NOTES.txt
     dyn = await DynamicClient(api)  # fresh discovery: the CRDs exist now
+    hooks = [d for d in docs if "helm.sh/hook" in (d["metadata"].get("annotations") or {})]
+    assert [d["kind"] for d in hooks] == ["Pod"]  # the `helm test` Pod: dry-run above, made by `helm test`
     for doc in docs:
+        if doc in hooks:
+            continue
         resource = await dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
         got = await dyn.get(
             resource, name=doc["metadata"]["name"], namespace=NS if resource.namespaced else None
         )
         assert got.metadata.name == doc["metadata"]["name"]
+    assert one(docs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1  # installed (2 replicas)
+    profiles = await dyn.resources.get(api_version="shoal.dev/v1alpha1", kind="SchedulingProfile")
+    assert profiles.categories == ["shoal"]  # `kubectl get shoal`
     core: Any = client.CoreV1Api(api)
     cm = await core.read_namespaced_config_map(f"{RELEASE}-profiles", NS)
     assert cm.data == one(docs, "ConfigMap")["data"]

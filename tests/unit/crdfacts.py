@@ -62,7 +62,9 @@ def crd_facts(crd: JSON) -> JSON:
         "group": spec["group"],
         "scope": spec["scope"],
         "names": {
-            k: names[k] for k in ("kind", "listKind", "plural", "singular", "shortNames") if k in names
+            k: names[k]
+            for k in ("kind", "listKind", "plural", "singular", "shortNames", "categories")
+            if k in names
         },
         "versions": versions,
     }

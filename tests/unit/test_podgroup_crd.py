@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from shoal.core.objects import PodGroupInfo
-from shoal.kube.crds import PODGROUP_PHASES, podgroup_crd
+from shoal.kube.crds import PODGROUP_PHASES, podgroup_crd, profile_crd
 from tests.unit.crdfacts import crd_facts
 
 UPSTREAM = Path(__file__).resolve().parents[1] / "data" / "scheduler-plugins" / "podgroup-crd.yaml"
@@ -80,3 +80,14 @@ def test_schedule_timeout_zero_means_the_default(timeout: int | None, seconds: i
         spec["scheduleTimeoutSeconds"] = timeout
     group = PodGroupInfo.from_dict({"metadata": {"name": "g", "namespace": "ns", "uid": "u"}, "spec": spec})
     assert group.schedule_timeout_seconds == seconds
+
+
+def test_only_shoals_own_kind_is_in_the_shoal_category() -> None:
+    """`kubectl get shoal` lists SchedulingProfiles; PodGroup keeps upstream's names (no category)."""
+    assert profile_crd()["spec"]["names"]["categories"] == ["shoal"]
+    assert "categories" not in podgroup_crd()["spec"]["names"]
+    assert "categories" not in _upstream()["names"]
+    drifted = podgroup_crd()
+    drifted["spec"]["names"]["categories"] = ["shoal"]
+    (problem,) = _differences(crd_facts(drifted), _upstream())
+    assert problem.startswith("names: shoal {") and "'categories': ['shoal']" in problem

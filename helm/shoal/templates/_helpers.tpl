@@ -33,6 +33,16 @@ app.kubernetes.io/component: scheduler
 {{- end }}
 {{- end }}
 
+{{/* The image: repository@digest when image.digest is set (the tag is then ignored), else
+repository:tag (tag defaults to the chart's appVersion). */}}
+{{- define "shoal.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
 {{- define "shoal.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "shoal.fullname" .) .Values.serviceAccount.name }}
