@@ -76,7 +76,7 @@ class _Hashing:
         self.sink.flush()
 
 
-def run(cmd: list[str], what: str, log: Path | None = None, **kw: Any) -> None:
+def run(cmd: list[str], what: str, log: Path | None = None, hint: str = "", **kw: Any) -> None:
     out = log.open("wb") if log else None
     try:
         res = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT if out else None, check=False, **kw)
@@ -84,7 +84,8 @@ def run(cmd: list[str], what: str, log: Path | None = None, **kw: Any) -> None:
         if out:
             out.close()
     if res.returncode != 0:
-        raise BuildError(f"{what} failed (exit {res.returncode})" + (f"; log: {log}" if log else ""))
+        where = f"; log: {log}" if log else ""
+        raise BuildError(f"{what} failed (exit {res.returncode}{hint}){where}")
 
 
 def tree(root: Path) -> Iterator[tuple[str, Path]]:
@@ -167,7 +168,7 @@ def base_layer() -> Layer:
         rootfs, log = Path(tmp) / "rootfs", CACHE / f"base-{key}.log"
         cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}"]
         cmd += [f"--cache-dir={CACHE / 'debs'}", SUITE, str(rootfs), MIRROR]
-        run(cmd, f"debootstrap of {SUITE} from {MIRROR} (is the mirror reachable?)", log=log)
+        run(cmd, f"debootstrap of {SUITE} from {MIRROR}", log=log, hint="; is the mirror reachable?")
         for leftover in ("var/cache/apt/archives", "var/lib/apt/lists", "tmp", "var/tmp", "var/log"):
             for p in (rootfs / leftover).glob("*"):
                 if p.is_file() or p.is_symlink():
@@ -201,11 +202,8 @@ def locked_wheels(lock: Path) -> Path:
     )
     if offline.returncode != 0:
         print("image: downloading the locked wheels from PyPI", flush=True)
-        run(
-            pip,
-            f"pip download of {lock.relative_to(ROOT)} (is PyPI reachable?)",
-            log=CACHE / "pip-download.log",
-        )
+        what, log = f"pip download of {lock.relative_to(ROOT)}", CACHE / "pip-download.log"
+        run([*pip, "--retries", "2", "--timeout", "30"], what, log=log, hint="; is PyPI reachable?")
     return dest
 
 
