@@ -77,14 +77,24 @@ IMAGE_INPUTS := Dockerfile pyproject.toml README.md requirements/image.lock hack
                 tools/image_build.py $(shell git ls-files operator plugins 2>/dev/null)
 PIP_TOOLS    := $(HOME)/.cache/shoal/image/pip-tools
 PIP_TOOLS_VERSION := 7.6.2
+# crane (go-containerregistry) from the Go module proxy: the image test pushes the layout to a local
+# registry and validates it with crane, a reader that is not ours.
+CRANE_VERSION := v0.22.1
+CRANE := $(or $(SHOAL_BIN_DIR),$(HOME)/.cache/shoal/bin)/crane-$(CRANE_VERSION)/crane
+
+$(CRANE):
+	@echo "shoal: building crane $(CRANE_VERSION) from Go modules"
+	@GOBIN=$(@D) CGO_ENABLED=0 go install -trimpath -ldflags='-s -w' \
+	  github.com/google/go-containerregistry/cmd/crane@$(CRANE_VERSION) \
+	  || { echo "image: building crane $(CRANE_VERSION) failed (is the Go module proxy reachable?)" >&2; exit 1; }
 
 $(IMAGE_OUT)/index.json: $(STAMP) $(IMAGE_INPUTS)
 	@$(PY) tools/image_build.py --out $(IMAGE_OUT)
 
 image: $(IMAGE_OUT)/index.json ## build the OCI image into build/image/oci without Docker (Debian base via debootstrap, cached)
 
-image-test: image ## build the image if stale, check its OCI layout and run shoal from its root filesystem
-	SHOAL_IMAGE_LAYOUT=$(IMAGE_OUT) SHOAL_IMAGE_REQUIRED=1 $(VENV)/bin/pytest tests/image -p no:cacheprovider $(PYTEST_ARGS)
+image-test: image $(CRANE) ## build the image if stale, check its OCI layout, push it to a local registry, run shoal from it
+	SHOAL_IMAGE_LAYOUT=$(IMAGE_OUT) SHOAL_CRANE=$(CRANE) SHOAL_IMAGE_REQUIRED=1 $(VENV)/bin/pytest tests/image -p no:cacheprovider $(PYTEST_ARGS)
 
 image-lock: ## refresh requirements/image.lock and build.lock with hashes (pip-tools; needs PyPI)
 	@test -x $(PIP_TOOLS)/bin/pip-compile || { $(PYTHON) -m venv $(PIP_TOOLS) && \

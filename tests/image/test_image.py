@@ -13,10 +13,13 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
+import time
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,9 @@ from tests.image.lockfile import normalize, pins
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYOUT = ROOT / os.environ.get("SHOAL_IMAGE_LAYOUT", "build/image/oci")
+# crane (go-containerregistry), built from the Go module proxy by `make image-test`: a second,
+# independent reader of the layout, and a registry to push it to.
+CRANE = Path(os.environ.get("SHOAL_CRANE", Path.home() / ".cache/shoal/bin/crane-v0.22.1/crane"))
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 pytestmark = pytest.mark.slow
@@ -95,6 +101,41 @@ def test_the_layout_is_consistent(image: Image) -> None:
     assert image.config["rootfs"] == {"type": "layers", "diff_ids": diff_ids}
     referenced = {d["digest"].removeprefix("sha256:") for d in descriptors[1:]} | {ref["digest"][7:]}
     assert {p.name for p in image.blobs.iterdir()} == referenced, "a blob no descriptor names"
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`crane registry serve` on a free loopback port (in memory), stopped after the module."""
+    need(CRANE.is_file(), f"no crane at {CRANE}; `make image-test` builds it")
+    log = tmp_path_factory.mktemp("registry") / "registry.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([CRANE, "registry", "serve", "--address", "127.0.0.1:0"], stderr=out)
+    try:
+        deadline = time.monotonic() + 30
+        while not (port := re.search(r"serving on port (\d+)", log.read_text())):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        yield f"127.0.0.1:{port.group(1)}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_a_registry_takes_the_image_and_crane_validates_it(image: Image, registry: str) -> None:
+    """What a team's publish step does, against a local registry: the pushed manifest keeps its
+    digest (the one a chart pins), and crane re-reads every blob and checks its digests."""
+    ref = f"{registry}/shoal:{VERSION}"
+    push = crane("push", str(LAYOUT), ref)
+    assert push.returncode == 0, push.stderr
+    (manifest,) = read_json(LAYOUT / "index.json")["manifests"]
+    assert push.stdout.strip() == f"{registry}/shoal@{manifest['digest']}"
+    check = crane("validate", "--remote", ref)
+    assert (check.returncode, check.stdout.strip()) == (0, f"PASS: {ref}"), check.stderr
+
+
+def crane(*args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [str(CRANE), *args, "--insecure"]  # --insecure: the loopback registry speaks plain HTTP
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
 
 
 def test_the_config_is_the_dockerfiles(image: Image) -> None:
