@@ -15,7 +15,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export PYTHONSAFEPATH := 1
 
 .PHONY: help venv cluster-bin lint test unit integration demo cluster-up cluster-down crds \
-        bench-core bench bench-large clean chart-readme
+        bench-core bench bench-large clean chart-readme image image-test image-lock
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -73,6 +73,39 @@ bench: $(BENCH_STAMP) cluster-bin ## shoal vs kube-scheduler on the real control
 
 bench-large: $(BENCH_STAMP) cluster-bin ## bench plus the 5,000-node / 50,000-pod scale scenario
 	$(PY) bench/e2e.py --large
+
+# The image (docs/image.md): built without a container engine, rebuilt when an input changes.
+IMAGE_OUT    := build/image/oci
+IMAGE_INPUTS := Dockerfile pyproject.toml README.md requirements/image.lock hack/image/install.sh \
+                tools/image_build.py $(shell git ls-files operator plugins 2>/dev/null)
+PIP_TOOLS    := $(HOME)/.cache/shoal/image/pip-tools
+PIP_TOOLS_VERSION := 7.6.2
+# crane (go-containerregistry) from the Go module proxy: the image test pushes the layout to a local
+# registry and validates it with crane, a reader that is not ours.
+CRANE_VERSION := v0.22.1
+CRANE := $(or $(SHOAL_BIN_DIR),$(HOME)/.cache/shoal/bin)/crane-$(CRANE_VERSION)/crane
+
+$(CRANE):
+	@echo "shoal: building crane $(CRANE_VERSION) from Go modules"
+	@GOBIN=$(@D) CGO_ENABLED=0 go install -trimpath -ldflags='-s -w' \
+	  github.com/google/go-containerregistry/cmd/crane@$(CRANE_VERSION) \
+	  || { echo "image: building crane $(CRANE_VERSION) failed (is the Go module proxy reachable?)" >&2; exit 1; }
+
+$(IMAGE_OUT)/index.json: $(STAMP) $(IMAGE_INPUTS)
+	@$(PY) tools/image_build.py --out $(IMAGE_OUT)
+
+image: $(IMAGE_OUT)/index.json ## build the OCI image into build/image/oci without Docker (Debian base via debootstrap, cached)
+
+image-test: image $(CRANE) ## build the image if stale, check its OCI layout, push it to a local registry, run shoal from it
+	SHOAL_IMAGE_LAYOUT=$(IMAGE_OUT) SHOAL_CRANE=$(CRANE) SHOAL_IMAGE_REQUIRED=1 $(VENV)/bin/pytest tests/image -p no:cacheprovider $(PYTEST_ARGS)
+
+image-lock: ## refresh requirements/image.lock and build.lock with hashes (pip-tools; needs PyPI)
+	@test -x $(PIP_TOOLS)/bin/pip-compile || { $(PYTHON) -m venv $(PIP_TOOLS) && \
+	  $(PIP_TOOLS)/bin/pip install -q -U pip 'pip-tools==$(PIP_TOOLS_VERSION)'; }
+	$(PIP_TOOLS)/bin/pip-compile -q --upgrade --generate-hashes --strip-extras --allow-unsafe \
+	  --no-emit-index-url --no-emit-find-links -o requirements/image.lock pyproject.toml
+	$(PIP_TOOLS)/bin/pip-compile -q --upgrade --generate-hashes --strip-extras --allow-unsafe \
+	  --no-emit-index-url --no-emit-find-links -o requirements/build.lock requirements/build.in
 
 clean: ## remove the virtualenv and build artefacts (the Go binary cache stays)
 	rm -rf $(VENV) .typecheck build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
