@@ -3,7 +3,8 @@
 ``json`` writes one JSON object per line, shaped as klog's JSON format: ``ts`` (seconds since the
 epoch, a float), ``v`` (the verbosity: 0, or 4 for debug lines), ``msg``, then key-values — the
 logger's name (``logger``), a ``level`` for warnings and errors, whatever the call passed as
-``extra={...}``, and ``err`` (with ``stacktrace``) when an exception is logged.
+``extra={...}`` (kopf's object reference as ``object``), and ``err`` (with ``stacktrace``) when an
+exception is logged.
 """
 
 from __future__ import annotations
@@ -16,8 +17,16 @@ from typing import Any, TextIO
 FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
-#: a LogRecord's own attributes: everything else on a record came from ``extra``
-_RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+#: a LogRecord's own attributes (everything else on a record came from ``extra``), and kopf's
+#: private extras (its settings object, its posting flag)
+_RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
+    "message",
+    "asctime",
+    "settings",
+    "k8s_skip",
+}
+#: extras renamed: kopf's object reference, as klog's ``object``
+_RENAMED = {"k8s_ref": "object"}
 
 
 class JsonFormatter(logging.Formatter):
@@ -31,6 +40,7 @@ class JsonFormatter(logging.Formatter):
         if record.levelno >= logging.WARNING:
             entry["level"] = record.levelname.lower()
         for key, value in vars(record).items():
+            key = _RENAMED.get(key, key)
             if key not in _RECORD_FIELDS and key not in entry:
                 entry[key] = value
         if record.exc_info and record.exc_info[1] is not None:

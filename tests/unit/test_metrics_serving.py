@@ -233,7 +233,7 @@ def test_json_logs_are_one_klog_shaped_object_per_line() -> None:
     logformat.configure("json", stream=out)
     try:
         log = logging.getLogger("shoal.test")
-        log.info("bound %s", "default/p", extra={"node": "n1"})
+        log.info("bound %s", "default/p", extra={"node": "n1", "settings": object()})
         log.debug("not shown without --verbose")
         try:
             raise RuntimeError("boom")
@@ -251,7 +251,7 @@ def test_json_logs_are_one_klog_shaped_object_per_line() -> None:
         "logger": "shoal.test",
         "node": "n1",
     }
-    assert "level" not in first
+    assert "level" not in first and "settings" not in first  # kopf's settings object stays out
     assert second["level"] == "error" and second["err"] == "RuntimeError: boom"
     assert "Traceback" in second["stacktrace"]
     with pytest.raises(ValueError, match="logging format"):
