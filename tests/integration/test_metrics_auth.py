@@ -137,7 +137,7 @@ async def test_metrics_need_a_token_allowed_to_get_them(
     scraper, nobody = await token_of(api, ns, "scraper"), await token_of(api, ns, "nobody")
     op = OperatorProcess(
         kubeconfig, tmp_path / "op.log", identity="metrics-auth", lease_name="shoal-scheduler",
-        extra=["--lease-namespace", ns],
+        extra=["--lease-namespace", ns, "--logging-format", "json"],
     )  # fmt: skip
     with op:
         wait_ready(op)
@@ -166,6 +166,19 @@ async def test_metrics_need_a_token_allowed_to_get_them(
 
         await wait_for(sli, 30, what="the pod in the scheduling SLI")
         assert "forbidden" not in op.tail(200).lower(), op.tail(200)
+    # --logging-format=json: the log is JSON lines, klog-shaped
+    started = [
+        e for e in map(json_line, op.log.read_text().splitlines()) if "shoal started as" in e.get("msg", "")
+    ]
+    assert len(started) == 1 and started[0]["v"] == 0 and started[0]["logger"] == "shoal.operator", started
+
+
+def json_line(line: str) -> dict[str, Any]:
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return {}
+    return entry if isinstance(entry, dict) else {}
 
 
 def crd(kind: str, plural: str, spec_schema: dict[str, Any]) -> dict[str, Any]:
