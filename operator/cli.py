@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -112,13 +111,10 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from shoal.operator_app import logformat
     from shoal.operator_app.app import RunSettings, ShoalOperator, tune_gc
 
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("kopf").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    logformat.configure(args.logging_format, verbose=args.verbose)
     settings = RunSettings(
         kubeconfig=args.kubeconfig,
         leader_elect=not args.no_leader_elect,
@@ -126,6 +122,9 @@ def _run(args: argparse.Namespace) -> int:
         lease_name=args.lease_name,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
+        tls_cert_file=args.tls_cert_file,
+        tls_private_key_file=args.tls_private_key_file,
+        insecure_metrics_port=args.insecure_metrics_port,
         binding_concurrency=args.binding_concurrency,
         watch_timeout=args.watch_timeout,
         bootstrap_profiles=args.bootstrap_profiles,
@@ -186,6 +185,28 @@ def _add_profiles_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser
     from_config.set_defaults(func=_from_config)
 
 
+def _add_serving_flags(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--metrics-host", default="0.0.0.0", help="address of the metrics ports")
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        default=10259,
+        help="the secure port, as kube-scheduler's: HTTPS; /metrics needs a bearer token the API server "
+        "authenticates (TokenReview) and allows to get /metrics (SubjectAccessReview); /healthz, "
+        "/readyz, /livez need none. 0: no secure port (default 10259)",
+    )
+    run.add_argument("--tls-cert-file", help="PEM certificate of the secure port (default: self-signed)")
+    run.add_argument("--tls-private-key-file", help="PEM key of --tls-cert-file")
+    run.add_argument(
+        "--insecure-metrics-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="also serve /metrics and the health paths over plain HTTP on PORT to anyone who can "
+        "reach it, without TLS or authentication (default 0: off)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="shoal", description="shoal, a Kubernetes scheduler: run it, or ask it what-if questions."
@@ -202,8 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--lease-name", default="shoal-scheduler")
     run.add_argument("--lease-duration", type=float, default=0.0, help="seconds (default 15; tests use less)")
     run.add_argument("--id", help="leader-election identity (default: hostname_pid)")
-    run.add_argument("--metrics-host", default="0.0.0.0")
-    run.add_argument("--metrics-port", type=int, default=10259)
+    _add_serving_flags(run)
     run.add_argument(
         "--binding-concurrency", type=int, default=64, help="Bindings posted at once (default 64)"
     )
@@ -217,6 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(edits are kept until the file's spec changes; profiles made by hand are never touched)",
     )
     run.add_argument("-v", "--verbose", action="store_true")
+    run.add_argument(
+        "--logging-format",
+        choices=("text", "json"),
+        default="text",
+        help="text, or json: one JSON object per line (ts, v, msg, key-values), as Kubernetes components",
+    )
     run.set_defaults(func=_run)
 
     sim = sub.add_parser("simulate", help="place pending pods of a snapshot with a profile (no cluster)")

@@ -25,6 +25,8 @@ from shoal.core.status import Code, Status
 class GateResult:
     status: Status
     waited: float
+    #: closed by its timeout (not allowed, nor rejected by a plugin)
+    timed_out: bool = False
 
     @property
     def allowed(self) -> bool:
@@ -45,6 +47,7 @@ class PermitGate:
         self._result: Status | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.started = time.monotonic()
+        self.timed_out = False
 
     # -- plugins' side -------------------------------------------------------------------------
     @property
@@ -83,6 +86,7 @@ class PermitGate:
 
     def _on_timeout(self) -> None:
         plugins = ", ".join(sorted(self._pending))
+        self.timed_out = self._result is None
         self.reject(
             next(iter(sorted(self._pending)), ""),
             f"rejected due to timeout after waiting {self.timeout:g}s at plugin {plugins}",
@@ -103,7 +107,7 @@ class PermitGate:
         self.arm()
         assert self._future is not None
         status = await asyncio.shield(self._future)
-        return GateResult(status, asyncio.get_running_loop().time() - self.started)
+        return GateResult(status, asyncio.get_running_loop().time() - self.started, self.timed_out)
 
     def __await__(self):  # type: ignore[no-untyped-def]
         return self.wait().__await__()

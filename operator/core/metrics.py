@@ -27,6 +27,12 @@ class Metrics(Protocol):
     def preemption(self, victims: int) -> None:
         """One preemption attempt (DefaultPreemption's PostFilter); ``victims`` chosen, 0 if none."""
 
+    def pod_scheduled(self, attempts: int, seconds: float) -> None:
+        """A pod bound after ``attempts`` attempts, ``seconds`` after its first one (the SLI)."""
+
+    def gang_timeout(self, profile: str) -> None:
+        """A gang's members timed out waiting at Permit for their quorum (counted once a gang)."""
+
 
 class NullMetrics:
     def attempt(self, result: str, profile: str, seconds: float) -> None:
@@ -45,4 +51,10 @@ class NullMetrics:
         pass
 
     def preemption(self, victims: int) -> None:
+        pass
+
+    def pod_scheduled(self, attempts: int, seconds: float) -> None:
+        pass
+
+    def gang_timeout(self, profile: str) -> None:
         pass

@@ -98,6 +98,8 @@ class Scheduler:
         self._bind_slot = asyncio.Event()
         self._last_cleanup = 0.0
         self.attempts = 0
+        #: gang key -> when its timeout was last counted: its members' gates close together
+        self._gang_timeouts: dict[str, float] = {}
         #: called with every placement that found a node, its per-plugin scores recorded (the
         #: simulator keeps the best nodes' scores for ``shoal simulate``)
         self.placement_observer: Callable[[PodInfo, Placement], None] | None = None
@@ -393,6 +395,8 @@ class Scheduler:
                 result = await placed.gate.wait()
                 self.waiting.remove(pod.uid)
                 self.metrics.permit_wait("allowed" if result.allowed else "rejected", result.waited)
+                if result.timed_out and pod.group_key is not None:
+                    self._gang_timed_out(fw, pod.group_key, result.waited)
                 status = result.status
             if status.ok:
                 binding = True
@@ -420,7 +424,20 @@ class Scheduler:
         self.cache.finish_binding(pod.uid)
         fw.run_post_bind(state, pod, node)
         self.metrics.attempt("scheduled", fw.name, time.perf_counter() - began)
+        if qpi.initial_attempt is not None:
+            self.metrics.pod_scheduled(qpi.attempts, self.queue.clock() - qpi.initial_attempt)
         self.reporter.scheduled(pod, node, fw.name, note=state.read(PLACEMENT_NOTE, ""))
+
+    def _gang_timed_out(self, fw: Framework, key: str, waited: float) -> None:
+        """Count a gang's Permit timeout once: its members' gates time out within moments of each
+        other, and a retry's gates wait a whole timeout again (``waited``) before theirs."""
+        now = self.clock()
+        if now - self._gang_timeouts.get(key, -1e9) < waited / 2:
+            return
+        self._gang_timeouts[key] = now
+        if len(self._gang_timeouts) > 4096:  # forget the oldest (dicts keep insertion order)
+            del self._gang_timeouts[next(iter(self._gang_timeouts))]
+        self.metrics.gang_timeout(fw.name)
 
     def _binding_failed(
         self, fw: Framework, placed: Assumed, status: Status, began: float, *, report: bool = True

@@ -65,8 +65,11 @@ class KubeReporter:
         dedup_seconds: float = 600.0,
         held_delay: float = 5.0,
         enabled: Callable[[], bool] = lambda: True,
+        on_dropped: Callable[[], None] = lambda: None,
     ) -> None:
         self.raw = RawClient(api)
+        #: called for each write dropped (shoal_events_dropped_total)
+        self.on_dropped = on_dropped
         self.instance = instance
         self.enabled = enabled
         self.dedup_seconds = dedup_seconds
@@ -122,6 +125,7 @@ class KubeReporter:
             self._queue.put_nowait(job)
         except asyncio.QueueFull:
             self.dropped += 1
+            self.on_dropped()
 
     def _fresh(self, pod: PodInfo, reason: str, message: str) -> bool:
         key = (pod.uid, reason, message)

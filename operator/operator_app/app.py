@@ -49,6 +49,7 @@ from shoal.core.scheduler import Scheduler
 from shoal.core.volumes import VOLUME_WRITER, StorageObject
 from shoal.kube.binder import KubeBinder
 from shoal.kube.bootstrap import bootstrap_profiles
+from shoal.kube.delegated_auth import DelegatedAuth
 from shoal.kube.dra import KubeClaimWriter
 from shoal.kube.informer import Event, Informer, Kind
 from shoal.kube.kinds import (
@@ -75,6 +76,7 @@ from shoal.operator_app.leadership import Leadership
 from shoal.operator_app.metrics import HealthServer, PromMetrics
 from shoal.operator_app.podgroups import PodGroupStatus
 from shoal.operator_app.profiles import ProfileController, Profiles
+from shoal.operator_app.secure_serving import auth_middleware, server_context
 from shoal.operator_app.settings import GC_THRESHOLDS, RunSettings, tune_gc
 from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 
@@ -108,7 +110,9 @@ class ShoalOperator:
         self.api: client.ApiClient | None = None
         self.raw: RawClient | None = None
         self.reporter: KubeReporter | None = None
+        #: the secure port's server (HTTPS, authenticated /metrics), and the plain-HTTP one if asked
         self.server: HealthServer | None = None
+        self.insecure_server: HealthServer | None = None
         self.elector: LeaseElector | None = None
         # the parts, made by compose()
         self.scheduler: Scheduler | None = None
@@ -212,7 +216,7 @@ class ShoalOperator:
             "podgroup-status": self.podgroups.run(),
         }
         self.health.started = True
-        log.info("shoal started as %s (metrics on :%s)", self.settings.identity, self._port())
+        log.info("shoal started as %s (%s)", self.settings.identity, self._ports())
         await run_vital(self.health, tasks)  # returns when one ended: broken, and no longer leading
 
     async def _relist(self) -> None:
@@ -220,8 +224,38 @@ class ShoalOperator:
         assert self.raw is not None
         await self.informer.run(self.raw)
 
-    def _port(self) -> int | None:
-        return self.server.port if self.server is not None else None
+    def _ports(self) -> str:
+        ports = [f"https :{self.server.port}"] if self.server is not None else []
+        if self.insecure_server is not None:
+            ports.append(f"plain http :{self.insecure_server.port}")
+        return "metrics on " + ", ".join(ports) if ports else "no metrics port"
+
+    async def _serve(self) -> None:
+        """The secure port (HTTPS; /metrics needs a token the API server accepts and allows to
+        get it) and, only when asked for, the plain-HTTP one."""
+        s = self.settings
+        assert self.raw is not None
+        if s.metrics_port:
+            tls = server_context(s.tls_cert_file, s.tls_private_key_file, host=s.metrics_host)
+            self.server = HealthServer(
+                self.metrics,
+                self.health.ready,
+                alive=self.health.alive,
+                host=s.metrics_host,
+                port=s.metrics_port,
+                tls=tls,
+                middlewares=[auth_middleware(DelegatedAuth(self.raw))],
+            )
+            await self.server.start()
+        if s.insecure_metrics_port:
+            self.insecure_server = HealthServer(
+                self.metrics,
+                self.health.ready,
+                alive=self.health.alive,
+                host=s.metrics_host,
+                port=s.insecure_metrics_port,
+            )
+            await self.insecure_server.start()
 
     async def start(self) -> None:
         """API client, reporter, scheduler, parts, health server; then prime the caches."""
@@ -229,7 +263,10 @@ class ShoalOperator:
         self.api = await connect(s.kubeconfig)
         self.raw = RawClient(self.api)
         self.reporter = KubeReporter(
-            self.api, instance=s.identity, enabled=lambda: self.leading or self._draining()
+            self.api,
+            instance=s.identity,
+            enabled=lambda: self.leading or self._draining(),
+            on_dropped=self.metrics.event_dropped,
         )
         self.reporter.start()
         binder = KubeBinder(self.api, concurrency=s.binding_concurrency)
@@ -250,10 +287,7 @@ class ShoalOperator:
         scheduler.handle.extras[CLAIM_WRITER] = KubeClaimWriter(self.raw)  # DynamicResources' PreBind
         scheduler.handle.extras[PREEMPTION_EXECUTOR] = KubePreemptionExecutor(self.raw, instance=s.identity)
         self.compose(scheduler, MergePatchStatus(self.raw), raw=self.raw)
-        self.server = HealthServer(
-            self.metrics, self.health.ready, alive=self.health.alive, host=s.metrics_host, port=s.metrics_port
-        )
-        await self.server.start()
+        await self._serve()
         await self.prime()
         gc.freeze()  # the primed cache is long-lived: keep it out of every future collection
 
@@ -281,12 +315,13 @@ class ShoalOperator:
             await self.leadership.follow(False)
         if self.elector is not None:
             await self.elector.release()
-        reporter, server, api = self.reporter, self.server, self.api
-        self.reporter = self.server = self.api = None
+        reporter, servers, api = self.reporter, (self.server, self.insecure_server), self.api
+        self.reporter = self.server = self.insecure_server = self.api = None
         if reporter is not None:
             await reporter.stop()
-        if server is not None:
-            await server.stop()
+        for server in servers:
+            if server is not None:
+                await server.stop()
         if api is not None:
             await api.close()
             log.info("shoal stopped")

@@ -9,19 +9,36 @@ Series:
 * ``scheduler_plugin_execution_duration_seconds{plugin,extension_point,status}`` — each plugin
   call, in one scheduling cycle out of ten (as kube-scheduler samples it)
 * ``scheduler_permit_wait_duration_seconds{result}``
+* ``scheduler_pod_scheduling_sli_duration_seconds{attempts}`` — from a pod's first scheduling
+  attempt to its binding (kube-scheduler's SLI: the time gated before it is left out), and
+  ``scheduler_pod_scheduling_attempts`` (attempts a bound pod took)
 * ``shoal_leader`` (1 on the replica that schedules) and ``shoal_profiles{ready}``
+* ``shoal_events_dropped_total`` — events and conditions the reporter dropped (its queue was full)
+* ``shoal_gang_timeouts_total{profile}`` — gangs whose members timed out waiting at Permit
+* ``process_*`` and ``python_gc_*``, ``python_info`` (prometheus-client's collectors)
 
 Endpoints: ``/metrics``, ``/healthz`` (the event loop answers), ``/livez`` (and no vital task —
 leader election, the scheduling loop, the PodGroup status loop — has ended), ``/readyz`` (the
-caches are filled and nothing is broken).
+caches are filled and nothing is broken). On the secure port (HTTPS, the default) ``/metrics``
+needs a bearer token allowed to ``get`` it (:mod:`.secure_serving`); the health paths never do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import ssl
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 
@@ -80,6 +97,40 @@ class PromMetrics:
         self.profiles = Gauge("shoal_profiles", "SchedulingProfiles by readiness.", ["ready"], registry=r)
         for queue in ("active", "backoff", "unschedulable", "gated"):
             self.pending_pods.labels(queue).set(0)
+        self._day_two(r)
+
+    def _day_two(self, r: CollectorRegistry) -> None:
+        """The pod scheduling SLI, shoal's own counters, and the process and runtime collectors."""
+        self.sli_duration = Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from its first scheduling attempt to its binding; "
+            "may involve several attempts.",
+            ["attempts"],
+            buckets=_exp(0.01, 2, 20),
+            registry=r,
+        )
+        self.scheduling_attempts = Histogram(
+            "scheduler_pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod.",
+            buckets=_exp(1, 2, 5),
+            registry=r,
+        )
+        self.events_dropped = Counter(
+            "shoal_events_dropped",
+            "Events and pod conditions dropped: the reporter's queue was full.",
+            registry=r,
+        )
+        self.gang_timeouts = Counter(
+            "shoal_gang_timeouts",
+            "Gangs whose members timed out waiting at Permit for their quorum.",
+            ["profile"],
+            registry=r,
+        )
+        # process_* (CPU, memory, file descriptors), python_gc_*, python_info, as client_golang's
+        # process and Go collectors give kube-scheduler's
+        ProcessCollector(registry=r)
+        GCCollector(registry=r)
+        PlatformCollector(registry=r)
 
     def attempt(self, result: str, profile: str, seconds: float) -> None:
         self.attempts.labels(result, profile).inc()
@@ -97,6 +148,16 @@ class PromMetrics:
     def pending(self, queue: str, count: int) -> None:
         self.pending_pods.labels(queue).set(count)
 
+    def pod_scheduled(self, attempts: int, seconds: float) -> None:
+        self.sli_duration.labels(attempts_label(attempts)).observe(seconds)
+        self.scheduling_attempts.observe(attempts)
+
+    def gang_timeout(self, profile: str) -> None:
+        self.gang_timeouts.labels(profile).inc()
+
+    def event_dropped(self) -> None:
+        self.events_dropped.inc()
+
     def preemption(self, victims: int) -> None:
         self.preemption_attempts.inc()
         if victims:
@@ -106,8 +167,16 @@ class PromMetrics:
         return generate_latest(self.registry)
 
 
+def attempts_label(attempts: int) -> str:
+    """kube-scheduler's ``attempts`` label: capped at "15+" to bound the series."""
+    return "15+" if attempts >= 15 else str(attempts)
+
+
 class HealthServer:
-    """/metrics, /healthz, /livez, /readyz on one port (kube-scheduler serves them together)."""
+    """/metrics, /healthz, /livez, /readyz on one port (kube-scheduler serves them together).
+
+    ``tls`` makes it HTTPS; ``middlewares`` guard it (:func:`.secure_serving.auth_middleware`).
+    Without them it is the plain-HTTP port, open to anyone who can reach it."""
 
     def __init__(
         self,
@@ -117,7 +186,11 @@ class HealthServer:
         host: str,
         port: int,
         alive: Callable[[], bool] = lambda: True,
+        tls: ssl.SSLContext | None = None,
+        middlewares: Sequence[Any] = (),
     ) -> None:
+        self.tls = tls
+        self.middlewares = list(middlewares)
         self.metrics = metrics
         self.ready = ready
         self.alive = alive
@@ -126,14 +199,14 @@ class HealthServer:
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(middlewares=self.middlewares)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._ok)
         app.router.add_get("/livez", self._livez)
         app.router.add_get("/readyz", self._readyz)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls)
         await site.start()
         if self.port == 0 and site._server is not None:  # tests ask for any free port
             sockets = getattr(site._server, "sockets", None) or []

@@ -19,7 +19,13 @@ class RunSettings:
     retry_period: float = 2.0
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{os.getpid()}")
     metrics_host: str = "0.0.0.0"
+    #: the secure port (HTTPS, /metrics behind TokenReview + SubjectAccessReview); 0: none
     metrics_port: int = 10259
+    #: a PEM certificate and key for the secure port; None: a self-signed pair made at start-up
+    tls_cert_file: str | None = None
+    tls_private_key_file: str | None = None
+    #: a plain-HTTP port serving the same paths to anyone (no TLS, no auth); 0: none (the default)
+    insecure_metrics_port: int = 0
     binding_concurrency: int = 64
     status_interval: float = 1.0
     watch_timeout: float = 300.0

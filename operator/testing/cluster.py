@@ -186,7 +186,10 @@ class OperatorProcess:
         extra: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
     ) -> None:
+        #: the plain-HTTP port (``--insecure-metrics-port``): tests and benches read /metrics and the
+        #: health paths there without a token; ``secure_port`` is the HTTPS one, as in production
         self.metrics_port = free_port()
+        self.secure_port = free_port()
         self.log = log
         self.argv = [
             sys.executable,
@@ -204,6 +207,8 @@ class OperatorProcess:
             "--metrics-host",
             "127.0.0.1",
             "--metrics-port",
+            str(self.secure_port),
+            "--insecure-metrics-port",
             str(self.metrics_port),
             *(["--no-leader-elect"] if not leader_elect else []),
             *extra,

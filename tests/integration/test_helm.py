@@ -356,7 +356,8 @@ def test_notes(cp: ControlPlane, helm_env: dict[str, str]) -> None:
     assert f"kubectl -n {NS} get lease shoal-scheduler" in text
     forward = next(line for line in text.splitlines() if "port-forward" in line)
     assert forward.rstrip().endswith("port-forward deploy/notes-shoal 10259")  # it blocks: nothing after
-    assert "curl localhost:10259/metrics" in text
+    assert "https://localhost:10259/metrics" in text and "notes-shoal-metrics-reader" in text
+    assert "curl localhost:10259/metrics" in notes("--set", "metrics.secure=false")
     alone = notes("--set", "leaderElection.enabled=false,replicaCount=1")
     assert "lease" not in alone.lower()
     assert "Profiles: none from the chart" in notes("--set-json", "profiles=[]")
