@@ -226,7 +226,8 @@ def print_text(doc: dict[str, Any]) -> None:
             costs = " ".join(f"{p}.cost={c:g}" for p, c in n["costs"].items())
             rows.append((n["name"], f"fits, score {n['score']}", f"{details} {costs} {notes}".strip()))
         else:
-            rows.append((n["name"], f"rejected by {n['plugin']}", f"{', '.join(n['reasons'])} {notes}".strip()))
+            reasons = ", ".join(n["reasons"])
+            rows.append((n["name"], f"rejected by {n['plugin']}", f"{reasons} {notes}".strip()))
     widths = [max(len(r[i]) for r in rows) for i in range(2)]
     for r in rows:
         print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip())

@@ -167,7 +167,10 @@ def test_explain_document_holds_what_the_text_prints(capsys: pytest.CaptureFixtu
     fits, rejected = doc["nodes"]
     assert (fits["name"], fits["result"], fits["score"] > 0) == ("free", "fits", True)
     assert fits["scores"]["TaintToleration"] == 100 and fits["costs"] == {}  # per plugin, before weights
-    assert rejected == {
+    notes = rejected.pop("notes")  # per-node details: where GPUMemory read the node's GPU memory
+    assert notes["GPUMemory"].startswith("GPU memory from ") and fits["notes"].keys() == {"GPUMemory"}
+    rejected["notes"] = notes
+    assert {k: v for k, v in rejected.items() if k != "notes"} == {
         "name": "tainted",
         "result": "rejected",
         "plugin": "TaintToleration",
