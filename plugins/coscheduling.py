@@ -9,6 +9,11 @@ Two APIs, one model (``PodGroupInfo``, keyed apart: ``shoal.core.objects.pod_gro
   with ``schedulingPolicy.gang.minCount`` or ``basic``, and pods that join it with
   ``spec.schedulingGroup.podGroupName``. A ``basic`` group is not a gang: as kube-scheduler's
   GangScheduling, its pods wait until it exists, then each is scheduled alone.
+* Volcano's (``scheduling.volcano.sh/v1beta1``, ``shoal.core.volcano``): a ``PodGroup`` with
+  ``minMember`` and ``minResources``, and pods that join it with the annotation
+  ``scheduling.k8s.io/group-name``. A group using a field shoal does not evaluate (a queue other
+  than ``default``, ``minTaskMember``, ``networkTopology``, ``subGroupPolicy``) is refused at
+  PreFilter (UnschedulableAndUnresolvable), its members' events naming the field.
 
 A thin adapter over state the scheduler already keeps (the cache counts members, WaitingPods holds
 their gates), after scheduler-plugins' ``pkg/coscheduling``:
@@ -117,6 +122,9 @@ class Coscheduling:
         status = self._check(pod)
         if status.ok and pod.group_key is not None:
             group = self.cache.pod_groups[pod.group_key]
+            if group.unevaluated:  # never silently wrong: a Volcano queue, per-task quorums, ...
+                why = f"{named(group)} uses {', '.join(group.unevaluated)}, which shoal does not evaluate"
+                return None, Status.unschedulable(why, plugin=NAME, resolvable=False)
             short = self.short_of_min_resources(group)
             if short:
                 status = Status.unschedulable(short, plugin=NAME)

@@ -14,6 +14,11 @@ Finished and Failed are final and never rewritten.
 A native PodGroup (``scheduling.k8s.io``) gets kube-scheduler 1.37's status instead: the
 ``PodGroupInitiallyScheduled`` condition (``shoal.core.workloads.initially_scheduled``), written by
 strategic merge patch so that other conditions stay; its members need no listing or checks.
+
+A Volcano PodGroup (``scheduling.volcano.sh``) gets vc-scheduler's phase and counts
+(``shoal.core.volcano.volcano_phase``), merge-patched onto the object itself (Volcano's CRD has no
+status subresource), and only while shoal schedules its members: a group whose pods name another
+scheduler (vc-scheduler, during a migration) or that has no pod yet is left to Volcano.
 """
 
 from __future__ import annotations
@@ -26,8 +31,16 @@ from typing import Any
 
 import aiohttp
 
-from shoal.core.objects import NATIVE_GROUP_API, POD_GROUP_LABEL, TERMINAL_PHASES, PodGroupInfo, PodInfo
+from shoal.core.objects import (
+    NATIVE_GROUP_API,
+    POD_GROUP_LABEL,
+    TERMINAL_PHASES,
+    VOLCANO_GROUP_API,
+    PodGroupInfo,
+    PodInfo,
+)
 from shoal.core.scheduler import Scheduler
+from shoal.core.volcano import volcano_phase
 from shoal.core.workloads import INITIALLY_SCHEDULED, initially_scheduled
 from shoal.kube.informer import Event
 from shoal.kube.listing import list_objects
@@ -38,6 +51,7 @@ from shoal.kube.wire import (
     PODGROUPS,
     PODS,
     STRATEGIC_MERGE_PATCH,
+    VOLCANO_PODGROUPS,
     phase_selector,
     rfc3339,
 )
@@ -141,12 +155,20 @@ class PodGroupStatus:
         self._waiting_checks: list[PodInfo] = []
         #: native PodGroup -> its status.conditions as last seen or written
         self._conditions: dict[str, list[dict[str, Any]]] = {}
+        #: Volcano PodGroup -> its status as last seen or written
+        self._volcano: dict[str, dict[str, Any]] = {}
 
     # -- what the watch says ---------------------------------------------------------------------
     def on_group(self, event: Event[PodGroupInfo]) -> None:
         key = event.obj.key
         status = event.raw.get("status")
-        if event.obj.api == NATIVE_GROUP_API:
+        if event.obj.api == VOLCANO_GROUP_API:
+            if event.deleted:
+                self._volcano.pop(key, None)
+                self._terminal.pop(key, None)
+            else:
+                self._volcano[key] = dict(status or {})
+        elif event.obj.api == NATIVE_GROUP_API:
             conditions = (status or {}).get("conditions") or []
             if event.deleted:
                 self._conditions.pop(key, None)
@@ -290,6 +312,9 @@ class PodGroupStatus:
         if group is not None and group.api == NATIVE_GROUP_API:
             await self.write_native(group)
             return
+        if group is not None and group.api == VOLCANO_GROUP_API:
+            await self.write_volcano(group)
+            return
         if key in self._final or key in self._checking:
             return
         if group is None:
@@ -332,3 +357,27 @@ class PodGroupStatus:
             path, {"conditions": [condition]}, f"PodGroup {key}", patch=STRATEGIC_MERGE_PATCH
         ):
             self._conditions[key] = [c for c in current if c.get("type") != INITIALLY_SCHEDULED] + [condition]
+
+    # -- Volcano PodGroups -------------------------------------------------------------------------
+    async def write_volcano(self, group: PodGroupInfo) -> None:
+        """vc-scheduler's phase and counts on a Volcano PodGroup whose members shoal schedules,
+        when they differ from what the object shows; not while a member's end is being checked."""
+        key = group.key
+        members = self.scheduler.cache.group_members(key)
+        if key in self._checking or not any(m.scheduler_name in self.scheduler.profiles for m in members):
+            return  # checking, or vc-scheduler's group (or one without pods): Volcano writes it
+        terminal = self._terminal.get(key, {"Succeeded": set(), "Failed": set()})
+        succeeded, failed = len(terminal["Succeeded"]), len(terminal["Failed"])
+        scheduled = sum(1 for m in members if m.bound) + succeeded + failed
+        phase = volcano_phase(
+            group.min_member, scheduled, succeeded + failed, refused=bool(group.unevaluated)
+        )
+        running = sum(1 for m in members if m.phase == "Running")
+        status = {"phase": phase, "running": running, "succeeded": succeeded, "failed": failed}
+        current = self._volcano.get(key, {})
+        # Volcano omits zero counts (omitempty): absent and 0 are the same
+        if all(current.get(k, 0 if k != "phase" else None) == v for k, v in status.items()):
+            return
+        path = VOLCANO_PODGROUPS.path(group.name, namespace=group.namespace)  # the object: no /status
+        if await self.writer.write(path, status, f"PodGroup {key}"):
+            self._volcano[key] = {**current, **status}
