@@ -95,7 +95,7 @@ def volcano_podgroup_crd() -> JSON:
             "failed": _int32(0),
         },
     }
-    columns = [
+    columns: list[JSON] = [
         {"name": "STATUS", "type": "string", "jsonPath": ".status.phase"},
         {"name": "minMember", "type": "integer", "jsonPath": ".spec.minMember"},
         {"name": "RUNNINGS", "type": "integer", "jsonPath": ".status.running"},
