@@ -102,4 +102,5 @@ async def test_a_ray_cluster_is_one_gang_under_kuberays_scheduler_name(
     note = await failed_note(api, namespace, big[0])
     assert f"pod group {namespace}/big" in note and "nothing was reserved" in note, note
     assert "minResources needs 16 more nvidia.com/gpu, the schedulable nodes have 8 free" in note, note
-    assert not any((await bound(api, namespace))[n] for n in big)
+    now = await bound(api, namespace)
+    assert not any(now[n] for n in big)

@@ -117,7 +117,8 @@ async def test_kuberay_volcano_clusters_are_gangs(
     note = await failed_note(api, namespace, big[1])
     assert f"pod group {namespace}/ray-big-pg@scheduling.volcano.sh" in note
     assert "minResources needs" in note or "only" in note, note
-    assert not any((await bound(api, namespace))[n] for n in big)
+    now = await bound(api, namespace)
+    assert not any(now[n] for n in big)
 
     async def inqueue() -> str | None:
         phase = ((await volcano_group(api, namespace, "ray-big-pg")).get("status") or {}).get("phase")
@@ -132,6 +133,7 @@ async def test_kuberay_volcano_clusters_are_gangs(
     _, queued = await ray_cluster(api, namespace, "queued", workers=1, queue="research")
     note = await failed_note(api, namespace, queued[0])
     assert "uses spec.queue=research, which shoal does not evaluate" in note, note
-    assert not any((await bound(api, namespace))[n] for n in queued)
+    now = await bound(api, namespace)
+    assert not any(now[n] for n in queued)
     phase = ((await volcano_group(api, namespace, "ray-queued-pg")).get("status") or {}).get("phase")
     assert phase == "Pending"
