@@ -505,12 +505,7 @@ async def test_chart_rbac_is_enough_and_no_more(
                 make_pod("never", gpus=64),
                 *(make_pod(f"rbac-gang-{i}", gpus=4, pod_group="rbac-gang") for i in range(3)),
                 *(make_pod(f"rbac-native-{i}", gpus=4, scheduling_group="rbac-native") for i in range(2)),
-                *(
-                    make_pod(
-                        f"rbac-volcano-{i}", gpus=1, annotations={VOLCANO_GROUP_ANNOTATION: "rbac-volcano"}
-                    )
-                    for i in range(2)
-                ),
+                *(make_pod(f"rbac-volcano-{i}", gpus=1, annotations=volcano_link) for i in range(2)),
             ],
         )
         core: Any = client.CoreV1Api(api)
