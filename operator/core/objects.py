@@ -438,6 +438,8 @@ class PodGroupInfo:
     #: fields of the PodGroup that change placement and that shoal does not evaluate (its members
     #: are refused, naming them: ``shoal.core.volcano``)
     unevaluated: tuple[str, ...] = ()
+    #: a Volcano PodGroup's ``spec.minTaskMember``: task name -> the members of it the quorum needs
+    task_quorums: dict[str, int] = field(default_factory=dict)
 
     @property
     def key(self) -> str:

@@ -13,7 +13,11 @@ Volcano                           shoal
 ``spec.priorityClassName``        not read: Volcano orders PodGroups by it; shoal orders pods by
                                   their own priority (its controllers give the pods the same class)
 ``spec.queue``                    ``default`` (or absent) only; another queue is refused, named
-``spec.minTaskMember``            refused, named (a quorum per task: shoal has one per group)
+``spec.minTaskMember``            ``task_quorums``: evaluated where shoal's one quorum implies them
+                                  (any ``minMember`` members hold each task's minimum; members name
+                                  their task by the annotation ``volcano.sh/task-spec``), which is
+                                  what Volcano's job controller writes by default; else refused,
+                                  named (:func:`short_of_task_quorums`)
 ``spec.networkTopology``          refused, named (HyperNode tiers; shoal's topology is node labels)
 ``spec.subGroupPolicy``           refused, named (quorums per subgroup)
 ``status``                        phase and counts, as vc-scheduler writes them
@@ -32,6 +36,8 @@ from shoal.core.grouplinks import VOLCANO_GROUP_API
 from shoal.core.objects import PodGroupInfo, parse_time
 from shoal.core.quantity import QuantityError, to_int
 
+#: the annotation (and label) Volcano's job controller puts on a pod: the name of its task
+TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 #: the queue every Volcano installation has, and the CRD's default for ``spec.queue``
 DEFAULT_QUEUE = "default"
 #: Volcano's PodGroup phases (``PodGroupPhase``); shoal writes all but Unknown
@@ -45,7 +51,7 @@ def unevaluated_fields(spec: Mapping[str, Any]) -> tuple[str, ...]:
     queue = spec.get("queue")
     if queue and queue != DEFAULT_QUEUE:
         out.append(f"spec.queue={queue}")
-    for field in ("minTaskMember", "networkTopology", "subGroupPolicy"):
+    for field in ("networkTopology", "subGroupPolicy"):
         if spec.get(field):
             out.append(f"spec.{field}")
     return tuple(out)
@@ -74,7 +80,40 @@ def volcano_pod_group(obj: Mapping[str, Any]) -> PodGroupInfo:
         generation=int(meta.get("generation") or 0),
         api=VOLCANO_GROUP_API,
         unevaluated=unevaluated_fields(spec),
+        task_quorums={
+            str(task): int(n)
+            for task, n in (spec.get("minTaskMember") or {}).items()
+            if isinstance(n, int) and n > 0
+        },
     )
+
+
+def short_of_task_quorums(group: PodGroupInfo, task_counts: Mapping[str, int]) -> tuple[str, bool]:
+    """Why ``minTaskMember`` is not implied by the group's one quorum ("" when it is), and whether
+    that may pass (a task has fewer pods than its minimum: more may come).
+
+    shoal places at least ``minMember`` of the group's ``total`` members, any of them. Each task
+    ``t`` then gets at least ``count[t] - (total - minMember)`` members, so its minimum holds
+    whatever fits when ``count[t] - minTaskMember[t] >= total - minMember``: always so for what
+    Volcano's job controller writes by default (``minAvailable`` = every replica, each task's
+    minimum = its replicas). Otherwise the group is refused, naming the field: shoal would not
+    know to prefer one task's pods over another's.
+    """
+    total = sum(task_counts.values())
+    slack = max(total - group.min_member, 0)
+    for task, need in sorted(group.task_quorums.items()):
+        have = task_counts.get(task, 0)
+        if have < need:
+            why = f"pod group {group.key}: task {task} has {have} of the {need} pods spec.minTaskMember asks"
+            return why, True
+        if have - need < slack:
+            why = (
+                f"pod group {group.key} uses spec.minTaskMember ({task}: {need} of its {have} pods), "
+                f"which its minMember {group.min_member} of {total} members does not imply "
+                "and shoal does not evaluate"
+            )
+            return why, False
+    return "", False
 
 
 def volcano_phase(min_member: int, scheduled: int, completed: int, *, refused: bool = False) -> str:

@@ -10,7 +10,16 @@ import pytest
 
 from shoal.core.objects import NodeSpec, PodInfo
 from shoal.core.scheduler import Scheduler
-from shoal.core.volcano import COMPLETED, INQUEUE, PENDING, RUNNING, volcano_phase, volcano_pod_group
+from shoal.core.volcano import (
+    COMPLETED,
+    INQUEUE,
+    PENDING,
+    RUNNING,
+    TASK_SPEC_ANNOTATION,
+    short_of_task_quorums,
+    volcano_phase,
+    volcano_pod_group,
+)
 from shoal.core.workloads import decode_pod_group
 from shoal.kube.informer import LISTED
 from shoal.kube.kinds import KIND_VOLCANO_PODGROUPS
@@ -65,16 +74,68 @@ def test_a_volcano_podgroup_maps_to_the_one_model() -> None:
         ({"queue": ""}, ()),
         ({"priorityClassName": "high"}, ()),  # ordering only; members carry their own priority
         ({"queue": "research"}, ("spec.queue=research",)),
-        ({"minTaskMember": {"ps": 1, "worker": 2}}, ("spec.minTaskMember",)),
+        ({"minTaskMember": {"ps": 1, "worker": 2}}, ()),  # a task quorum: see below
         ({"networkTopology": {"mode": "hard", "highestTierAllowed": 1}}, ("spec.networkTopology",)),
         ({"subGroupPolicy": [{"name": "w", "subGroupSize": 2}]}, ("spec.subGroupPolicy",)),
-        ({"queue": "q", "minTaskMember": {"a": 1}}, ("spec.queue=q", "spec.minTaskMember")),
+        ({"queue": "q", "subGroupPolicy": [{"name": "a"}]}, ("spec.queue=q", "spec.subGroupPolicy")),
     ],
 )
 def test_fields_that_change_placement_and_are_not_evaluated_are_named(
     spec: dict[str, Any], named: tuple[str, ...]
 ) -> None:
     assert volcano_pod_group(make_volcano_pod_group("g", min_member=1, extra_spec=spec)).unevaluated == named
+
+
+def job_pods(group: str, tasks: dict[str, int]) -> list[dict[str, Any]]:
+    """Pods as Volcano's job controller names and annotates them (``<job>-<task>-<index>``)."""
+    return [
+        make_pod(
+            f"{group}-{task}-{i}",
+            gpus=8,
+            annotations={VOLCANO_GROUP_ANNOTATION: group, TASK_SPEC_ANNOTATION: task},
+        )
+        for task, n in tasks.items()
+        for i in range(n)
+    ]
+
+
+def with_tasks(name: str, min_member: int, quorums: dict[str, int]) -> dict[str, Any]:
+    return make_volcano_pod_group(name, min_member=min_member, extra_spec={"minTaskMember": quorums})
+
+
+@pytest.mark.parametrize(
+    ("min_member", "quorums", "counts", "why", "may_pass"),
+    [
+        (3, {"ps": 1, "worker": 2}, {"ps": 1, "worker": 2}, "", False),  # the job controller's default
+        (3, {"worker": 1}, {"ps": 1, "worker": 3}, "", False),  # any 3 of the 4 hold a worker
+        (2, {"ps": 1, "worker": 1}, {"ps": 1, "worker": 2}, "minTaskMember (ps: 1 of its 1 pods)", False),
+        (3, {"ps": 1, "worker": 2}, {"worker": 2}, "task ps has 0 of the 1 pods", True),  # not created yet
+    ],
+)
+def test_task_quorums_are_evaluated_where_the_one_quorum_implies_them(
+    min_member: int, quorums: dict[str, int], counts: dict[str, int], why: str, may_pass: bool
+) -> None:
+    group = volcano_pod_group(with_tasks("j", min_member, quorums))
+    assert group.task_quorums == quorums
+    got, passes = short_of_task_quorums(group, counts)
+    assert (why in got if why else got == "") and passes == may_pass, got
+
+
+async def test_a_volcano_job_with_task_quorums_is_placed_or_refused_by_name() -> None:
+    nodes = [make_node(f"g{i}", gpus=8) for i in range(3)]
+    implied = make_volcano_pod_group(
+        "job", min_member=3, extra_spec={"minTaskMember": {"ps": 1, "worker": 2}}
+    )
+    s = sim([*nodes, implied, *job_pods("job", {"ps": 1, "worker": 2})])
+    await s.run()
+    assert all(s.placements().values())
+    loose = make_volcano_pod_group(
+        "loose", min_member=2, extra_spec={"minTaskMember": {"ps": 1, "worker": 2}}
+    )
+    s = sim([*nodes, loose, *job_pods("loose", {"ps": 1, "worker": 2})])
+    outcomes = await s.run()
+    assert not any(s.placements().values())
+    assert all("uses spec.minTaskMember" in o.message for o in outcomes.values()), outcomes
 
 
 def test_the_annotation_links_a_pod_and_the_other_links_win() -> None:
