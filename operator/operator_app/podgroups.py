@@ -18,7 +18,9 @@ strategic merge patch so that other conditions stay; its members need no listing
 A Volcano PodGroup (``scheduling.volcano.sh``) gets vc-scheduler's phase and counts
 (``shoal.core.volcano.volcano_phase``), merge-patched onto the object itself (Volcano's CRD has no
 status subresource), and only while shoal schedules its members: a group whose pods name another
-scheduler (vc-scheduler, during a migration) or that has no pod yet is left to Volcano.
+scheduler (vc-scheduler, during a migration) is left to Volcano. A group without pods yet is
+shoal's when the Volcano Job that owns it names one of shoal's schedulers (read once): its job
+controller creates the pods only once the group is admitted (``Inqueue``).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from shoal.kube.wire import (
     PODGROUPS,
     PODS,
     STRATEGIC_MERGE_PATCH,
+    VOLCANO_JOBS,
     VOLCANO_PODGROUPS,
     phase_selector,
     rfc3339,
@@ -157,6 +160,8 @@ class PodGroupStatus:
         self._conditions: dict[str, list[dict[str, Any]]] = {}
         #: Volcano PodGroup -> its status as last seen or written
         self._volcano: dict[str, dict[str, Any]] = {}
+        #: Volcano PodGroup owned by a Volcano Job -> [the Job's name, its schedulerName once read]
+        self._volcano_job: dict[str, list[str | None]] = {}
 
     # -- what the watch says ---------------------------------------------------------------------
     def on_group(self, event: Event[PodGroupInfo]) -> None:
@@ -166,8 +171,12 @@ class PodGroupStatus:
             if event.deleted:
                 self._volcano.pop(key, None)
                 self._terminal.pop(key, None)
+                self._volcano_job.pop(key, None)
             else:
                 self._volcano[key] = dict(status or {})
+                job = volcano_job_owner(event.raw)
+                if job:
+                    self._volcano_job.setdefault(key, [job, None])
         elif event.obj.api == NATIVE_GROUP_API:
             conditions = (status or {}).get("conditions") or []
             if event.deleted:
@@ -364,7 +373,10 @@ class PodGroupStatus:
         when they differ from what the object shows; not while a member's end is being checked."""
         key = group.key
         members = self.scheduler.cache.group_members(key)
-        if key in self._checking or not any(m.scheduler_name in self.scheduler.profiles for m in members):
+        ours = any(m.scheduler_name in self.scheduler.profiles for m in members)
+        if not members and key in self._volcano_job:  # a Volcano Job's pods come once it is Inqueue
+            ours = await self._job_scheduler(group) in self.scheduler.profiles
+        if key in self._checking or not ours:
             return  # checking, or vc-scheduler's group (or one without pods): Volcano writes it
         terminal = self._terminal.get(key, {"Succeeded": set(), "Failed": set()})
         succeeded, failed = len(terminal["Succeeded"]), len(terminal["Failed"])
@@ -381,3 +393,35 @@ class PodGroupStatus:
         path = VOLCANO_PODGROUPS.path(group.name, namespace=group.namespace)  # the object: no /status
         if await self.writer.write(path, status, f"PodGroup {key}"):
             self._volcano[key] = {**current, **status}
+
+    async def _job_scheduler(self, group: PodGroupInfo) -> str:
+        """The schedulerName of the Volcano Job that owns ``group`` ("" when unknown), read once:
+        its job controller creates the pods only after the PodGroup leaves Pending, so until then
+        the Job says whose the group is. A refusal (404, 403: no grant) is kept; a transient
+        failure is retried at the next write."""
+        entry = self._volcano_job[group.key]
+        if entry[1] is not None or self.raw is None:
+            return entry[1] or ""
+        path = VOLCANO_JOBS.path(str(entry[0]), namespace=group.namespace)
+        try:
+            code, job = await self.raw.request("GET", path)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            log.info("reading Volcano Job %s/%s: %s (will retry)", group.namespace, entry[0], exc)
+            return ""
+        if code == 429 or code >= 500:
+            return ""
+        spec = (job.get("spec") or {}) if code == 200 and isinstance(job, dict) else {}
+        # Volcano's admission webhook fills in "volcano" when a Job names no scheduler
+        name = str(spec.get("schedulerName") or "volcano") if code == 200 else ""
+        if code != 200:
+            log.info("not reading Volcano Job %s/%s: HTTP %s", group.namespace, entry[0], code)
+        entry[1] = name
+        return name
+
+
+def volcano_job_owner(raw: Mapping[str, Any]) -> str:
+    """The name of the Volcano Job (``batch.volcano.sh``) a PodGroup's controller reference names."""
+    for ref in (raw.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("kind") == "Job" and str(ref.get("apiVersion") or "").startswith("batch.volcano.sh/"):
+            return str(ref.get("name") or "")
+    return ""

@@ -221,3 +221,48 @@ async def test_the_status_loop_patches_the_object_of_groups_shoal_schedules() ->
     scheduler.on_pod(PodInfo.from_dict(member("b", "ours", node_name="n0")))
     await op.podgroups.write_all()
     assert writer.written[0][1]["phase"] == RUNNING
+
+
+class FakeRaw:
+    """The API's answer to GET of a Volcano Job (counts the calls)."""
+
+    def __init__(self, code: int, job: dict[str, Any]) -> None:
+        self.code, self.job, self.calls = code, job, 0
+
+    async def request(self, method: str, path: str, *_: Any, **__: Any) -> tuple[int, Any]:
+        assert (method, path) == ("GET", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs/train")
+        self.calls += 1
+        return self.code, self.job
+
+
+@pytest.mark.parametrize(
+    ("code", "scheduler", "admitted"),
+    [(200, "gpu-scheduler", True), (200, "", False), (200, "volcano", False), (404, "", False)],
+)
+async def test_a_volcano_jobs_podgroup_is_admitted_when_the_job_names_shoal(
+    code: int, scheduler: str, admitted: bool
+) -> None:
+    """Volcano's job controller creates the pods only once the PodGroup is Inqueue: before any pod
+    exists, the owning Job's schedulerName (no name: Volcano's webhook makes it "volcano") says
+    whether the group is shoal's to admit. The Job is read once."""
+    op = ShoalOperator(RunSettings())
+    writer = RecordingWriter()
+    scheduler_ = Scheduler(load_registry(third_party=False), SlowBinder(0), defaults=DEFAULT_PLUGINS)
+    op.compose(scheduler_, writer)
+    assert op.podgroups is not None
+    scheduler_.set_profile(DEFAULT_PROFILE_SPEC)
+    raw = FakeRaw(code, {"spec": {"schedulerName": scheduler} if scheduler else {}})
+    op.podgroups.raw = raw  # type: ignore[assignment]
+    owner = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "name": "train",
+        "uid": "u",
+        "controller": True,
+    }
+    group = make_volcano_pod_group("train-u", min_member=2, owner=owner)
+    await op.informer.deliver(KIND_VOLCANO_PODGROUPS, LISTED, group)
+    for _ in range(2):
+        await op.podgroups.write_all()
+    assert raw.calls == 1
+    assert [s["phase"] for _, s, _ in writer.written] == ([INQUEUE] if admitted else [])
