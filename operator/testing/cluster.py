@@ -58,6 +58,10 @@ async def apply_crds(
     await wait_for(established, timeout, what="CRDs established")
 
 
+#: other projects' kinds ``create`` knows (shoal.testing.thirdparty): Volcano's, KubeRay's
+FOREIGN_PLURALS = {"PodGroup": "podgroups", "RayCluster": "rayclusters", "Job": "jobs"}
+
+
 async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any]:
     """Create one object by its kind; returns the created object as a dict."""
     kind = obj["kind"]
@@ -86,9 +90,11 @@ async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any
         resp = await custom.create_namespaced_custom_object(
             group, version, ns, plural, obj, _preload_content=False
         )
-    elif kind in ("PodGroup", "RayCluster") and not str(obj.get("apiVersion")).startswith(PODGROUPS.group):
-        group, version = str(obj["apiVersion"]).split("/")  # Volcano's PodGroup, KubeRay's RayCluster
-        plural = "podgroups" if kind == "PodGroup" else "rayclusters"
+    elif kind in ("PodGroup", "RayCluster", "Job") and not str(obj.get("apiVersion")).startswith(
+        PODGROUPS.group
+    ):
+        group, version = str(obj["apiVersion"]).split("/")  # Volcano's PodGroup and Job, KubeRay's RayCluster
+        plural = FOREIGN_PLURALS[kind]
         resp = await custom.create_namespaced_custom_object(
             group, version, ns, plural, obj, _preload_content=False
         )

@@ -310,3 +310,123 @@ def ray_pods(cluster: Mapping[str, Any], integration: str) -> list[JSON]:
                 }
             )
     return pods
+
+
+# -- Volcano Jobs -------------------------------------------------------------------------------------
+# From volcano-sh/volcano pkg/controllers/job (job_controller_actions.go: createOrUpdatePodGroup,
+# calcPGMinResources; job_controller_util.go: createJobPod) at ed72c7c8, for a Job with the
+# defaults Volcano's admission webhook fills in (minAvailable = every replica, each task's
+# minAvailable = its replicas, queue "default").
+VOLCANO_JOB_API = "batch.volcano.sh/v1alpha1"
+
+
+def volcano_job_crd() -> JSON:
+    """A minimal ``jobs.batch.volcano.sh`` CRD: the names, and spec/status kept whole."""
+    whole = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    names = {
+        "kind": "Job",
+        "listKind": "JobList",
+        "plural": "jobs",
+        "singular": "job",
+        "shortNames": ["vcjob"],
+    }
+    return _crd(
+        "batch.volcano.sh",
+        "v1alpha1",
+        names,
+        {"type": "object", "properties": {"spec": whole, "status": whole}},
+        subresources={"status": {}},
+    )
+
+
+def _job_owner(job: Mapping[str, Any]) -> JSON:
+    meta = job["metadata"]
+    return {
+        "apiVersion": VOLCANO_JOB_API,
+        "kind": "Job",
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def volcano_job_pod_group(job: Mapping[str, Any]) -> JSON:
+    """The PodGroup Volcano's job controller creates for ``job`` (its uid must be set):
+    ``<job>-<uid>``, owned by it, ``minMember`` = ``minAvailable``, ``minTaskMember`` per task."""
+    meta, spec = job["metadata"], job["spec"]
+    tasks = spec["tasks"]
+    total: dict[str, int] = {}
+    for task in tasks:
+        for name, value in _pod_resources(task["template"]).items():
+            total[name] = total.get(name, 0) + value * int(task["replicas"])
+    group_spec: JSON = {
+        "minMember": int(spec.get("minAvailable") or sum(int(t["replicas"]) for t in tasks)),
+        "minTaskMember": {t["name"]: int(t.get("minAvailable") or t["replicas"]) for t in tasks},
+        "queue": spec.get("queue") or "default",
+        "minResources": _quantities(total),
+    }
+    if spec.get("priorityClassName"):
+        group_spec["priorityClassName"] = spec["priorityClassName"]
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": f"{meta['name']}-{meta['uid']}",
+            "namespace": meta["namespace"],
+            "annotations": dict(meta.get("annotations") or {}),
+            "labels": dict(meta.get("labels") or {}),
+            "ownerReferences": [_job_owner(job)],
+        },
+        "spec": group_spec,
+    }
+
+
+def volcano_job_pods(job: Mapping[str, Any]) -> list[JSON]:
+    """The pods Volcano's job controller creates for ``job`` once its PodGroup is admitted."""
+    meta, spec = job["metadata"], job["spec"]
+    name, queue = meta["name"], spec.get("queue") or "default"
+    pods = []
+    for task in spec["tasks"]:
+        template = task["template"]
+        for index in range(int(task["replicas"])):
+            labels = dict((template.get("metadata") or {}).get("labels") or {})
+            labels.update(
+                {
+                    "volcano.sh/task-index": str(index),
+                    "volcano.sh/job-name": name,
+                    "volcano.sh/task-spec": task["name"],
+                    "volcano.sh/job-namespace": meta["namespace"],
+                    "volcano.sh/queue-name": queue,
+                }
+            )
+            annotations = dict((template.get("metadata") or {}).get("annotations") or {})
+            annotations.update(
+                {
+                    "volcano.sh/task-index": str(index),
+                    "volcano.sh/task-spec": task["name"],
+                    "scheduling.k8s.io/group-name": f"{name}-{meta['uid']}",
+                    "volcano.sh/job-name": name,
+                    "volcano.sh/queue-name": queue,
+                    "volcano.sh/job-version": "0",
+                    "volcano.sh/template-uid": f"{name}-{task['name']}",
+                    "volcano.sh/job-retry-count": "0",
+                }
+            )
+            pod_spec = copy.deepcopy(template.get("spec") or {})
+            pod_spec.setdefault("schedulerName", spec.get("schedulerName") or "volcano")
+            pods.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": f"{name}-{task['name']}-{index}",
+                        "namespace": meta["namespace"],
+                        "labels": labels,
+                        "annotations": annotations,
+                        "ownerReferences": [_job_owner(job)],
+                    },
+                    "spec": pod_spec,
+                }
+            )
+    return pods

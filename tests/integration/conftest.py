@@ -119,11 +119,12 @@ def operator(crds: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> It
 
 @pytest.fixture(scope="session")
 def thirdparty_crds(crds: ControlPlane) -> ControlPlane:
-    """Volcano's PodGroup CRD and a minimal RayCluster CRD, as those projects install them
+    """Volcano's PodGroup CRD and minimal Volcano Job and RayCluster CRDs, as those projects install them
     (``shoal.testing.thirdparty``); once installed they stay for the session."""
-    from shoal.testing.thirdparty import ray_cluster_crd, volcano_podgroup_crd
+    from shoal.testing.thirdparty import ray_cluster_crd, volcano_job_crd, volcano_podgroup_crd
 
-    run_with_api(crds, lambda api: apply_crds(api, crds=[volcano_podgroup_crd(), ray_cluster_crd()]))
+    foreign = [volcano_podgroup_crd(), volcano_job_crd(), ray_cluster_crd()]
+    run_with_api(crds, lambda api: apply_crds(api, crds=foreign))
     return crds
 
 

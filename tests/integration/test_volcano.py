@@ -5,6 +5,7 @@ objects KubeRay's Volcano integration writes: a RayCluster (a real minimal CRD),
 
 A cluster that fits is placed whole and its PodGroup shows vc-scheduler's phase; one that does
 not fit binds nothing; one in a queue other than ``default`` is refused, naming ``spec.queue``.
+A Volcano Job's PodGroup is admitted before its pods exist, then its pods are placed whole.
 """
 
 from __future__ import annotations
@@ -22,8 +23,15 @@ from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.sim import load_objects
 from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import ControlPlane
-from shoal.testing.objects import make_node, make_profile
-from shoal.testing.thirdparty import VOLCANO, ray_pod_group, ray_pods
+from shoal.testing.objects import make_node, make_pod, make_profile
+from shoal.testing.thirdparty import (
+    VOLCANO,
+    VOLCANO_JOB_API,
+    ray_pod_group,
+    ray_pods,
+    volcano_job_pod_group,
+    volcano_job_pods,
+)
 from tests.integration.conftest import run_operator
 
 pytestmark = pytest.mark.slow
@@ -137,3 +145,52 @@ async def test_kuberay_volcano_clusters_are_gangs(
     assert not any(now[n] for n in queued)
     phase = ((await volcano_group(api, namespace, "ray-queued-pg")).get("status") or {}).get("phase")
     assert phase == "Pending"
+
+
+async def test_a_volcano_job_is_admitted_then_placed_whole(
+    clean: client.ApiClient, namespace: str, operator: OperatorProcess
+) -> None:
+    """A Volcano Job (a minimal CRD) naming a shoal profile: its PodGroup, as the job controller
+    creates it (``<job>-<uid>``, ``minTaskMember`` per task), is admitted (Inqueue) before any pod
+    exists, which is when the job controller creates the pods; they are then placed whole."""
+    api = clean
+    sched = f"gpu-{uuid.uuid4().hex[:6]}"
+    await create_many(api, [make_node(f"g{i}", gpus=8) for i in range(3)])
+    await create(api, make_profile(sched, dict(DEFAULT_PROFILE_SPEC), scheduler_name=sched))
+
+    def task(name: str, replicas: int, gpus: int) -> dict[str, Any]:
+        spec = make_pod("t", gpus=gpus)["spec"]
+        del spec["schedulerName"]  # the Job's applies
+        return {"name": name, "replicas": replicas, "template": {"spec": spec}}
+
+    job = {
+        "apiVersion": VOLCANO_JOB_API,
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": namespace},
+        "spec": {
+            "schedulerName": sched,
+            "minAvailable": 3,
+            "queue": "default",
+            "tasks": [task("ps", 1, 0), task("worker", 2, 8)],
+        },
+    }
+    job = await create(api, job)
+    group = await create(api, volcano_job_pod_group(job))
+    name = group["metadata"]["name"]
+    assert group["spec"]["minTaskMember"] == {"ps": 1, "worker": 2}
+
+    async def phase(want: str) -> str | None:
+        got = ((await volcano_group(api, namespace, name)).get("status") or {}).get("phase")
+        return got if got == want else None
+
+    await wait_for(lambda: phase("Inqueue"), 30, what=f"{name} admitted before its pods exist")
+    pods = [await create(api, pod) for pod in volcano_job_pods(job)]  # the job controller's turn
+    names = [p["metadata"]["name"] for p in pods]
+    assert names == ["train-ps-0", "train-worker-0", "train-worker-1"]
+
+    async def all_bound() -> dict[str, str | None] | None:
+        b = await bound(api, namespace)
+        return b if all(b.get(n) for n in names) else None
+
+    await wait_for(all_bound, 30, what="the Volcano Job's pods bound")
+    await wait_for(lambda: phase("Running"), 30, what=f"{name} Running")
