@@ -25,6 +25,7 @@ Volcano                           shoal
 ================================  ================================================================
 
 A field refused is never silently dropped: every member stays pending with a message naming it.
+``spec.minTaskMember`` is not refused when the one quorum implies it (:func:`short_of_task_quorums`).
 """
 
 from __future__ import annotations
