@@ -58,8 +58,12 @@ async def apply_crds(
     await wait_for(established, timeout, what="CRDs established")
 
 
-#: other projects' kinds ``create`` knows (shoal.testing.thirdparty): Volcano's, KubeRay's
-FOREIGN_PLURALS = {"PodGroup": "podgroups", "RayCluster": "rayclusters", "Job": "jobs"}
+#: other projects' kinds ``create`` knows, by (API group, kind) (shoal.testing.thirdparty)
+FOREIGN_PLURALS = {
+    ("scheduling.volcano.sh", "PodGroup"): "podgroups",
+    ("batch.volcano.sh", "Job"): "jobs",
+    ("ray.io", "RayCluster"): "rayclusters",
+}
 
 
 async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,11 +94,9 @@ async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any
         resp = await custom.create_namespaced_custom_object(
             group, version, ns, plural, obj, _preload_content=False
         )
-    elif kind in ("PodGroup", "RayCluster", "Job") and not str(obj.get("apiVersion")).startswith(
-        PODGROUPS.group
-    ):
+    elif (str(obj.get("apiVersion")).split("/")[0], kind) in FOREIGN_PLURALS:
         group, version = str(obj["apiVersion"]).split("/")  # Volcano's PodGroup and Job, KubeRay's RayCluster
-        plural = FOREIGN_PLURALS[kind]
+        plural = FOREIGN_PLURALS[group, kind]
         resp = await custom.create_namespaced_custom_object(
             group, version, ns, plural, obj, _preload_content=False
         )
