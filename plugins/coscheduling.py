@@ -9,6 +9,12 @@ Two APIs, one model (``PodGroupInfo``, keyed apart: ``shoal.core.objects.pod_gro
   with ``schedulingPolicy.gang.minCount`` or ``basic``, and pods that join it with
   ``spec.schedulingGroup.podGroupName``. A ``basic`` group is not a gang: as kube-scheduler's
   GangScheduling, its pods wait until it exists, then each is scheduled alone.
+* Volcano's (``scheduling.volcano.sh/v1beta1``, ``shoal.core.volcano``): a ``PodGroup`` with
+  ``minMember`` and ``minResources``, and pods that join it with the annotation
+  ``scheduling.k8s.io/group-name``. A group using a field shoal does not evaluate (a queue other
+  than ``default``, ``networkTopology``, ``subGroupPolicy``, a ``minTaskMember`` the one quorum
+  does not imply) is refused at PreFilter (UnschedulableAndUnresolvable), its members' events
+  naming the field.
 
 A thin adapter over state the scheduler already keeps (the cache counts members, WaitingPods holds
 their gates), after scheduler-plugins' ``pkg/coscheduling``:
@@ -29,6 +35,7 @@ their gates), after scheduler-plugins' ``pkg/coscheduling``:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -46,6 +53,7 @@ from shoal.core.interfaces import (
 from shoal.core.objects import PodGroupInfo, PodInfo
 from shoal.core.profile import ArgsModel, PluginEntry
 from shoal.core.status import SUCCESS, Status
+from shoal.core.volcano import TASK_SPEC_ANNOTATION, short_of_task_quorums
 
 NAME = "Coscheduling"
 
@@ -117,6 +125,16 @@ class Coscheduling:
         status = self._check(pod)
         if status.ok and pod.group_key is not None:
             group = self.cache.pod_groups[pod.group_key]
+            if group.unevaluated:  # never silently wrong: a Volcano queue, its HyperNode topology, ...
+                why = f"{named(group)} uses {', '.join(group.unevaluated)}, which shoal does not evaluate"
+                return None, Status.unschedulable(why, plugin=NAME, resolvable=False)
+            if group.task_quorums:  # Volcano's minTaskMember, where the one quorum implies it
+                tasks = Counter(
+                    m.annotations.get(TASK_SPEC_ANNOTATION, "") for m in self.cache.group_members(group.key)
+                )
+                why, may_pass = short_of_task_quorums(group, tasks)
+                if why:
+                    return None, Status.unschedulable(why, plugin=NAME, resolvable=may_pass)
             short = self.short_of_min_resources(group)
             if short:
                 status = Status.unschedulable(short, plugin=NAME)

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from shoal.core import grouplinks
 from shoal.core.dra import PodClaim, pod_claims
 from shoal.core.fidelity import FieldUse, fields_used
+from shoal.core.grouplinks import pod_group_link
 from shoal.core.images import node_images, pod_images
 from shoal.core.nodeselectors import SelectorTerm, parse_term
 from shoal.core.podrequests import (
@@ -41,29 +43,22 @@ JSON = Mapping[str, Any]
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_MEMORY_ANNOTATION = "shoal.dev/gpu-memory-gb"
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+#: the gang APIs and how a pod names its PodGroup: ``shoal.core.grouplinks`` (kept here for importers)
+POD_GROUP_LABEL, PLUGINS_GROUP_API = grouplinks.POD_GROUP_LABEL, grouplinks.PLUGINS_GROUP_API
+NATIVE_GROUP_API, VOLCANO_GROUP_API = grouplinks.NATIVE_GROUP_API, grouplinks.VOLCANO_GROUP_API
 #: the pods a pod talks to, as ``key=value,key2=value2`` (NetworkLatency places it close to them)
 TALKS_TO_ANNOTATION = "shoal.dev/talks-to"
-#: the two gang APIs: scheduler-plugins' PodGroup CRD and Kubernetes' native PodGroup (1.37 beta)
-PLUGINS_GROUP_API = "scheduling.x-k8s.io"
-NATIVE_GROUP_API = "scheduling.k8s.io"
 
 
 def pod_group_key(namespace: str, name: str, api: str = PLUGINS_GROUP_API) -> str:
     """How a PodGroup is keyed (cache, queue, gates, status writer) and named in messages.
 
-    ``namespace/name`` for scheduler-plugins' PodGroups (as it always was) and
-    ``namespace/name@scheduling.k8s.io`` for native ones: a PodGroup ``train`` of each API in one
-    namespace are two gangs, and ``@`` is in no object name, so the keys never collide.
+    ``namespace/name`` for scheduler-plugins' PodGroups (as it always was),
+    ``namespace/name@scheduling.k8s.io`` for native ones and ``...@scheduling.volcano.sh`` for
+    Volcano's: a PodGroup ``train`` of each API in one namespace are three gangs, and ``@`` is in
+    no object name, so the keys never collide.
     """
     return f"{namespace}/{name}" if api == PLUGINS_GROUP_API else f"{namespace}/{name}@{api}"
-
-
-def scheduling_group_name(spec: Mapping[str, Any]) -> str | None:
-    """``spec.schedulingGroup.podGroupName``: the native PodGroup a pod belongs to."""
-    group = spec.get("schedulingGroup")
-    name = group.get("podGroupName") if isinstance(group, Mapping) else None
-    return str(name) if name else None
 
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -162,7 +157,7 @@ class PodInfo:
     preferred_terms: tuple[tuple[int, SelectorTerm], ...] = ()
     #: the PodGroup's name: ``spec.schedulingGroup.podGroupName`` (native) or the pod-group label
     pod_group: str | None = None
-    #: which API ``pod_group`` names a PodGroup of (``PLUGINS_GROUP_API`` or ``NATIVE_GROUP_API``)
+    #: which API ``pod_group`` names a PodGroup of (``PLUGINS_GROUP_API``, native or Volcano)
     pod_group_api: str = PLUGINS_GROUP_API
     gpu_memory_gb: float | None = None
     terminating: bool = False
@@ -224,10 +219,9 @@ class PodInfo:
         namespace = str(meta.get("namespace") or "default")
         pod_affinity, affinity_error = _pod_affinity(spec, namespace)
         spread, spread_error = _spread(spec, labels)
-        # the native link wins: kube-scheduler reads only it, and a pod is in one gang
-        native_group = scheduling_group_name(spec)
-        used = fields_used(spec, annotations)
-        used += _metadata_fields(labels, annotations, problems, native_group is None)
+        # the native link wins (kube-scheduler reads only it), then the label, then Volcano's annotation
+        group, group_api, link = pod_group_link(spec, labels, annotations)
+        used = fields_used(spec, annotations) + _metadata_fields(link, annotations, problems)
         if gpu_mem is not None or why:
             used += (FieldUse(f"metadata.annotations[{GPU_MEMORY_ANNOTATION}]", "GPUMemory"),)
         return cls(
@@ -249,8 +243,8 @@ class PodInfo:
             node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
             required_terms=required_terms,
             preferred_terms=preferred,
-            pod_group=native_group or labels.get(POD_GROUP_LABEL) or None,
-            pod_group_api=NATIVE_GROUP_API if native_group else PLUGINS_GROUP_API,
+            pod_group=group,
+            pod_group_api=group_api,
             gpu_memory_gb=gpu_mem,
             terminating=bool(meta.get("deletionTimestamp")),
             resource_version=str(meta.get("resourceVersion") or ""),
@@ -271,14 +265,14 @@ class PodInfo:
 
 
 def _metadata_fields(
-    labels: Mapping[str, str], annotations: Mapping[str, str], problems: dict[str, str], group_label: bool
+    group_link: str | None, annotations: Mapping[str, str], problems: dict[str, str]
 ) -> tuple[FieldUse, ...]:
-    """The placement requests a pod makes in its metadata (a gang label, unless ``spec.schedulingGroup``
-    links the pod; a talks-to annotation); a malformed talks-to is recorded in ``problems``
-    (ignored, said in the pod's events)."""
+    """The placement requests a pod makes in its metadata (the gang label or annotation that links
+    it, unless ``spec.schedulingGroup`` does; a talks-to annotation); a malformed talks-to is
+    recorded in ``problems`` (ignored, said in the pod's events)."""
     used: tuple[FieldUse, ...] = ()
-    if group_label and labels.get(POD_GROUP_LABEL):
-        used += (FieldUse(f"metadata.labels[{POD_GROUP_LABEL}]", "Coscheduling", None),)
+    if group_link:
+        used += (FieldUse(group_link, "Coscheduling", None),)
     if annotations.get(TALKS_TO_ANNOTATION):
         used += (FieldUse(f"metadata.annotations[{TALKS_TO_ANNOTATION}]", "NetworkLatency", "score"),)
         try:
@@ -441,6 +435,11 @@ class PodGroupInfo:
     gang: bool = True
     #: a native PodGroup's ``spec.workloadRef``: ``workload/template`` ("" when none)
     workload: str = ""
+    #: fields of the PodGroup that change placement and that shoal does not evaluate (its members
+    #: are refused, naming them: ``shoal.core.volcano``)
+    unevaluated: tuple[str, ...] = ()
+    #: a Volcano PodGroup's ``spec.minTaskMember``: task name -> the members of it the quorum needs
+    task_quorums: dict[str, int] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -449,7 +448,7 @@ class PodGroupInfo:
     @property
     def min_field(self) -> str:
         """The field ``min_member`` comes from, as the user wrote it (for messages)."""
-        return "minMember" if self.api == PLUGINS_GROUP_API else "minCount"
+        return "minCount" if self.api == NATIVE_GROUP_API else "minMember"
 
     @property
     def topology_levels(self) -> tuple[str, ...]:

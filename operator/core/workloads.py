@@ -24,7 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from shoal.core.grouplinks import VOLCANO_GROUP_API
 from shoal.core.objects import NATIVE_GROUP_API, PodGroupInfo, parse_time
+from shoal.core.volcano import volcano_pod_group
 
 #: kube-scheduler 1.37's condition on a native PodGroup, its reasons (``k8s.io/api/scheduling/v1beta1``)
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
@@ -112,7 +114,11 @@ def initially_scheduled(
 
 
 def decode_pod_group(obj: Mapping[str, Any]) -> PodGroupInfo:
-    """A PodGroup of either API, told apart by ``apiVersion`` (snapshots, simulations, checks)."""
-    if str(obj.get("apiVersion") or "").startswith(f"{NATIVE_GROUP_API}/"):
+    """A PodGroup of any of the three APIs, told apart by ``apiVersion`` (snapshots, simulations,
+    checks)."""
+    api_version = str(obj.get("apiVersion") or "")
+    if api_version.startswith(f"{NATIVE_GROUP_API}/"):
         return native_pod_group(obj)
+    if api_version.startswith(f"{VOLCANO_GROUP_API}/"):
+        return volcano_pod_group(obj)
     return PodGroupInfo.from_dict(obj)

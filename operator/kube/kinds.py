@@ -1,7 +1,7 @@
 """The kinds shoal watches, declared once for the operator, ``shoal explain`` and the benchmarks.
 
 Order matters where a list of kinds is primed: profiles first (a pod is only queued when its
-schedulerName has one), then PodGroups (of both APIs), namespaces, nodes, the storage kinds and
+schedulerName has one), then PodGroups (of the three APIs), namespaces, nodes, the storage kinds and
 the DRA kinds (a pod's claims must be known before it is tried), and pods last.
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 from shoal.core.disruption import PDBInfo
 from shoal.core.dra import DeviceClassInfo, ResourceClaimInfo, ResourceSliceInfo
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo, parse_time
+from shoal.core.volcano import volcano_pod_group
 from shoal.core.volumes import CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
 from shoal.core.workloads import native_pod_group
 from shoal.kube.informer import Kind
@@ -33,6 +34,7 @@ from shoal.kube.wire import (
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
     STORAGE_CLASSES,
+    VOLCANO_PODGROUPS,
     name_of,
     namespaced_key,
     pod_uid,
@@ -78,8 +80,16 @@ KIND_PODGROUPS: Kind[PodGroupInfo] = Kind(PODGROUPS, PodGroupInfo.from_dict, opt
 KIND_NATIVE_PODGROUPS: Kind[PodGroupInfo] = Kind(
     NATIVE_PODGROUPS, native_pod_group, optional=True, alias="podgroups.scheduling.k8s.io"
 )
-#: both gang APIs, in priming order
-POD_GROUP_KINDS: tuple[Kind[PodGroupInfo], ...] = (KIND_PODGROUPS, KIND_NATIVE_PODGROUPS)
+#: Volcano's PodGroups: optional, only where Volcano's CRD is installed
+KIND_VOLCANO_PODGROUPS: Kind[PodGroupInfo] = Kind(
+    VOLCANO_PODGROUPS, volcano_pod_group, optional=True, alias="podgroups.scheduling.volcano.sh"
+)
+#: the three gang APIs, in priming order
+POD_GROUP_KINDS: tuple[Kind[PodGroupInfo], ...] = (
+    KIND_PODGROUPS,
+    KIND_NATIVE_PODGROUPS,
+    KIND_VOLCANO_PODGROUPS,
+)
 KIND_NODES: Kind[NodeSpec] = Kind(NODES, NodeSpec.from_dict, identity=name_of)
 
 

@@ -74,6 +74,11 @@ PROFILES = Resource(PROFILE_GROUP, PROFILE_VERSION, PROFILE_PLURAL)
 PODGROUPS = Resource(PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL, namespaced=True)
 #: Kubernetes' native PodGroups (1.37 beta; served with the GenericWorkload gate and the version on)
 NATIVE_PODGROUPS = Resource("scheduling.k8s.io", "v1beta1", "podgroups", namespaced=True)
+#: Volcano's PodGroups (a CRD, where Volcano was installed); no status subresource: status is
+#: written by patching the object itself, as vc-scheduler updates it
+VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", namespaced=True)
+#: Volcano's Jobs: read once per PodGroup they own, for their schedulerName (their pods come later)
+VOLCANO_JOBS = Resource("batch.volcano.sh", "v1alpha1", "jobs", namespaced=True)
 #: Dynamic Resource Allocation (GA since 1.34): what the DynamicResources plugin reads and writes
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses")
 RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices")

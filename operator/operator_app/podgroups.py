@@ -14,6 +14,13 @@ Finished and Failed are final and never rewritten.
 A native PodGroup (``scheduling.k8s.io``) gets kube-scheduler 1.37's status instead: the
 ``PodGroupInitiallyScheduled`` condition (``shoal.core.workloads.initially_scheduled``), written by
 strategic merge patch so that other conditions stay; its members need no listing or checks.
+
+A Volcano PodGroup (``scheduling.volcano.sh``) gets vc-scheduler's phase and counts
+(``shoal.core.volcano.volcano_phase``), merge-patched onto the object itself (Volcano's CRD has no
+status subresource), and only while shoal schedules its members: a group whose pods name another
+scheduler (vc-scheduler, during a migration) is left to Volcano. A group without pods yet is
+shoal's when the Volcano Job that owns it names one of shoal's schedulers (read once): its job
+controller creates the pods only once the group is admitted (``Inqueue``).
 """
 
 from __future__ import annotations
@@ -26,8 +33,16 @@ from typing import Any
 
 import aiohttp
 
-from shoal.core.objects import NATIVE_GROUP_API, POD_GROUP_LABEL, TERMINAL_PHASES, PodGroupInfo, PodInfo
+from shoal.core.objects import (
+    NATIVE_GROUP_API,
+    POD_GROUP_LABEL,
+    TERMINAL_PHASES,
+    VOLCANO_GROUP_API,
+    PodGroupInfo,
+    PodInfo,
+)
 from shoal.core.scheduler import Scheduler
+from shoal.core.volcano import volcano_phase
 from shoal.core.workloads import INITIALLY_SCHEDULED, initially_scheduled
 from shoal.kube.informer import Event
 from shoal.kube.listing import list_objects
@@ -38,6 +53,8 @@ from shoal.kube.wire import (
     PODGROUPS,
     PODS,
     STRATEGIC_MERGE_PATCH,
+    VOLCANO_JOBS,
+    VOLCANO_PODGROUPS,
     phase_selector,
     rfc3339,
 )
@@ -141,12 +158,26 @@ class PodGroupStatus:
         self._waiting_checks: list[PodInfo] = []
         #: native PodGroup -> its status.conditions as last seen or written
         self._conditions: dict[str, list[dict[str, Any]]] = {}
+        #: Volcano PodGroup -> its status as last seen or written
+        self._volcano: dict[str, dict[str, Any]] = {}
+        #: Volcano PodGroup owned by a Volcano Job -> [the Job's name, its schedulerName once read]
+        self._volcano_job: dict[str, list[str | None]] = {}
 
     # -- what the watch says ---------------------------------------------------------------------
     def on_group(self, event: Event[PodGroupInfo]) -> None:
         key = event.obj.key
         status = event.raw.get("status")
-        if event.obj.api == NATIVE_GROUP_API:
+        if event.obj.api == VOLCANO_GROUP_API:
+            if event.deleted:
+                self._volcano.pop(key, None)
+                self._terminal.pop(key, None)
+                self._volcano_job.pop(key, None)
+            else:
+                self._volcano[key] = dict(status or {})
+                job = volcano_job_owner(event.raw)
+                if job:
+                    self._volcano_job.setdefault(key, [job, None])
+        elif event.obj.api == NATIVE_GROUP_API:
             conditions = (status or {}).get("conditions") or []
             if event.deleted:
                 self._conditions.pop(key, None)
@@ -290,6 +321,9 @@ class PodGroupStatus:
         if group is not None and group.api == NATIVE_GROUP_API:
             await self.write_native(group)
             return
+        if group is not None and group.api == VOLCANO_GROUP_API:
+            await self.write_volcano(group)
+            return
         if key in self._final or key in self._checking:
             return
         if group is None:
@@ -332,3 +366,62 @@ class PodGroupStatus:
             path, {"conditions": [condition]}, f"PodGroup {key}", patch=STRATEGIC_MERGE_PATCH
         ):
             self._conditions[key] = [c for c in current if c.get("type") != INITIALLY_SCHEDULED] + [condition]
+
+    # -- Volcano PodGroups -------------------------------------------------------------------------
+    async def write_volcano(self, group: PodGroupInfo) -> None:
+        """vc-scheduler's phase and counts on a Volcano PodGroup whose members shoal schedules,
+        when they differ from what the object shows; not while a member's end is being checked."""
+        key = group.key
+        members = self.scheduler.cache.group_members(key)
+        ours = any(m.scheduler_name in self.scheduler.profiles for m in members)
+        if not members and key in self._volcano_job:  # a Volcano Job's pods come once it is Inqueue
+            ours = await self._job_scheduler(group) in self.scheduler.profiles
+        if key in self._checking or not ours:
+            return  # checking, or vc-scheduler's group (or one without pods): Volcano writes it
+        terminal = self._terminal.get(key, {"Succeeded": set(), "Failed": set()})
+        succeeded, failed = len(terminal["Succeeded"]), len(terminal["Failed"])
+        scheduled = sum(1 for m in members if m.bound) + succeeded + failed
+        phase = volcano_phase(
+            group.min_member, scheduled, succeeded + failed, refused=bool(group.unevaluated)
+        )
+        running = sum(1 for m in members if m.phase == "Running")
+        status = {"phase": phase, "running": running, "succeeded": succeeded, "failed": failed}
+        current = self._volcano.get(key, {})
+        # Volcano omits zero counts (omitempty): absent and 0 are the same
+        if all(current.get(k, 0 if k != "phase" else None) == v for k, v in status.items()):
+            return
+        path = VOLCANO_PODGROUPS.path(group.name, namespace=group.namespace)  # the object: no /status
+        if await self.writer.write(path, status, f"PodGroup {key}"):
+            self._volcano[key] = {**current, **status}
+
+    async def _job_scheduler(self, group: PodGroupInfo) -> str:
+        """The schedulerName of the Volcano Job that owns ``group`` ("" when unknown), read once:
+        its job controller creates the pods only after the PodGroup leaves Pending, so until then
+        the Job says whose the group is. A refusal (404, 403: no grant) is kept; a transient
+        failure is retried at the next write."""
+        entry = self._volcano_job[group.key]
+        if entry[1] is not None or self.raw is None:
+            return entry[1] or ""
+        path = VOLCANO_JOBS.path(str(entry[0]), namespace=group.namespace)
+        try:
+            code, job = await self.raw.request("GET", path)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            log.info("reading Volcano Job %s/%s: %s (will retry)", group.namespace, entry[0], exc)
+            return ""
+        if code == 429 or code >= 500:
+            return ""
+        spec = (job.get("spec") or {}) if code == 200 and isinstance(job, dict) else {}
+        # Volcano's admission webhook fills in "volcano" when a Job names no scheduler
+        name = str(spec.get("schedulerName") or "volcano") if code == 200 else ""
+        if code != 200:
+            log.info("not reading Volcano Job %s/%s: HTTP %s", group.namespace, entry[0], code)
+        entry[1] = name
+        return name
+
+
+def volcano_job_owner(raw: Mapping[str, Any]) -> str:
+    """The name of the Volcano Job (``batch.volcano.sh``) a PodGroup's controller reference names."""
+    for ref in (raw.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("kind") == "Job" and str(ref.get("apiVersion") or "").startswith("batch.volcano.sh/"):
+            return str(ref.get("name") or "")
+    return ""

@@ -28,10 +28,14 @@ __all__ = ["OperatorProcess", "apply_crds", "create", "create_many", "list_all",
 T = TypeVar("T")
 
 
-async def apply_crds(api: client.ApiClient, timeout: float = 30.0) -> None:
-    """Create (or replace) shoal's CRDs and wait until they are Established and served."""
+async def apply_crds(
+    api: client.ApiClient, timeout: float = 30.0, crds: Sequence[Mapping[str, Any]] | None = None
+) -> None:
+    """Create (or replace) shoal's CRDs (or ``crds``: another project's, ``shoal.testing.thirdparty``)
+    and wait until they are Established and served."""
     ext: Any = client.ApiextensionsV1Api(api)
-    for crd in all_crds().values():
+    wanted = list(all_crds().values()) if crds is None else list(crds)
+    for crd in wanted:
         name = crd["metadata"]["name"]
         try:
             current = await ext.read_custom_resource_definition(name)
@@ -44,7 +48,7 @@ async def apply_crds(api: client.ApiClient, timeout: float = 30.0) -> None:
             await ext.create_custom_resource_definition(crd)
 
     async def established() -> bool:
-        for crd in all_crds().values():
+        for crd in wanted:
             got = await ext.read_custom_resource_definition(crd["metadata"]["name"])
             conds = {c.type: c.status for c in (got.status.conditions or [])}
             if conds.get("Established") != "True":
@@ -52,6 +56,14 @@ async def apply_crds(api: client.ApiClient, timeout: float = 30.0) -> None:
         return True
 
     await wait_for(established, timeout, what="CRDs established")
+
+
+#: other projects' kinds ``create`` knows, by (API group, kind) (shoal.testing.thirdparty)
+FOREIGN_PLURALS = {
+    ("scheduling.volcano.sh", "PodGroup"): "podgroups",
+    ("batch.volcano.sh", "Job"): "jobs",
+    ("ray.io", "RayCluster"): "rayclusters",
+}
 
 
 async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -79,6 +91,12 @@ async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any
     elif kind in ("PodGroup", "Workload") and str(obj.get("apiVersion")).startswith("scheduling.k8s.io/"):
         group, version = str(obj["apiVersion"]).split("/")  # Kubernetes' native Workload API
         plural = "podgroups" if kind == "PodGroup" else "workloads"
+        resp = await custom.create_namespaced_custom_object(
+            group, version, ns, plural, obj, _preload_content=False
+        )
+    elif (str(obj.get("apiVersion")).split("/")[0], kind) in FOREIGN_PLURALS:
+        group, version = str(obj["apiVersion"]).split("/")  # Volcano's PodGroup and Job, KubeRay's RayCluster
+        plural = FOREIGN_PLURALS[group, kind]
         resp = await custom.create_namespaced_custom_object(
             group, version, ns, plural, obj, _preload_content=False
         )

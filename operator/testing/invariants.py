@@ -26,6 +26,7 @@ from kubernetes_asyncio import client
 
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
+from shoal.core.volcano import volcano_pod_group
 from shoal.core.workloads import native_pod_group
 from shoal.kube.listing import list_all
 from shoal.kube.wire import LIVE_PODS_SELECTOR, PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
@@ -117,6 +118,7 @@ async def partly_bound_gangs(custom: Any, pods: list[PodInfo]) -> list[str]:
     apis = (
         (PODGROUP_GROUP, PODGROUP_VERSION, PodGroupInfo.from_dict),
         ("scheduling.k8s.io", "v1beta1", native_pod_group),
+        ("scheduling.volcano.sh", "v1beta1", volcano_pod_group),
     )
     for api_group, version, decode in apis:
         try:

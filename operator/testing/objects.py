@@ -249,6 +249,45 @@ def make_native_pod_group(
     }
 
 
+VOLCANO_SCHEDULING_API = "scheduling.volcano.sh/v1beta1"
+#: the annotation Volcano's controllers put on member pods (its value: the PodGroup's name)
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+
+
+def make_volcano_pod_group(
+    name: str,
+    *,
+    namespace: str = "default",
+    min_member: int,
+    min_resources: Mapping[str, str] | None = None,
+    queue: str | None = None,
+    priority_class: str | None = None,
+    owner: Mapping[str, Any] | None = None,
+    extra_spec: Mapping[str, Any] | None = None,
+) -> JSON:
+    """A Volcano PodGroup (scheduling.volcano.sh/v1beta1) as Volcano's controllers create one:
+    ``minMember``, ``minResources`` (the members' requests), ``queue``, ``priorityClassName``,
+    an owner reference to what it groups, and ``status.phase: Pending``."""
+    spec: JSON = {"minMember": min_member}
+    if min_resources:
+        spec["minResources"] = dict(min_resources)
+    if queue is not None:
+        spec["queue"] = queue
+    if priority_class is not None:
+        spec["priorityClassName"] = priority_class
+    spec.update(extra_spec or {})
+    metadata: JSON = {"name": name, "namespace": namespace}
+    if owner is not None:
+        metadata["ownerReferences"] = [dict(owner)]
+    return {
+        "apiVersion": VOLCANO_SCHEDULING_API,
+        "kind": "PodGroup",
+        "metadata": metadata,
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }
+
+
 def make_profile(name: str, spec: Mapping[str, Any], *, scheduler_name: str | None = None) -> JSON:
     """A SchedulingProfile object named ``name`` (schedulerName: ``scheduler_name`` or the spec's)."""
     body = dict(spec)

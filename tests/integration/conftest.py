@@ -98,10 +98,10 @@ def wait_ready(op: OperatorProcess, timeout: float = 30.0) -> None:
     raise RuntimeError(f"operator not ready in {timeout} s:\n{op.tail()}")
 
 
-@pytest.fixture(scope="module")
-def operator(crds: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+def run_operator(cp: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    """An operator for the tests of one module (the body of the ``operator`` fixtures)."""
     log = Path(tmp_path_factory.mktemp("operator")) / "operator.log"
-    op = OperatorProcess(crds.kubeconfig, log, identity="op-main", lease_name=f"shoal-{uuid.uuid4().hex[:6]}")
+    op = OperatorProcess(cp.kubeconfig, log, identity="op-main", lease_name=f"shoal-{uuid.uuid4().hex[:6]}")
     op.start()
     try:
         wait_ready(op)
@@ -110,6 +110,22 @@ def operator(crds: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> It
         code = op.stop()
         if code not in (0, None):
             print(op.tail())
+
+
+@pytest.fixture(scope="module")
+def operator(crds: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    yield from run_operator(crds, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def thirdparty_crds(crds: ControlPlane) -> ControlPlane:
+    """Volcano's PodGroup CRD and minimal Volcano Job and RayCluster CRDs, as those projects install them
+    (``shoal.testing.thirdparty``); once installed they stay for the session."""
+    from shoal.testing.thirdparty import ray_cluster_crd, volcano_job_crd, volcano_podgroup_crd
+
+    foreign = [volcano_podgroup_crd(), volcano_job_crd(), ray_cluster_crd()]
+    run_with_api(crds, lambda api: apply_crds(api, crds=foreign))
+    return crds
 
 
 @pytest.fixture(scope="module")

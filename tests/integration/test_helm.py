@@ -21,9 +21,17 @@ from kubernetes_asyncio.dynamic import DynamicClient
 
 from shoal.kube.bootstrap import HASH_ANNOTATION, MANAGED_BY_LABEL, parse_bootstrap_profiles, spec_hash
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
-from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
+from shoal.testing.cluster import OperatorProcess, apply_crds, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import Binaries, ControlPlane
-from shoal.testing.objects import make_native_pod_group, make_node, make_pod, make_pod_group
+from shoal.testing.objects import (
+    VOLCANO_GROUP_ANNOTATION,
+    make_native_pod_group,
+    make_node,
+    make_pod,
+    make_pod_group,
+    make_volcano_pod_group,
+)
+from shoal.testing.thirdparty import volcano_podgroup_crd
 from tests.integration.conftest import wait_ready
 
 pytestmark = pytest.mark.slow
@@ -476,6 +484,7 @@ async def test_chart_rbac_is_enough_and_no_more(
     )
     assert claims["sub"] == f"system:serviceaccount:{NS}:{RELEASE}"
     await create_many(api, [make_node(f"gpu-{i}", gpus=8, gpu_memory_free_gb=80) for i in range(3)])
+    await apply_crds(api, crds=[volcano_podgroup_crd()])  # a cluster where Volcano was installed
     op = chart_replica(kubeconfig, profiles, tmp_path / "op.log", "rbac-replica")
     with op:
         wait_ready(op)
@@ -484,8 +493,9 @@ async def test_chart_rbac_is_enough_and_no_more(
         assert profile["metadata"]["labels"][MANAGED_BY_LABEL] == "shoal"
         assert profile["spec"] == DEFAULT_PROFILE_SPEC
         assert profile["status"]["conditions"][0]["reason"] == "Valid"
-        # a gang too: its PodGroup status is written through podgroups/status; and a native gang,
-        # whose condition is written through scheduling.k8s.io's podgroups/status
+        # a gang too: its PodGroup status is written through podgroups/status; a native gang,
+        # whose condition is written through scheduling.k8s.io's podgroups/status; and a Volcano
+        # gang, whose phase is patched on the object (Volcano's CRD has no status subresource)
         # a DRA claim: allocated and reserved through resourceclaims and resourceclaims/status
         custom_dra: Any = client.CustomObjectsApi(api)
         await dra_objects(custom_dra)
@@ -494,6 +504,8 @@ async def test_chart_rbac_is_enough_and_no_more(
         await create(api, dra_pod)
         await create(api, make_pod_group("rbac-gang", min_member=3))
         await create(api, make_native_pod_group("rbac-native", min_count=2))
+        await create(api, make_volcano_pod_group("rbac-volcano", min_member=2))  # status: patch on the object
+        volcano_link = {VOLCANO_GROUP_ANNOTATION: "rbac-volcano"}
         await create_many(
             api,
             [
@@ -501,6 +513,7 @@ async def test_chart_rbac_is_enough_and_no_more(
                 make_pod("never", gpus=64),
                 *(make_pod(f"rbac-gang-{i}", gpus=4, pod_group="rbac-gang") for i in range(3)),
                 *(make_pod(f"rbac-native-{i}", gpus=4, scheduling_group="rbac-native") for i in range(2)),
+                *(make_pod(f"rbac-volcano-{i}", gpus=1, annotations=volcano_link) for i in range(2)),
             ],
         )
         core: Any = client.CoreV1Api(api)
@@ -535,6 +548,15 @@ async def test_chart_rbac_is_enough_and_no_more(
             return next((c for c in conds if c["type"] == "PodGroupInitiallyScheduled"), None)
 
         cond = await wait_for(native_condition, 30, what="the native PodGroup's condition, chart RBAC")
+
+        async def volcano_running() -> dict[str, Any] | None:
+            group = await custom.get_namespaced_custom_object(
+                "scheduling.volcano.sh", "v1beta1", "default", "podgroups", "rbac-volcano"
+            )
+            status: dict[str, Any] = group.get("status") or {}
+            return status if status.get("phase") == "Running" else None
+
+        await wait_for(volcano_running, 30, what="the Volcano PodGroup's phase, chart RBAC")
 
         async def claim_allocated() -> dict[str, Any] | None:
             got = await custom.get_namespaced_custom_object(*DRA, "default", "resourceclaims", "rbac-claim")

@@ -163,13 +163,14 @@ async def test_stream_rewatches_from_the_last_version_and_skips_bookmarks() -> N
     assert fake.watched[0]["fieldSelector"] == [LIVE_PODS_SELECTOR]
 
 
-async def test_both_podgroup_apis_are_primed_and_watched_apart(caplog: pytest.LogCaptureFixture) -> None:
-    """Two kinds of one plural: their own names in counts and logs, their own kopf handler ids;
-    the native one is optional (a server without it answers 404: logged, not fatal)."""
-    from shoal.kube.kinds import KIND_NATIVE_PODGROUPS, POD_GROUP_KINDS
-    from shoal.testing.objects import make_native_pod_group, make_pod_group
+async def test_the_podgroup_apis_are_primed_and_watched_apart(caplog: pytest.LogCaptureFixture) -> None:
+    """Three kinds of one plural: their own names in counts and logs, their own kopf handler ids;
+    the native and Volcano ones are optional (a server without them answers 404: logged, not fatal)."""
+    from shoal.kube.kinds import KIND_NATIVE_PODGROUPS, KIND_VOLCANO_PODGROUPS, POD_GROUP_KINDS
+    from shoal.testing.objects import make_native_pod_group, make_pod_group, make_volcano_pod_group
 
-    assert [k.name for k in POD_GROUP_KINDS] == ["podgroups", "podgroups.scheduling.k8s.io"]
+    volcano = "podgroups.scheduling.volcano.sh"
+    assert [k.name for k in POD_GROUP_KINDS] == ["podgroups", "podgroups.scheduling.k8s.io", volcano]
     seen: list[str] = []
 
     async def handler(event: Event[Any]) -> None:
@@ -181,15 +182,19 @@ async def test_both_podgroup_apis_are_primed_and_watched_apart(caplog: pytest.Lo
     both = {
         "/apis/scheduling.x-k8s.io/v1alpha1/podgroups": [make_pod_group("train", min_member=2)],
         "/apis/scheduling.k8s.io/v1beta1/podgroups": [make_native_pod_group("train", min_count=2)],
+        "/apis/scheduling.volcano.sh/v1beta1/podgroups": [make_volcano_pod_group("train", min_member=2)],
     }
-    assert await informer.prime(raw(both)) == {"podgroups": 1, "podgroups.scheduling.k8s.io": 1}
-    assert seen == ["default/train", "default/train@scheduling.k8s.io"]
+    primed = await informer.prime(raw(both))
+    assert primed == {"podgroups": 1, "podgroups.scheduling.k8s.io": 1, volcano: 1}
+    assert seen == ["default/train", "default/train@scheduling.k8s.io", "default/train@scheduling.volcano.sh"]
     del both["/apis/scheduling.k8s.io/v1beta1/podgroups"]
+    del both["/apis/scheduling.volcano.sh/v1beta1/podgroups"]
     with caplog.at_level("INFO", logger="shoal.informer"):
         assert await informer.prime(raw(both)) == {"podgroups": 1}
     assert "not priming podgroups.scheduling.k8s.io" in caplog.text and "not served" in caplog.text
+    assert f"not priming {volcano}" in caplog.text
     registry = kopf.OperatorRegistry()
     informer.install(registry)
     ids = {h.id for h in registry._watching.get_all_handlers()}
-    assert {"watch-podgroups", "watch-podgroups.scheduling.k8s.io"} <= ids
-    assert KIND_NATIVE_PODGROUPS.optional
+    assert {"watch-podgroups", "watch-podgroups.scheduling.k8s.io", f"watch-{volcano}"} <= ids
+    assert KIND_NATIVE_PODGROUPS.optional and KIND_VOLCANO_PODGROUPS.optional
