@@ -49,12 +49,23 @@ VICTIM_BLIND_FILTERS = frozenset(
 
 def applies(fw: Framework, pod: PodInfo, victims_on_node: Sequence[PodInfo]) -> bool:
     """May the victims on this node be reprieved by arithmetic (see the module docstring)?"""
-    return (
-        pod.gpu_memory_gb is None
-        and not any(v.host_ports for v in victims_on_node)
-        and all(p.name in VICTIM_BLIND_FILTERS for p in fw.filter)
-        and not _ignores_resources(fw)
-    )
+    return pod.gpu_memory_gb is None and not any(v.host_ports for v in victims_on_node) and profile_allows(fw)
+
+
+def profile_allows(fw: Framework) -> bool:
+    """Every Filter of the profile is blind to which other pods a node holds but for resources
+    (and NodeResourcesFit counts every resource): the profile's half of :func:`applies`,
+    asked per node of every dry run, so kept per Framework (a profile change builds a new one)."""
+    hit = _ALLOWS.get(id(fw))
+    if hit is None or hit[0] is not fw:
+        if len(_ALLOWS) > 64:
+            _ALLOWS.clear()
+        allows = all(p.name in VICTIM_BLIND_FILTERS for p in fw.filter) and not _ignores_resources(fw)
+        hit = _ALLOWS[id(fw)] = (fw, allows)
+    return hit[1]
+
+
+_ALLOWS: dict[int, tuple[Framework, bool]] = {}
 
 
 def _ignores_resources(fw: Framework) -> bool:
@@ -71,37 +82,55 @@ def resources_only_rows(diagnosis: Diagnosis) -> BoolArray | None:
     return diagnosis.rejected_by.get("NodeResourcesFit")
 
 
+class _Room:
+    """The room one node has for what the pod asks (each resource it requests, and the pod count),
+    with pods counted in or out by their requests: each victim's use is summed once."""
+
+    def __init__(self, fw: Framework, pod: PodInfo, row: int, nominated: Sequence[PodInfo]) -> None:
+        table = fw.handle.cache.table
+        self.names = [r for r, amount in pod.requests.items() if amount > 0]
+        self.need = [pod.requests[r] for r in self.names] + [1]
+        rows = [table.resource_row(r) for r in self.names]
+        self.labels = [f"Insufficient {table.resources[i]}" for i in rows] + ["Too many pods"]
+        self.free = [int(table.allocatable[i, row] - table.requested[i, row]) for i in [*rows, PODS]]
+        for other in nominated:
+            self.count(self.use((other,)), -1)
+
+    def use(self, pods: Sequence[PodInfo]) -> list[int]:
+        return [sum(p.requests.get(r, 0) for p in pods) for r in self.names] + [len(pods)]
+
+    def count(self, use: Sequence[int], sign: int) -> None:
+        """``sign`` -1: pods that take room here (nominated); +1: pods evicted."""
+        self.free = [f + sign * u for f, u in zip(self.free, use, strict=True)]
+
+    def put_back(self, use: Sequence[int]) -> bool:
+        """Count an evicted victim in again if the pod still fits (True); else leave it out."""
+        trial = [f - u for f, u in zip(self.free, use, strict=True)]
+        if all(t >= n for t, n in zip(trial, self.need, strict=True)):
+            self.free = trial
+            return True
+        return False
+
+    def short(self) -> list[str]:
+        """Why the pod does not fit, in NodeResourcesFit's words ([] when it fits)."""
+        return [label for label, f, n in zip(self.labels, self.free, self.need, strict=True) if f < n]
+
+
 def fits_after_evictions(
     fw: Framework, pod: PodInfo, row: int, victims: Sequence[Sequence[PodInfo]], nominated: Sequence[PodInfo]
 ) -> tuple[list[str], Callable[[int], bool]]:
     """Without touching the cache: why the pod does not fit ``row`` even with every victim gone
     (and the ``nominated`` pods counted), in NodeResourcesFit's words ([] when it fits); and a
     ``reprieve(i)`` that puts victim ``i`` back if the pod still fits (True) or leaves it evicted."""
-    table = fw.handle.cache.table
-    wanted = [(table.resource_row(r), amount) for r, amount in pod.requests.items() if amount > 0]
-    wanted.append((PODS, 1))
-    free = {i: int(table.allocatable[i, row] - table.requested[i, row]) for i, _ in wanted}
-    for other in nominated:
-        _take(free, table.resource_index, other, 1)
-    for pods in victims:
-        for p in pods:
-            _take(free, table.resource_index, p, -1)
+    room = _Room(fw, pod, row, nominated)
+    uses = [room.use(pods) for pods in victims]
+    for use in uses:
+        room.count(use, 1)
 
     def reprieve(i: int) -> bool:
-        for p in victims[i]:
-            _take(free, table.resource_index, p, 1)
-        if all(free[r] >= amount for r, amount in wanted):
-            return True
-        for p in victims[i]:
-            _take(free, table.resource_index, p, -1)
-        return False
+        return room.put_back(uses[i])
 
-    short = [
-        "Too many pods" if r == PODS else f"Insufficient {table.resources[r]}"
-        for r, amount in wanted
-        if free[r] < amount
-    ]
-    return short, reprieve
+    return room.short(), reprieve
 
 
 def reprieve_by_resources(
@@ -113,30 +142,10 @@ def reprieve_by_resources(
 ) -> Callable[[object], bool]:
     """A ``reprieve(victim) -> kept`` for victims of ``ordered`` (victim, its pods on this node),
     starting from every victim gone (the cache as it is now) and ``nominated`` counted."""
-    table = fw.handle.cache.table
-    wanted = [(table.resource_row(r), amount) for r, amount in pod.requests.items() if amount > 0]
-    wanted.append((PODS, 1))
-    free = {i: int(table.allocatable[i, row] - table.requested[i, row]) for i, _ in wanted}
-    for other in nominated:
-        _take(free, table.resource_index, other, 1)
-    on_node = {id(victim): pods for victim, pods in ordered}
+    room = _Room(fw, pod, row, nominated)
+    uses = {id(victim): room.use(pods) for victim, pods in ordered}
 
     def reprieve(victim: object) -> bool:
-        pods = on_node[id(victim)]
-        for p in pods:
-            _take(free, table.resource_index, p, 1)
-        if all(free[i] >= amount for i, amount in wanted):
-            return True
-        for p in pods:
-            _take(free, table.resource_index, p, -1)
-        return False
+        return room.put_back(uses[id(victim)])
 
     return reprieve
-
-
-def _take(free: dict[int, int], index: dict[str, int], pod: PodInfo, sign: int) -> None:
-    free[PODS] = free.get(PODS, 0) - sign
-    for resource, amount in pod.requests.items():
-        i = index.get(resource)
-        if i is not None and i in free:
-            free[i] -= sign * amount

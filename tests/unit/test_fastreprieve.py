@@ -73,3 +73,39 @@ def test_the_default_profile_is_reprieved_by_arithmetic() -> None:
     fw = sim.scheduler.profiles["gpu-scheduler"]
     pod = PodInfo.from_dict(make_pod("high", cpu="1", priority=10))
     assert fastreprieve.applies(fw, pod, [])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_nominated_pass_by_arithmetic_is_the_what_if_pass(seed: int) -> None:
+    """kube's first pass with nominated pods counted, decided by resources when only resources
+    can differ: the same verdict and reasons as PreFilter and every Filter run with the
+    nominated pods counted on the node."""
+    rng = random.Random(seed)
+    sim, pod = cluster(rng)
+    fw = sim.scheduler.profiles["gpu-scheduler"]
+    table = fw.handle.cache.table
+    for row in range(table.n):
+        node = table.name(row)
+        nominated = [
+            PodInfo.from_dict(
+                make_pod(
+                    f"nom{row}-{k}", cpu=f"{rng.choice([200, 700, 1900])}m", memory="512Mi", priority=1000
+                )
+            )
+            for k in range(rng.randint(1, 3))
+        ]
+        fast = whatif._nominated_verdict(fw, pod, row, node, nominated)
+        slow = whatif.with_nominated(fw, pod, row, node, nominated)
+        assert fast.fits == slow.fits
+        if not slow.fits:
+            assert fast.status.plugin == slow.status.plugin == "NodeResourcesFit"
+            assert set(fast.status.reasons) == set(slow.status.reasons)
+
+
+def test_a_nominated_pod_with_a_host_port_is_counted_by_the_filters() -> None:
+    sim = Simulation(InMemoryCluster([make_node("n", cpu="8")]))
+    fw = sim.scheduler.profiles["gpu-scheduler"]
+    pod = PodInfo.from_dict(make_pod("p", cpu="1", priority=10, host_ports=[80]))
+    nominated = [PodInfo.from_dict(make_pod("nom", cpu="1", priority=10, host_ports=[80]))]
+    verdict = whatif._nominated_verdict(fw, pod, 0, "n", nominated)
+    assert not verdict.fits and verdict.status.plugin == "NodePorts"
