@@ -50,7 +50,7 @@ if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 from bench import e2e_dra, e2e_preemption, e2e_topology
 from bench.e2e_report import plot, write_doc
-from bench.e2e_schedulers import SETTLE_S, KubeScheduler, Shoal, proc_stats
+from bench.e2e_schedulers import SETTLE_S, KubeScheduler, NullScheduler, Shoal, proc_stats
 from bench.e2e_workloads import CONSTRAINED, workload_node, workload_pod
 from bench.report import DOC
 from shoal.kube.informer import stream
@@ -130,7 +130,7 @@ class Bench:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.cp = ControlPlane(workdir=self.dir / "cp")
         self.api: client.ApiClient | None = None
-        self.scheduler: KubeScheduler | Shoal | None = None
+        self.scheduler: KubeScheduler | Shoal | NullScheduler | None = None
         self.watcher = Watcher()
 
     async def __aenter__(self) -> Bench:
@@ -138,9 +138,12 @@ class Bench:
         self.api = await config.new_client_from_config(config_file=str(self.cp.kubeconfig))
         await apply_crds(self.api)
         await create(self.api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        self.scheduler = (
-            KubeScheduler(self.cp, self.dir) if self.kind == "kube-scheduler" else Shoal(self.cp, self.dir)
-        )
+        if self.kind == "null":
+            self.scheduler = NullScheduler(self.cp, self.dir)
+        elif self.kind == "kube-scheduler":
+            self.scheduler = KubeScheduler(self.cp, self.dir)
+        else:
+            self.scheduler = Shoal(self.cp, self.dir)
         self.watcher.start(self.api, NS)
         return self
 
@@ -255,6 +258,33 @@ async def throughput(
             "pods_per_s": len(latencies) / max(last_bound - first, 1e-9),
             "p50_s": statistics.median(latencies) if latencies else None,
             "p99_s": latencies[int(len(latencies) * 0.99) - 1] if latencies else None,
+            "cpu_s": cpu1 - cpu0,
+            "peak_rss_mb": rss / 2**20,
+        }
+
+
+async def backlog(kind: str, base: Path, nodes: int, pods: int, timeout: float = 1800) -> dict[str, Any]:
+    """Scheduler-bound throughput: every pod created before the scheduler starts, so the load
+    generator is out of the measurement; pods/s from the first binding to the last (the start-up
+    and cache priming left out, for every kind alike). ``null``: bench/nullscheduler.py."""
+    async with Bench(kind, base / "backlog") as b:
+        print(f"  {kind}: {nodes:,} nodes, {pods:,} pods created first", flush=True)
+        await b.create_all([workload_node("basic", i) for i in range(nodes)])
+        assert b.scheduler is not None
+        await b.create_all([workload_pod("basic", i, b.scheduler.scheduler_name, NS) for i in range(pods)])
+        await b.start_scheduler()
+        cpu0, _ = b.stats()
+        ok = await b.wait_bound([f"pod-{i:06d}" for i in range(pods)], timeout, "backlog")
+        cpu1, rss = b.stats()
+        times = sorted(b.watcher.bound.values())
+        seconds = times[-1] - times[0] if len(times) > 1 else 0.0
+        return {
+            "nodes": nodes,
+            "pods": pods,
+            "all_bound": ok,
+            "bound": len(times),
+            "seconds": seconds,
+            "pods_per_s": (len(times) - 1) / max(seconds, 1e-9),
             "cpu_s": cpu1 - cpu0,
             "peak_rss_mb": rss / 2**20,
         }
@@ -449,6 +479,15 @@ def topology_summary(topo: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def backlog_summary(backlog: dict[str, Any]) -> dict[str, Any]:
+    null = max(backlog["null"]["pods_per_s"], 1e-9)
+    return {
+        "ceiling_fraction": backlog["shoal"]["pods_per_s"] / null,
+        "ceiling_fraction_kube": backlog["kube-scheduler"]["pods_per_s"] / null,
+        "backlog_ratio": backlog["shoal"]["pods_per_s"] / max(backlog["kube-scheduler"]["pods_per_s"], 1e-9),
+    }
+
+
 def report_from_results(results_file: Path = RESULTS, doc: Path = DOC) -> None:
     """The e2e section again from recorded results (the plots already in docs/ are kept as they are)."""
     recorded = json.loads(results_file.read_text())
@@ -472,6 +511,10 @@ async def main_async(args: argparse.Namespace) -> int:
         results[workload] = {
             k: await throughput(k, base, args.nodes, pods, workload, workload) for k in kinds
         }
+    print(f"bench: backlog ({args.nodes:,} nodes, {args.pods:,} pods created first)", flush=True)
+    results["backlog"] = {
+        k: await backlog(k, base, args.nodes, args.pods) for k in ("null", "kube-scheduler", "shoal")
+    }
     print("bench: gang (64 members on 1,000 nodes)", flush=True)
     results["gang"] = await gang(base)
     if not results["gang"]["all_bound"]:
@@ -519,6 +562,7 @@ async def main_async(args: argparse.Namespace) -> int:
         "gang_preemption_excess_victims_kube": results["gang_preemption"]["kube-scheduler"]["excess_victims"],
         "dra_ratio": results["dra"]["shoal"]["pods_per_s"]
         / max(results["dra"]["kube-scheduler"]["pods_per_s"], 1e-9),
+        **backlog_summary(results["backlog"]),
     }
     print(json.dumps(summary, indent=2))
     if not args.no_write:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +109,47 @@ class Shoal:
     def stop(self) -> None:
         if self.op is not None:
             self.op.stop()
+
+
+class NullScheduler:
+    """bench/nullscheduler.py as a process: binds round-robin, decides nothing (the ceiling)."""
+
+    name = "null"
+    scheduler_name = "null-scheduler"
+
+    def __init__(self, cp: ControlPlane, workdir: Path) -> None:
+        self.cp, self.workdir = cp, workdir
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self, api: client.ApiClient) -> None:
+        ready = self.workdir / "null-ready"
+        ready.unlink(missing_ok=True)
+        script = Path(__file__).with_name("nullscheduler.py")
+        args = [sys.executable, str(script), "--kubeconfig", str(self.cp.kubeconfig), "--ready", str(ready)]
+        self.proc = proc = await asyncio.to_thread(self._spawn, args)
+
+        async def watching() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"null scheduler exited ({self.workdir / 'null.log'})")
+            return ready.exists()
+
+        await wait_for(watching, 60, interval=0.1, what="null scheduler watching")
+        await asyncio.sleep(SETTLE_S)
+
+    def _spawn(self, args: list[str]) -> subprocess.Popen[bytes]:
+        with open(self.workdir / "null.log", "wb") as log:
+            return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

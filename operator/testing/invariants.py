@@ -22,6 +22,7 @@ import math
 from collections import Counter
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client
 
 from shoal.core.nodetable import NodeTable
@@ -123,7 +124,8 @@ async def partly_bound_gangs(custom: Any, pods: list[PodInfo]) -> list[str]:
     for api_group, version, decode in apis:
         try:
             groups = await list_all(custom.list_cluster_custom_object, api_group, version, PODGROUP_PLURAL)
-        except client.ApiException:  # not installed / not served
+        except (client.ApiException, aiohttp.ClientResponseError):  # not installed / not served (a
+            # group the API server does not serve at all answers 404 in text/plain)
             groups = []
         infos += [decode(obj) for obj in groups]
     problems: list[str] = []

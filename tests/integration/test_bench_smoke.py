@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bench import e2e
-from bench.e2e import gang, gang_preemption, preemption, throughput, topology
+from bench.e2e import backlog, gang, gang_preemption, preemption, throughput, topology
 
 pytestmark = pytest.mark.slow
 
@@ -24,6 +24,14 @@ async def test_basic_smoke(kind: str, tmp_path: Path) -> None:
     assert result["all_bound"]
     assert result["bound"] == 300
     assert result["peak_rss_mb"] > 0
+
+
+@pytest.mark.parametrize("kind", ["null", "kube-scheduler", "shoal"])
+async def test_backlog_smoke(kind: str, tmp_path: Path) -> None:
+    """Pods created before the scheduler starts; the null scheduler (the ceiling) binds them too."""
+    result = await backlog(kind, tmp_path, nodes=20, pods=100, timeout=120)
+    assert result["all_bound"], result
+    assert result["bound"] == 100 and result["pods_per_s"] > 0
 
 
 @pytest.mark.parametrize("kind", ["kube-scheduler", "shoal"])
