@@ -50,7 +50,14 @@ if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 from bench import e2e_dra, e2e_preemption, e2e_topology
 from bench.e2e_report import plot, write_doc
-from bench.e2e_schedulers import SETTLE_S, KubeScheduler, NullScheduler, Shoal, proc_stats
+from bench.e2e_schedulers import (
+    SETTLE_S,
+    KubeScheduler,
+    NullScheduler,
+    Shoal,
+    proc_stats,
+    same_work_profiles,
+)
 from bench.e2e_workloads import CONSTRAINED, workload_node, workload_pod
 from bench.report import DOC
 from shoal.kube.informer import stream
@@ -142,6 +149,8 @@ class Bench:
             self.scheduler = NullScheduler(self.cp, self.dir)
         elif self.kind == "kube-scheduler":
             self.scheduler = KubeScheduler(self.cp, self.dir)
+        elif self.kind == "kube-same-work":
+            self.scheduler = KubeScheduler(self.cp, self.dir, same_work_profiles())
         else:
             self.scheduler = Shoal(self.cp, self.dir)
         self.watcher.start(self.api, NS)
@@ -485,6 +494,8 @@ def backlog_summary(backlog: dict[str, Any]) -> dict[str, Any]:
         "ceiling_fraction": backlog["shoal"]["pods_per_s"] / null,
         "ceiling_fraction_kube": backlog["kube-scheduler"]["pods_per_s"] / null,
         "backlog_ratio": backlog["shoal"]["pods_per_s"] / max(backlog["kube-scheduler"]["pods_per_s"], 1e-9),
+        "same_work_ratio": backlog["shoal"]["pods_per_s"]
+        / max(backlog["kube-same-work"]["pods_per_s"], 1e-9),
     }
 
 
@@ -513,7 +524,8 @@ async def main_async(args: argparse.Namespace) -> int:
         }
     print(f"bench: backlog ({args.nodes:,} nodes, {args.pods:,} pods created first)", flush=True)
     results["backlog"] = {
-        k: await backlog(k, base, args.nodes, args.pods) for k in ("null", "kube-scheduler", "shoal")
+        k: await backlog(k, base, args.nodes, args.pods)
+        for k in ("null", "kube-scheduler", "kube-same-work", "shoal")
     }
     print("bench: gang (64 members on 1,000 nodes)", flush=True)
     results["gang"] = await gang(base)

@@ -153,6 +153,11 @@ _LATER = (
     ("ceiling_fraction", "backlog pods/s, shoal ÷ the null scheduler (the API server's ceiling)", "≥ 0.8"),
     ("ceiling_fraction_kube", "the same, kube-scheduler", "—"),
     ("backlog_ratio", "backlog pods/s, shoal ÷ kube-scheduler (load generator out of the measure)", "≥ 1.0"),
+    (
+        "same_work_ratio",
+        "backlog pods/s, shoal ÷ kube-scheduler with shoal's plugins, every node scored",
+        "≥ 1.0",
+    ),
 )
 
 
@@ -231,11 +236,16 @@ def _backlog(results: dict[str, Any]) -> list[str]:
         "Pods/s from the first binding to the last, so neither the load generator nor start-up is in the",
         "measure. The null scheduler binds round-robin with no decision over shoal's own HTTP stack",
         "(64 bindings in flight): what the API server and etcd accept here, the ceiling of any scheduler.",
+        "`kube-same-work` is kube-scheduler doing shoal's work: every node scored (`percentageOfNodesToScore:",
+        "100`), NodeResourcesFit's MostAllocated with shoal's resource weights, shoal's Score plugins and",
+        "weights (`bench/e2e_schedulers.same_work_profiles`); its Filters are kube's defaults, as shoal's.",
         "",
         "| scheduler | pods/s | fraction of the ceiling | seconds | CPU s | peak RSS MB |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for name in ("null", "kube-scheduler", "shoal"):
+    for name in ("null", "kube-scheduler", "kube-same-work", "shoal"):
+        if name not in d:
+            continue
         r = d[name]
         lines.append(
             f"| {name} | {r['pods_per_s']:.0f} | {r['pods_per_s'] / max(null, 1e-9):.2f} | {r['seconds']:.1f} "

@@ -14,7 +14,7 @@ import aiohttp
 from aiohttp import ClientTimeout
 from kubernetes_asyncio import client
 
-from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
+from shoal.plugins.registry import DEFAULT_PLUGINS_SPEC, DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, create, wait_for
 from shoal.testing.controlplane import ControlPlane
 from shoal.testing.kubescheduler import KubeSchedulerProcess
@@ -62,14 +62,15 @@ class KubeScheduler:
     name = "kube-scheduler"
     scheduler_name = "default-scheduler"
 
-    def __init__(self, cp: ControlPlane, workdir: Path) -> None:
+    def __init__(self, cp: ControlPlane, workdir: Path, profiles: list[dict[str, Any]] | None = None) -> None:
         self.cp, self.workdir = cp, workdir
+        self.profiles = profiles
         self.proc: KubeSchedulerProcess | None = None
 
     async def start(self, api: client.ApiClient) -> None:
-        # kube-scheduler's default profile, qps/burst 5000, no leader election; /readyz turns 200
-        # once informers and event handlers have synced, and scheduling starts then
-        self.proc = KubeSchedulerProcess(self.cp.kubeconfig, self.workdir)
+        # kube-scheduler's default profile (or ``profiles``), qps/burst 5000, no leader election;
+        # /readyz turns 200 once informers and event handlers have synced, and scheduling starts then
+        self.proc = KubeSchedulerProcess(self.cp.kubeconfig, self.workdir, profiles=self.profiles)
         await asyncio.to_thread(self.proc.start, 60.0)
         await asyncio.sleep(SETTLE_S)
 
@@ -81,6 +82,37 @@ class KubeScheduler:
     def stop(self) -> None:
         if self.proc is not None:
             self.proc.stop()
+
+
+def same_work_profiles() -> list[dict[str, Any]]:
+    """kube-scheduler doing shoal's work: every node scored, NodeResourcesFit's MostAllocated
+    strategy with shoal's resource weights, and shoal's Score plugins and weights (those kube has:
+    GPUMemory and NetworkLatency are shoal's own, and score nothing for pods without GPUs or
+    peers). Filters are the same already: shoal's default profile runs kube's default Filters."""
+    fit_args = next(
+        c["args"] for c in DEFAULT_PROFILE_SPEC["pluginConfig"] if c["name"] == "NodeResourcesFit"
+    )
+    kube_scores = {
+        "NodeResourcesFit",
+        "TaintToleration",
+        "NodeAffinity",
+        "PodTopologySpread",
+        "InterPodAffinity",
+    }
+    kube_scores |= {"ImageLocality"}
+    score = [
+        {"name": ref["name"], "weight": ref.get("weight", 1)}
+        for ref in DEFAULT_PLUGINS_SPEC["score"]
+        if ref["name"] in kube_scores
+    ]
+    return [
+        {
+            "schedulerName": "default-scheduler",
+            "percentageOfNodesToScore": 100,
+            "plugins": {"score": {"disabled": [{"name": "*"}], "enabled": score}},
+            "pluginConfig": [{"name": "NodeResourcesFit", "args": fit_args}],
+        }
+    ]
 
 
 class Shoal:

@@ -14,7 +14,9 @@ run over a hundred candidate nodes goes from hundreds of Filter runs to one per 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from shoal.core.interfaces import BoolArray, Diagnosis
 from shoal.core.nodetable import PODS
@@ -149,3 +151,67 @@ def reprieve_by_resources(
         return room.put_back(uses[id(victim)])
 
     return reprieve
+
+
+@dataclass(frozen=True)
+class PlainRun:
+    """What one dry run's :func:`select_plain` calls share: the resources the preemptor asks for
+    (and the pod count), their table rows, and NodeResourcesFit's words for each."""
+
+    names: tuple[str, ...]
+    need: tuple[int, ...]
+    rows: tuple[int, ...]
+    labels: tuple[str, ...]
+
+
+def plain_run(fw: Framework, pod: PodInfo, pdbs: Sequence[object]) -> PlainRun | None:
+    """The shared part of :func:`select_plain` for ``pod``'s dry run, or None when it cannot
+    apply to any node (PodDisruptionBudgets exist, GPU memory asked, a Filter not victim-blind)."""
+    if pdbs or pod.gpu_memory_gb is not None or not profile_allows(fw):
+        return None
+    table = fw.handle.cache.table
+    names = tuple(r for r, amount in pod.requests.items() if amount > 0)
+    rows = tuple(table.resource_row(r) for r in names)
+    return PlainRun(
+        names,
+        (*(pod.requests[r] for r in names), 1),
+        (*rows, PODS),
+        (*(f"Insufficient {table.resources[i]}" for i in rows), "Too many pods"),
+    )
+
+
+def select_plain(
+    fw: Framework, pod: PodInfo, row: int, node: str, run: PlainRun, nominated: Sequence[PodInfo]
+) -> tuple[list[PodInfo], list[str]] | None:
+    """``select_victims_on_node`` for a row only NodeResourcesFit rejected, when every candidate
+    victim is a pod of its own (no gang whose PodGroup exists) and holds no host port, and no PDB
+    exists: the same victims as the general arithmetic path (in ``importance`` order, each
+    reprieved if the pod still fits), without Victim objects or room dicts. Returns (victims
+    most important first, []), or ([], NodeResourcesFit's reasons) when the pod does not fit even
+    with them all gone; None when it does not apply (or there is nothing to evict)."""
+    cache = fw.handle.cache
+    pods = [p for p in cache.pods_on(node) if p.priority < pod.priority]
+    if not pods:
+        return None
+    for p in pods:
+        if p.host_ports or (p.group_key is not None and p.group_key in cache.pod_groups):
+            return None
+    pods.sort(key=lambda p: (-p.priority, p.start_time if p.start_time is not None else math.inf))
+    table = cache.table
+    free = [int(table.allocatable[i, row] - table.requested[i, row]) for i in run.rows]
+    for other in nominated:
+        free = [f - u for f, u in zip(free, (*(other.requests.get(r, 0) for r in run.names), 1), strict=True)]
+    uses = [(*(p.requests.get(r, 0) for r in run.names), 1) for p in pods]
+    for use in uses:
+        free = [f + u for f, u in zip(free, use, strict=True)]
+    short = [label for label, f, n in zip(run.labels, free, run.need, strict=True) if f < n]
+    if short:
+        return [], short
+    victims: list[PodInfo] = []
+    for p, use in zip(pods, uses, strict=True):
+        trial = [f - u for f, u in zip(free, use, strict=True)]
+        if all(t >= n for t, n in zip(trial, run.need, strict=True)):
+            free = trial
+        else:
+            victims.append(p)
+    return victims, []

@@ -300,6 +300,19 @@ def _select_by_arithmetic(
     return pods, violations, Status()
 
 
+def _plain_on_node(
+    fw: Framework, pod: PodInfo, row: int, node: str, plain: fastreprieve.PlainRun
+) -> tuple[list[PodInfo], int, Status] | None:
+    """select_victims_on_node by fastreprieve.select_plain where it applies (None: it does not)."""
+    quick = fastreprieve.select_plain(fw, pod, row, node, plain, nominated_for(fw, pod, node))
+    if quick is None:
+        return None
+    victims, short = quick
+    if short:
+        return [], 0, Status.unschedulable(*short, plugin="NodeResourcesFit")
+    return victims, 0, Status()
+
+
 def num_candidates(n: int, percentage: int, absolute: int) -> int:
     """kube's ``calculateNumCandidates``."""
     return min(max(n * percentage // 100, absolute), n)
@@ -321,11 +334,15 @@ def dry_run(
     statuses: dict[str, Status] = {}
     state = shared_pre_filter(fw, pod)
     by_resources = fastreprieve.resources_only_rows(diagnosis) if diagnosis is not None else None
+    plain = fastreprieve.plain_run(fw, pod, pdbs) if state is not None and by_resources is not None else None
     for i in range(len(rows)):
         row = rows[(offset + i) % len(rows)]
         node = table.name(row)
         arithmetic = by_resources is not None and row < len(by_resources) and bool(by_resources[row])
-        victims, violations, status = select_victims_on_node(fw, pod, row, pdbs, state, arithmetic)
+        result = _plain_on_node(fw, pod, row, node, plain) if arithmetic and plain is not None else None
+        if result is None:
+            result = select_victims_on_node(fw, pod, row, pdbs, state, arithmetic)
+        victims, violations, status = result
         if status.ok and victims:
             found = violating if violations else clean
             if len(found) < wanted:  # each list holds ``wanted`` at most, as upstream's

@@ -26,7 +26,7 @@ async def test_basic_smoke(kind: str, tmp_path: Path) -> None:
     assert result["peak_rss_mb"] > 0
 
 
-@pytest.mark.parametrize("kind", ["null", "kube-scheduler", "shoal"])
+@pytest.mark.parametrize("kind", ["null", "kube-scheduler", "kube-same-work", "shoal"])
 async def test_backlog_smoke(kind: str, tmp_path: Path) -> None:
     """Pods created before the scheduler starts; the null scheduler (the ceiling) binds them too."""
     result = await backlog(kind, tmp_path, nodes=20, pods=100, timeout=120)

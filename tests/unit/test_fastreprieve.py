@@ -109,3 +109,32 @@ def test_a_nominated_pod_with_a_host_port_is_counted_by_the_filters() -> None:
     nominated = [PodInfo.from_dict(make_pod("nom", cpu="1", priority=10, host_ports=[80]))]
     verdict = whatif._nominated_verdict(fw, pod, 0, "n", nominated)
     assert not verdict.fits and verdict.status.plugin == "NodePorts"
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_plain_path_chooses_the_victims_of_the_arithmetic_path(seed: int) -> None:
+    """fastreprieve.select_plain (no Victim objects, no PDBs, no gangs) against the general
+    arithmetic path, row by row, with nominated pods on some nodes."""
+    rng = random.Random(seed)
+    sim, pod = cluster(rng)
+    fw = sim.scheduler.profiles["gpu-scheduler"]
+    cache = fw.handle.cache
+    for row in range(cache.table.n):
+        if rng.random() < 0.4:
+            nominated = PodInfo.from_dict(make_pod(f"nom{row}", cpu="500m", memory="256Mi", priority=1000))
+            cache.nominator.nominate(nominated, cache.table.name(row))
+    state = whatif.shared_pre_filter(fw, pod)
+    run = fastreprieve.plain_run(fw, pod, [])
+    assert state is not None and run is not None
+    compared = 0
+    for row in range(cache.table.n):
+        node = cache.table.name(row)
+        plain = preemption._plain_on_node(fw, pod, row, node, run)
+        general = preemption.select_victims_on_node(fw, pod, row, [], state, resources_only=True)
+        if plain is None:
+            assert not [p for p in cache.pods_on(node) if p.priority < pod.priority]
+            continue
+        compared += 1
+        assert [p.name for p in plain[0]] == [p.name for p in general[0]]
+        assert plain[2].ok == general[2].ok and set(plain[2].reasons) == set(general[2].reasons)
+    assert compared
