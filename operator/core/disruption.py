@@ -64,12 +64,17 @@ class Nominator:
 
     _node_of: dict[str, str] = field(default_factory=dict)
     _pods: dict[str, dict[str, PodInfo]] = field(default_factory=dict)
+    #: bumped when the set of nodes with nominations changes (what per-cycle caches key on)
+    version: int = 0
 
     def nominate(self, pod: PodInfo, node: str) -> None:
         self.remove(pod.uid)
         if node:
             self._node_of[pod.uid] = node
-            self._pods.setdefault(node, {})[pod.uid] = pod
+            pods = self._pods.setdefault(node, {})
+            if not pods:
+                self.version += 1
+            pods[pod.uid] = pod
 
     def remove(self, uid: str) -> None:
         node = self._node_of.pop(uid, None)
@@ -78,6 +83,11 @@ class Nominator:
             pods.pop(uid, None)
             if not pods:
                 del self._pods[node]
+                self.version += 1
+
+    def node_names(self) -> Iterator[str]:
+        """The nodes that have nominated pods."""
+        return iter(self._pods)
 
     def update(self, old: PodInfo | None, pod: PodInfo) -> None:
         """The API's view of a pod changed. As kube-scheduler's ``UpdateNominatedPod``: a
@@ -97,10 +107,6 @@ class Nominator:
 
     def pods_on(self, node: str) -> list[PodInfo]:
         return list(self._pods.get(node, {}).values())
-
-    def nodes(self) -> Iterator[tuple[str, list[PodInfo]]]:
-        for node, pods in self._pods.items():
-            yield node, list(pods.values())
 
     def __len__(self) -> int:
         return len(self._node_of)

@@ -146,18 +146,38 @@ def _nominated_verdict(fw: Framework, pod: PodInfo, row: int, node: str, others:
     return with_nominated(fw, pod, row, node, others)
 
 
+def _nominated_rows(fw: Framework) -> np.ndarray:
+    """Rows of the nodes that have nominated pods (kept until a nomination or the table changes)."""
+    cache = fw.handle.cache
+    table = cache.table
+    key = (cache.nominator.version, table.version, table.n)
+    hit = _ROWS.get(id(cache))
+    if hit is None or hit[0] is not cache or hit[1] != key:
+        found = (table.index.get(node) for node in cache.nominator.node_names())
+        rows = np.fromiter((r for r in found if r is not None), dtype=np.int64)
+        if len(_ROWS) > 16:
+            _ROWS.clear()
+        hit = _ROWS[id(cache)] = (cache, key, rows)
+    return hit[2]
+
+
+_ROWS: dict[int, tuple[object, tuple[int, int, int], np.ndarray]] = {}
+
+
 def filter_with_nominated(fw: Framework, pod: PodInfo, outcome: FilterOutcome) -> None:
     """The first of kube-scheduler's two passes, on the feasible nodes holding nominated pods of
     equal or higher priority: a node where the pod does not fit with them counted is rejected
-    (its reasons are that pass's). ``outcome`` is the normal pass; it is updated in place."""
+    (its reasons are that pass's). ``outcome`` is the normal pass; it is updated in place; the
+    nodes rejected for the same reasons by the same plugin are one step."""
     cache = fw.handle.cache
     if not len(cache.nominator):
         return
     table = cache.table
-    for node, _ in list(cache.nominator.nodes()):
-        row = table.index.get(node)
-        if row is None or not outcome.feasible[row]:
-            continue
+    nominated_rows = _nominated_rows(fw)
+    rows = nominated_rows[outcome.feasible[nominated_rows]] if nominated_rows.size else nominated_rows
+    rejected: dict[tuple[str, tuple[str, ...], Code], list[int]] = {}
+    for row in rows.tolist():
+        node = table.name(row)
         others = nominated_for(fw, pod, node)
         if not others:
             continue
@@ -168,14 +188,16 @@ def filter_with_nominated(fw: Framework, pod: PodInfo, outcome: FilterOutcome) -
             return
         if verdict.fits:
             continue
-        only: BoolArray = np.zeros(len(outcome.feasible), dtype=bool)
-        only[row] = True
-        rejections = verdict.rejections or [
-            Rejection(only, r, verdict.status.code) for r in verdict.status.reasons
-        ]
-        outcome.steps.append(
-            FilterStep(
-                verdict.status.plugin, only, [Rejection(r.mask & only, r.reason, r.code) for r in rejections]
-            )
-        )
+        if verdict.rejections:  # a what-if: its plugin's own rejections, on this row
+            only: BoolArray = np.zeros(len(outcome.feasible), dtype=bool)
+            only[row] = True
+            rejections = [Rejection(r.mask & only, r.reason, r.code) for r in verdict.rejections]
+            outcome.steps.append(FilterStep(verdict.status.plugin, only, rejections))
+        else:
+            key = (verdict.status.plugin, verdict.status.reasons, verdict.status.code)
+            rejected.setdefault(key, []).append(row)
         outcome.feasible[row] = False
+    for (plugin, reasons, code), group in rejected.items():
+        mask: BoolArray = np.zeros(len(outcome.feasible), dtype=bool)
+        mask[group] = True
+        outcome.steps.append(FilterStep(plugin, mask, [Rejection(mask, r, code) for r in reasons]))
