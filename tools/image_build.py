@@ -151,6 +151,34 @@ def base_key() -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def debootstrap_command() -> tuple[list[str], dict[str, str]]:
+    """The debootstrap to run and its environment: the installed one, or else Debian's package
+    fetched with ``apt-get download`` and unpacked into the cache (a shell script with its data
+    directory; nothing is installed on the machine), so a fresh Debian machine needs no set-up."""
+    env = dict(os.environ)
+    if (installed := shutil.which("debootstrap")) is not None:
+        return [installed], env
+    home = CACHE / "debootstrap"
+    script = home / "usr" / "sbin" / "debootstrap"
+    if not script.exists():
+        if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
+            raise BuildError("debootstrap is not installed, apt-get cannot fetch it, and no base is cached")
+        print("image: fetching Debian's debootstrap package (apt-get download) into the cache", flush=True)
+        with tempfile.TemporaryDirectory(dir=CACHE, prefix="debootstrap-") as tmp:
+            hint = "; apt-get download debootstrap: are Debian's package lists reachable?"
+            run(["apt-get", "download", "-q", "debootstrap"], "fetching debootstrap", hint=hint, cwd=tmp)
+            debs = sorted(Path(tmp).glob("debootstrap_*.deb"))
+            if not debs:
+                raise BuildError("apt-get download debootstrap wrote no package")
+            unpacked = Path(tmp) / "root"
+            run(["dpkg-deb", "-x", str(debs[-1]), str(unpacked)], "unpacking debootstrap")
+            if home.exists():
+                shutil.rmtree(home)
+            unpacked.rename(home)
+    env["DEBOOTSTRAP_DIR"] = str(home / "usr" / "share" / "debootstrap")
+    return [str(script)], env
+
+
 def base_layer() -> Layer:
     """The Debian base layer, from the cache or built by debootstrap (the only step needing Debian)."""
     key = base_key()
@@ -158,17 +186,16 @@ def base_layer() -> Layer:
     if meta_path.exists():
         meta = json.loads(meta_path.read_text())
         return Layer(CACHE / meta["file"], meta["digest"], meta["diff_id"], meta["size"], meta["created_by"])
-    if shutil.which("debootstrap") is None:
-        raise BuildError("debootstrap is not installed (apt-get install debootstrap) and no base is cached")
     CACHE.mkdir(parents=True, exist_ok=True)
+    debootstrap, env = debootstrap_command()
     (CACHE / "debs").mkdir(exist_ok=True)
     created_by = f"debootstrap --variant=minbase --include={','.join(PACKAGES)} {SUITE} {MIRROR}"
     print(f"image: building the base ({created_by}; cold: a few minutes)", flush=True)
     with tempfile.TemporaryDirectory(dir=CACHE, prefix="base-") as tmp:
         rootfs, log = Path(tmp) / "rootfs", CACHE / f"base-{key}.log"
-        cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}"]
+        cmd = [*debootstrap, "--variant=minbase", f"--include={','.join(PACKAGES)}"]
         cmd += [f"--cache-dir={CACHE / 'debs'}", SUITE, str(rootfs), MIRROR]
-        run(cmd, f"debootstrap of {SUITE} from {MIRROR}", log=log, hint="; is the mirror reachable?")
+        run(cmd, f"debootstrap of {SUITE} from {MIRROR}", log=log, hint="; is the mirror reachable?", env=env)
         for leftover in ("var/cache/apt/archives", "var/lib/apt/lists", "tmp", "var/tmp", "var/log"):
             for p in (rootfs / leftover).glob("*"):
                 if p.is_file() or p.is_symlink():
