@@ -16,10 +16,10 @@ preemption (``SchedulerAsyncPreemption``, on in 1.37):
 * members of a gang (a profile plugin's ``pod_group``) do not preempt: evicting pods for one
   member could free room for a gang that still does not fit; gang-aware preemption is future
   work;
-* the pod waits as unschedulable; the victims' deletions wake it (NodeResourcesFit and others
-  register pod deletions) and its nominated node is tried first. While the executor is still at
-  work, or a victim it evicted is still terminating on the nominated node, the pod preempts
-  nothing more.
+* the pod waits as unschedulable; while the executor is still at work, PreEnqueue holds it (as
+  upstream's) and the executor's completion activates it; the victims' deletions wake it
+  (NodeResourcesFit and others register pod deletions) and its nominated node is tried first.
+  While a victim it evicted is still terminating, the pod preempts nothing more.
 
 The message joins the pod's ``FailedScheduling`` event after the filter reasons, as upstream:
 ``... preemption: found a potential placement for pod on node n1, preempting 1 victims`` or
@@ -93,6 +93,19 @@ class DefaultPreemption:
         if not uids:
             del self.evicting[key]
         return bool(uids)
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """kube 1.37's gate: while the executor is still at work for this pod (its nomination and
+        victims' deletions being written), the pod is not tried: a victim's deletion seen meanwhile
+        would only make it fail again and double its backoff. When the executor is done the pod is
+        activated (``Handle.activate``)."""
+        if pod.uid in self.running:
+            return Status(
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                ("waiting for the preemption for this pod to be finished",),
+                plugin=NAME,
+            )
+        return Status()
 
     def attach_framework(self, fw: Framework) -> None:
         """The profile this instance belongs to: its PreFilter/Filter run the dry runs."""
@@ -244,6 +257,8 @@ class DefaultPreemption:
             if not ok:  # some victim stays: the next attempt may preempt afresh
                 self.evicting.pop(key, None)
                 log.warning("preemption for %s on %s did not complete", pod.key, node)
+            if key == pod.uid and key not in self.running:
+                self.handle.activate((pod.uid,))  # its PreEnqueue gate is open again
 
         executor.preempt(pod, node, to_delete, unnominate, done)
 

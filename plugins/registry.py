@@ -139,7 +139,7 @@ def _refs(*names: str | tuple[str, int]) -> list[dict[str, Any]]:
 
 #: The default plugin at each extension point (a profile that omits a point gets this list).
 DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
-    "preEnqueue": _refs("SchedulingGates", "DynamicResources", "Coscheduling"),
+    "preEnqueue": _refs("SchedulingGates", "DefaultPreemption", "DynamicResources", "Coscheduling"),
     "queueSort": _refs("PrioritySort"),
     "preFilter": _refs(
         "NodeResourcesFit",

@@ -16,7 +16,7 @@ form; a plugin may offer either or both (the vectorised one wins).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Flag, auto
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -139,6 +139,9 @@ class Handle:
     binder: Binder
     clock: Callable[[], float]
     extras: dict[str, Any] = field(default_factory=dict)
+    #: put these parked pods (uids) back into play, PreEnqueue first (kube's ``Activate``); the
+    #: scheduler sets it to its queue's
+    activate: Callable[[Iterable[str]], None] = field(default=lambda uids: None)
 
 
 # -- extension points -----------------------------------------------------------------------------

@@ -207,21 +207,36 @@ class SchedulingQueue:
         return qpi
 
     def _admit(self, qpi: QueuedPodInfo) -> None:
-        pre_enqueue = self.profiles.pre_enqueue_for(qpi.profile)
-        status = pre_enqueue(qpi.pod) if pre_enqueue is not None else None
-        if status is not None and not status.ok:
-            qpi.gate = status
-            qpi.unschedulable_plugins = {status.plugin} if status.plugin else set()
-            qpi.parked_at = self.clock()
-            self._move(qpi, GATED)
-            if self.gate_observer is not None:
-                self.gate_observer(qpi, status)
+        """PreEnqueue, then active (or backoff, for a pod that has been tried); else gated."""
+        if self._gated(qpi):
             return
-        qpi.gate = None
         if qpi.attempts and qpi.backoff_until > self.clock():
             self._push_backoff(qpi)
         else:
             self._push_active(qpi)
+
+    def _gated(self, qpi: QueuedPodInfo) -> bool:
+        """Run the profile's PreEnqueue plugins; a rejection gates the pod (True)."""
+        pre_enqueue = self.profiles.pre_enqueue_for(qpi.profile)
+        status = pre_enqueue(qpi.pod) if pre_enqueue is not None else None
+        if status is None or status.ok:
+            qpi.gate = None
+            return False
+        qpi.gate = status
+        qpi.unschedulable_plugins = {status.plugin} if status.plugin else set()
+        qpi.parked_at = self.clock()
+        self._move(qpi, GATED)
+        if self.gate_observer is not None:
+            self.gate_observer(qpi, status)
+        return True
+
+    def activate(self, uids: Iterable[str]) -> None:
+        """Put parked pods (unschedulable or gated) back into play now, PreEnqueue first (kube's
+        ``Activate``): a plugin whose own state changed, not the cluster, says they may fit."""
+        for uid in uids:
+            qpi = self._pods.get(uid)
+            if qpi is not None and qpi.where in (UNSCHEDULABLE, GATED):
+                self._admit(qpi)
 
     def delete(self, uid: str) -> QueuedPodInfo | None:
         qpi = self._pods.pop(uid, None)
@@ -329,6 +344,10 @@ class SchedulingQueue:
         return False
 
     def _requeue_after_event(self, qpi: QueuedPodInfo, now: float) -> None:
+        """A parked pod an event may help: PreEnqueue again (as kube's move to the active queue),
+        then backoff or active."""
+        if self._gated(qpi):
+            return
         if qpi.backoff_until > now:
             self._push_backoff(qpi)
         else:
@@ -361,7 +380,7 @@ class SchedulingQueue:
         for qpi in self._candidates(event):
             if qpi.where == UNSCHEDULABLE and self._wants(qpi, event):
                 self._requeue_after_event(qpi, now)
-                moved += 1
+                moved += qpi.where != GATED
             elif qpi.where == GATED and self._wants(qpi, event):
                 self._admit(qpi)
                 moved += qpi.where != GATED

@@ -25,7 +25,7 @@ POD_GROUP_MISSING = "PodGroupMissing"
 
 def held_reason(status: Status) -> str | None:
     """The event reason for a PreEnqueue rejection, or None when it is not reported."""
-    if status.plugin == "SchedulingGates":
+    if status.plugin in ("SchedulingGates", "DefaultPreemption"):  # the user's gate; a moment's wait
         return None
     if status.plugin == "Coscheduling":  # unresolvable: the PodGroup does not exist (yet)
         return POD_GROUP_MISSING if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else WAITING_FOR_GANG

@@ -90,6 +90,7 @@ class Scheduler:
             profiles=self,
         )
         self.queue.gate_observer = self._held
+        self.handle.activate = self.queue.activate
         self._binding: set[asyncio.Task[None]] = set()
         #: binding cycles past their Permit gate (PreBind/Bind under way); the loop waits when
         #: there are ``max_binds_in_flight`` so a burst cannot pile up thousands of tasks

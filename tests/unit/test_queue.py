@@ -181,3 +181,37 @@ def test_an_event_asks_only_the_pods_its_targets_name_and_those_parked_without_a
     assert q.on_event(ClusterEvent(EventKind.NODE_ADD)) == 1
     assert asked == ["c"]
     assert q.on_event(ClusterEvent(EventKind.POD_UPDATE, ())) == 0  # no target, nobody
+
+
+def test_an_event_runs_pre_enqueue_again_before_moving_a_parked_pod() -> None:
+    """As kube's move to the active queue: a parked pod an event helps is gated if a PreEnqueue
+    plugin now says no, and is not tried (no attempt, no backoff doubling) until admitted."""
+    q, clock = queue()
+    profiles_of(q).hints = [("Fit", EventRegistration(EventKind.POD_DELETE))]
+    q.add(pod("a"), "s")
+    qpi = q.pop_nowait()
+    assert qpi is not None
+    q.requeue_unschedulable(qpi, {"Fit"}, "0/1 nodes are available")
+    holding = {"on": True}
+    profiles_of(q).gate = lambda p: Status.unschedulable("busy", plugin="H") if holding["on"] else Status()
+    assert q.on_event(ClusterEvent(EventKind.POD_DELETE)) == 0  # moved, but to the gate
+    assert qpi.where == "gated" and qpi.gate is not None and qpi.gate.plugin == "H"
+    clock.t += 5
+    assert q.pop_nowait() is None
+    holding["on"] = False
+    q.activate(["nobody", qpi.uid])
+    assert q.pop_nowait() is qpi
+    assert qpi.attempts == 2
+
+
+def test_activate_leaves_active_and_in_flight_pods_alone() -> None:
+    q, _ = queue()
+    q.add(pod("a"), "s")
+    q.add(pod("b"), "s")
+    first = q.pop_nowait()
+    assert first is not None
+    q.activate([first.uid])
+    assert first.where == "inFlight"
+    second = q.pop_nowait()
+    assert second is not None and second is not first
+    assert q.pop_nowait() is None

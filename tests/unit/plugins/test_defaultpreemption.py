@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from shoal.core.disruption import PDBInfo
 from shoal.core.objects import PodInfo
-from shoal.core.preemption import Candidate, Victim, pick_one_node, split_by_pdb
+from shoal.core.preemption import PREEMPTION_EXECUTOR, Candidate, Victim, pick_one_node, split_by_pdb
 from shoal.plugins.defaultpreemption import DefaultPreemption
 from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod, make_pod_group
@@ -268,3 +269,56 @@ async def test_a_gang_clears_the_sparse_nodes_not_the_crowded_ones() -> None:
     victims = sorted(v for p in s.preemption.preemptions for v in p.victims)
     assert victims == [f"default/low-{i:02d}-0" for i in range(8)]
     assert all(s.placements()[f"default/gang-{i}"] for i in range(8))
+
+
+class HeldExecutor:
+    """A preemption executor whose API calls have not returned yet: ``finish`` returns them."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.calls: list[tuple[PodInfo, list[PodInfo], Callable[[bool], None]]] = []
+
+    def preempt(
+        self,
+        preemptor: PodInfo,
+        node: str,
+        victims: Sequence[PodInfo],
+        unnominate: Sequence[PodInfo],
+        done: Callable[[bool], None],
+    ) -> None:
+        self.calls.append((preemptor, list(victims), done))
+
+    def nominate(self, pod: PodInfo, node: str) -> None:
+        pass
+
+    def finish(self, ok: bool = True) -> None:
+        for _, _, done in self.calls:
+            done(ok)
+
+
+async def test_a_preemptor_is_held_at_pre_enqueue_until_its_executor_is_done() -> None:
+    """kube 1.37's PreEnqueue gate: a victim's deletion seen while the executor is still at work
+    does not retry the preemptor; the executor's completion activates it, and it binds."""
+    s = sim_with(make_node("n1", cpu="2"), running("low", "n1", priority=0, cpu="2"))
+    held = HeldExecutor(s)
+    s.scheduler.handle.extras[PREEMPTION_EXECUTOR] = held
+    high = s.submit(make_pod("high", cpu="2", memory=None, priority=1000))
+    uid = high["metadata"]["uid"]
+    await s.run()
+    ((preemptor, victims, _),) = held.calls
+    assert (preemptor.key, [v.key for v in victims]) == ("default/high", ["default/low"])
+    qpi = s.scheduler.queue.get(uid)
+    assert qpi is not None and qpi.where == "unschedulable" and qpi.attempts == 1
+    s.delete_pod(victims[0].uid)  # the victim's deletion is seen before the executor returns
+    assert qpi.where == "gated"
+    assert qpi.gate is not None and qpi.gate.reasons == (
+        "waiting for the preemption for this pod to be finished",
+    )
+    await s.run()
+    assert s.placements()["default/high"] is None and qpi.attempts == 1
+    assert not any(e[1] == "NotReadyForScheduling" for e in s.reporter.events)  # no event for it
+    held.finish()
+    assert qpi.where in ("active", "backoff")
+    await s.run()
+    assert s.placements()["default/high"] == "n1"
+    assert qpi.attempts == 2
