@@ -198,13 +198,31 @@ class DynamicResources:
         if not st.to_allocate:
             return out
         rows = np.flatnonzero(candidates & ~unavailable)
+        none = np.zeros(table.n, dtype=bool)
         try:
-            failed = self._count_free(st, table, rows) if _simple(st) else self._search(st, table, rows)
+            simple = _simple(st)
+            failed = self._count_free(st, table, rows, none) if simple else self._search(st, table, rows)
         except AllocationError as exc:
             raise PluginFailed(Status.error(str(exc))) from None
-        if failed.any():
-            out.append(Rejection(failed, CANNOT_ALLOCATE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+        if none.any():  # upstream says only CANNOT_ALLOCATE; shoal says why when nothing matches
+            out.append(Rejection(none, self._nothing_matches(st, table), Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+        if (failed & ~none).any():
+            out.append(Rejection(failed & ~none, CANNOT_ALLOCATE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
         return out
+
+    def _nothing_matches(self, st: _State, table: NodeTable) -> str:
+        """The reason for nodes none of whose devices match the request (taken or not), naming
+        the slices that publish devices for nodes that do not exist."""
+        claim = st.to_allocate[0]
+        req = claim.requests[0][0]
+        why = f"{CANNOT_ALLOCATE}: no device matches claim {claim.key}, request {req.name} "
+        why += f"(device class {req.device_class})"
+        ghosts = sorted(
+            f"ResourceSlice {s.name} names node {s.node_name}, which does not exist"
+            for s in self.cache.dra.slices.values()
+            if s.node_name and s.node_name not in table.index
+        )
+        return "; ".join([why, *ghosts[:3]])
 
     def node_devices(self, table: NodeTable, row: int) -> tuple[Device, ...]:
         """The devices the node at ``row`` reaches, cached until a slice or the node changes."""
@@ -217,9 +235,10 @@ class DynamicResources:
         self._devices[name] = (store.devices_version, spec, devices)
         return devices
 
-    def _count_free(self, st: _State, table: NodeTable, rows: np.ndarray) -> BoolArray:
+    def _count_free(self, st: _State, table: NodeTable, rows: np.ndarray, none: BoolArray) -> BoolArray:
         """One ExactCount request, no constraint: a node fits when it has ``count`` free matching
-        devices (exact: any such devices will do). The allocation is searched at Reserve."""
+        devices (exact: any such devices will do). The allocation is searched at Reserve. ``none``
+        is set for the nodes where no device matches at all, free or not."""
         claim = st.to_allocate[0]
         req = claim.requests[0][0]
         cls = self.cache.dra.classes[req.device_class]
@@ -231,19 +250,21 @@ class DynamicResources:
             memo.clear()
         failed = np.zeros(table.n, dtype=bool)
         for row in rows:
-            free = 0
+            free = matched = 0
             for d in self.node_devices(table, int(row)):
-                if d.unsupported or d.id in taken:
+                if d.unsupported:
                     continue
                 hit = memo.get(id(d))
                 if hit is None or hit[0] is not d:
                     hit = (d, self.matcher.request_matches(claim, req, cls, d))
                     memo[id(d)] = hit
                 if hit[1]:
-                    free += 1
+                    matched += 1
+                    free += d.id not in taken
                     if free >= req.count:
                         break
             failed[row] = free < req.count
+            none[row] = not matched
         return failed
 
     def _search(self, st: _State, table: NodeTable, rows: np.ndarray) -> BoolArray:

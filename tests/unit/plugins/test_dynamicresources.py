@@ -109,6 +109,23 @@ def test_missing_claim_and_missing_class_are_named() -> None:
     assert "request gpu: device class tpu does not exist" in out["uid-p"].message
 
 
+def test_a_driver_without_slices_and_a_slice_for_a_missing_node_are_named() -> None:
+    tpu = device_class("tpu", expression='device.driver == "tpu.example.com"')
+    objs = [node("n1"), node("n2"), device_class(), node_slice("n1"), tpu]
+    _, out = run(*objs, claim("c", device_class_name="tpu"), user("p", "c"))
+    why = "2 cannot allocate all claims: no device matches claim default/c, request gpu (device class tpu)"
+    assert out["uid-p"].node is None and why in out["uid-p"].message, out["uid-p"].message
+    # the only GPUs are published for a node that does not exist: the slice is named
+    _, out = run(node("n1"), device_class(), node_slice("ghost"), claim("c"), user("p", "c"))
+    msg = out["uid-p"].message
+    assert out["uid-p"].node is None and "no device matches claim default/c" in msg, msg
+    assert "ResourceSlice ghost-gpu.nvidia.com names node ghost, which does not exist" in msg, msg
+    # devices that match but are all taken keep upstream's words alone
+    theirs = allocated(claim("theirs", count=8), "n1", [f"gpu-{i}" for i in range(8)])
+    _, out = run(node("n1"), device_class(), node_slice("n1"), theirs, claim("c"), user("p", "c"))
+    assert "1 cannot allocate all claims." in out["uid-p"].message, out["uid-p"].message
+
+
 def test_broken_cel_is_an_error_naming_claim_and_expression_never_a_match() -> None:
     bad = claim("c", selectors=(f'device.attributes["{GPU}"].nosuch == "x"',))
     pod = user("p", "c")
