@@ -17,8 +17,9 @@ preemption (``SchedulerAsyncPreemption``, on in 1.37):
   member could free room for a gang that still does not fit; gang-aware preemption is future
   work;
 * the pod waits as unschedulable; while the executor is still at work, PreEnqueue holds it (as
-  upstream's) and the executor's completion activates it; the victims' deletions wake it
-  (NodeResourcesFit and others register pod deletions) and its nominated node is tried first.
+  upstream's); the executor's completion activates it if the cache has seen its victims go, else
+  their deletions wake it (this plugin registers them for the pods it held, NodeResourcesFit and
+  others for the rest), and its nominated node is tried first.
   While a victim it evicted is still terminating, the pod preempts nothing more.
 
 The message joins the pod's ``FailedScheduling`` event after the filter reasons, as upstream:
@@ -29,7 +30,7 @@ The message joins the pod's ``FailedScheduling`` event after the filter reasons,
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from pydantic import Field
@@ -37,7 +38,7 @@ from pydantic import Field
 from shoal.core import preemption
 from shoal.core.cyclestate import CycleState
 from shoal.core.gangpreemption import all_victims, best_gang_victims
-from shoal.core.interfaces import Diagnosis, EventRegistration, Handle
+from shoal.core.interfaces import ClusterEvent, Diagnosis, EventKind, EventRegistration, Handle
 from shoal.core.objects import PREEMPT_NEVER, PodGroupInfo, PodInfo
 from shoal.core.preemption import PREEMPTION_EXECUTOR, Candidate, PreemptionExecutor, Victim
 from shoal.core.profile import ArgsModel, PluginEntry
@@ -81,6 +82,8 @@ class DefaultPreemption:
         self.running: dict[str, int] = {}
         #: preemptor -> the victims it deleted that the cache still holds (their DELETE not seen yet)
         self.evicting: dict[str, set[str]] = {}
+        #: a victim's uid -> the single pod that is evicting it (the targets of its deletion)
+        self._preemptor_of: dict[str, str] = {}
 
     def waiting_for_victims(self, key: str) -> bool:
         """Are victims deleted for ``key`` still in the cache? Until the watch reports them gone,
@@ -89,7 +92,9 @@ class DefaultPreemption:
         if not uids:
             return False
         cache = self.handle.cache
-        uids &= {u for u in uids if u in cache.pods and cache.placed_node(u)}
+        for gone in [u for u in uids if u not in cache.pods or not cache.placed_node(u)]:
+            uids.discard(gone)
+            self._preemptor_of.pop(gone, None)
         if not uids:
             del self.evicting[key]
         return bool(uids)
@@ -112,7 +117,19 @@ class DefaultPreemption:
         self.fw = fw
 
     def events_to_register(self) -> Sequence[EventRegistration]:
-        return ()  # never the plugin that rejected a pod
+        """A pod this plugin's PreEnqueue held is woken by its victims' deletions, once none of
+        them is left in the cache (never by anyone else's)."""
+        return (
+            EventRegistration(
+                EventKind.POD_DELETE,
+                hint=lambda pod, event: not self.waiting_for_victims(pod.uid),
+                targets=self._victims_preemptor,
+            ),
+        )
+
+    def _victims_preemptor(self, event: ClusterEvent) -> Collection[str]:
+        key = self._preemptor_of.get(getattr(event.obj, "uid", ""))
+        return (key,) if key else ()
 
     def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
         verdict = self.evaluate(pod, diagnosis)
@@ -249,6 +266,8 @@ class DefaultPreemption:
         key = key or pod.uid
         self.running[key] = self.running.get(key, 0) + 1
         self.evicting.setdefault(key, set()).update(v.uid for v in to_delete)
+        if key == pod.uid:
+            self._preemptor_of.update((v.uid, key) for v in to_delete)
 
         def done(ok: bool) -> None:
             left = self.running.pop(key, 1) - 1
@@ -257,8 +276,11 @@ class DefaultPreemption:
             if not ok:  # some victim stays: the next attempt may preempt afresh
                 self.evicting.pop(key, None)
                 log.warning("preemption for %s on %s did not complete", pod.key, node)
-            if key == pod.uid and key not in self.running:
-                self.handle.activate((pod.uid,))  # its PreEnqueue gate is open again
+            # the gate is open again: retry now if the cache has seen every victim go (else a
+            # retry could only fail and double its backoff; their deletions will wake the pod)
+            waiting = ok and self.waiting_for_victims(key)
+            if key == pod.uid and key not in self.running and not waiting:
+                self.handle.activate((pod.uid,))
 
         executor.preempt(pod, node, to_delete, unnominate, done)
 
