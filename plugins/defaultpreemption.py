@@ -17,9 +17,9 @@ preemption (``SchedulerAsyncPreemption``, on in 1.37):
   member could free room for a gang that still does not fit; gang-aware preemption is future
   work;
 * the pod waits as unschedulable; while the executor is still at work, PreEnqueue holds it (as
-  upstream's); the executor's completion activates it if the cache has seen its victims go, else
-  their deletions wake it (this plugin registers them for the pods it held, NodeResourcesFit and
-  others for the rest), and its nominated node is tried first.
+  upstream's); the executor's completion activates a pod the gate held, and one still parked
+  as unschedulable only if the cache has seen its victims go (else their deletions wake it:
+  NodeResourcesFit and others register pod deletions); its nominated node is tried first.
   While a victim it evicted is still terminating, the pod preempts nothing more.
 
 The message joins the pod's ``FailedScheduling`` event after the filter reasons, as upstream:
@@ -30,7 +30,7 @@ The message joins the pod's ``FailedScheduling`` event after the filter reasons,
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import Field
@@ -38,7 +38,7 @@ from pydantic import Field
 from shoal.core import preemption
 from shoal.core.cyclestate import CycleState
 from shoal.core.gangpreemption import all_victims, best_gang_victims
-from shoal.core.interfaces import ClusterEvent, Diagnosis, EventKind, EventRegistration, Handle
+from shoal.core.interfaces import Diagnosis, EventRegistration, Handle
 from shoal.core.objects import PREEMPT_NEVER, PodGroupInfo, PodInfo
 from shoal.core.preemption import PREEMPTION_EXECUTOR, Candidate, PreemptionExecutor, Victim
 from shoal.core.profile import ArgsModel, PluginEntry
@@ -82,8 +82,8 @@ class DefaultPreemption:
         self.running: dict[str, int] = {}
         #: preemptor -> the victims it deleted that the cache still holds (their DELETE not seen yet)
         self.evicting: dict[str, set[str]] = {}
-        #: a victim's uid -> the single pod that is evicting it (the targets of its deletion)
-        self._preemptor_of: dict[str, str] = {}
+        #: pods PreEnqueue held while their executor was at work (activated when it is done)
+        self._held: set[str] = set()
 
     def waiting_for_victims(self, key: str) -> bool:
         """Are victims deleted for ``key`` still in the cache? Until the watch reports them gone,
@@ -92,9 +92,7 @@ class DefaultPreemption:
         if not uids:
             return False
         cache = self.handle.cache
-        for gone in [u for u in uids if u not in cache.pods or not cache.placed_node(u)]:
-            uids.discard(gone)
-            self._preemptor_of.pop(gone, None)
+        uids &= {u for u in uids if u in cache.pods and cache.placed_node(u)}
         if not uids:
             del self.evicting[key]
         return bool(uids)
@@ -105,6 +103,7 @@ class DefaultPreemption:
         would only make it fail again and double its backoff. When the executor is done the pod is
         activated (``Handle.activate``)."""
         if pod.uid in self.running:
+            self._held.add(pod.uid)
             return Status(
                 Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                 ("waiting for the preemption for this pod to be finished",),
@@ -117,19 +116,7 @@ class DefaultPreemption:
         self.fw = fw
 
     def events_to_register(self) -> Sequence[EventRegistration]:
-        """A pod this plugin's PreEnqueue held is woken by its victims' deletions, once none of
-        them is left in the cache (never by anyone else's)."""
-        return (
-            EventRegistration(
-                EventKind.POD_DELETE,
-                hint=lambda pod, event: not self.waiting_for_victims(pod.uid),
-                targets=self._victims_preemptor,
-            ),
-        )
-
-    def _victims_preemptor(self, event: ClusterEvent) -> Collection[str]:
-        key = self._preemptor_of.get(getattr(event.obj, "uid", ""))
-        return (key,) if key else ()
+        return ()  # a pod it held is activated when its executor is done
 
     def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
         verdict = self.evaluate(pod, diagnosis)
@@ -266,8 +253,6 @@ class DefaultPreemption:
         key = key or pod.uid
         self.running[key] = self.running.get(key, 0) + 1
         self.evicting.setdefault(key, set()).update(v.uid for v in to_delete)
-        if key == pod.uid:
-            self._preemptor_of.update((v.uid, key) for v in to_delete)
 
         def done(ok: bool) -> None:
             left = self.running.pop(key, 1) - 1
@@ -276,10 +261,15 @@ class DefaultPreemption:
             if not ok:  # some victim stays: the next attempt may preempt afresh
                 self.evicting.pop(key, None)
                 log.warning("preemption for %s on %s did not complete", pod.key, node)
-            # the gate is open again: retry now if the cache has seen every victim go (else a
-            # retry could only fail and double its backoff; their deletions will wake the pod)
-            waiting = ok and self.waiting_for_victims(key)
-            if key == pod.uid and key not in self.running and not waiting:
+            if key != pod.uid or key in self.running:
+                return
+            # the gate is open again. A pod the gate held (it parked there when an event moved
+            # it) is retried now; one still parked as unschedulable is retried now only if the
+            # cache has seen every victim go (else the retry could only fail and double its
+            # backoff: the victims' deletions, which its filters registered for, will wake it)
+            held = pod.uid in self._held
+            self._held.discard(pod.uid)
+            if held or not (ok and self.waiting_for_victims(key)):
                 self.handle.activate((pod.uid,))
 
         executor.preempt(pod, node, to_delete, unnominate, done)

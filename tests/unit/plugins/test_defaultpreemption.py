@@ -325,10 +325,9 @@ async def test_a_preemptor_is_held_at_pre_enqueue_until_its_executor_is_done() -
 
 
 async def test_an_executor_done_before_the_victims_deletion_is_seen_leaves_the_wakeup_to_it() -> None:
-    """When the executor returns before the watch has reported its victims gone, the pod is not
-    retried (it could only fail and double its backoff): the last victim's deletion wakes it, even
-    when an earlier deletion parked it behind the PreEnqueue gate, and it binds at its second
-    attempt."""
+    """When the executor returns before the watch has reported any victim gone, the pod (still
+    parked as unschedulable) is not retried: that could only fail and double its backoff. The
+    victims' deletions wake it, and it binds at its second attempt."""
     s = sim_with(
         make_node("n1", cpu="2"),
         running("low-a", "n1", priority=0, cpu="1"),
@@ -341,13 +340,36 @@ async def test_an_executor_done_before_the_victims_deletion_is_seen_leaves_the_w
     await s.run()
     ((_, victims, _),) = held.calls
     assert sorted(v.key for v in victims) == ["default/low-a", "default/low-b"]
-    s.delete_pod(victims[0].uid)  # seen while the executor is at work: the gate parks the pod
-    assert qpi is not None and qpi.where == "gated"
-    held.finish()  # one victim is still in the cache: no retry now
+    assert qpi is not None and qpi.where == "unschedulable"
+    held.finish()  # both victims are still in the cache: no retry now
     await s.run()
-    assert qpi.where == "gated" and qpi.attempts == 1
+    assert qpi.where == "unschedulable" and qpi.attempts == 1
     assert s.placements()["default/high"] is None
-    s.delete_pod(victims[1].uid)
-    assert qpi.where in ("active", "backoff")
+    for victim in victims:
+        s.delete_pod(victim.uid)
     await s.run()
     assert s.placements()["default/high"] == "n1" and qpi.attempts == 2
+
+
+async def test_a_pod_the_gate_held_is_activated_when_its_executor_is_done() -> None:
+    """A victim's deletion seen while the executor is at work parks the pod behind the gate; when
+    the executor is done the pod is activated even though a victim is still in the cache (no
+    event may ever open that gate otherwise)."""
+    s = sim_with(
+        make_node("n1", cpu="2"),
+        running("low-a", "n1", priority=0, cpu="1"),
+        running("low-b", "n1", priority=0, cpu="1"),
+    )
+    held = HeldExecutor(s)
+    s.scheduler.handle.extras[PREEMPTION_EXECUTOR] = held
+    high = s.submit(make_pod("high", cpu="2", memory=None, priority=1000))
+    qpi = s.scheduler.queue.get(high["metadata"]["uid"])
+    await s.run()
+    ((_, victims, _),) = held.calls
+    s.delete_pod(victims[0].uid)
+    assert qpi is not None and qpi.where == "gated"
+    held.finish()
+    assert qpi.where in ("active", "backoff")
+    s.delete_pod(victims[1].uid)
+    await s.run()
+    assert s.placements()["default/high"] == "n1"
