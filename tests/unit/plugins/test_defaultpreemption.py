@@ -8,6 +8,7 @@ from typing import Any
 from shoal.core.disruption import PDBInfo
 from shoal.core.objects import PodInfo
 from shoal.core.preemption import PREEMPTION_EXECUTOR, Candidate, Victim, pick_one_node, split_by_pdb
+from shoal.core.queue import QueuedPodInfo
 from shoal.plugins.defaultpreemption import DefaultPreemption
 from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod, make_pod_group
@@ -324,10 +325,8 @@ async def test_a_preemptor_is_held_at_pre_enqueue_until_its_executor_is_done() -
     assert qpi.attempts == 2
 
 
-async def test_an_executor_done_before_the_victims_deletion_is_seen_leaves_the_wakeup_to_it() -> None:
-    """When the executor returns before the watch has reported any victim gone, the pod (still
-    parked as unschedulable) is not retried: that could only fail and double its backoff. The
-    victims' deletions wake it, and it binds at its second attempt."""
+async def preempting_two_victims() -> tuple[Simulation, HeldExecutor, QueuedPodInfo | None, list[PodInfo]]:
+    """A 2-cpu pod preempting two 1-cpu pods on n1 through a held executor (calls not returned)."""
     s = sim_with(
         make_node("n1", cpu="2"),
         running("low-a", "n1", priority=0, cpu="1"),
@@ -339,6 +338,14 @@ async def test_an_executor_done_before_the_victims_deletion_is_seen_leaves_the_w
     qpi = s.scheduler.queue.get(high["metadata"]["uid"])
     await s.run()
     ((_, victims, _),) = held.calls
+    return s, held, qpi, victims
+
+
+async def test_an_executor_done_before_the_victims_deletion_is_seen_leaves_the_wakeup_to_it() -> None:
+    """When the executor returns before the watch has reported any victim gone, the pod (still
+    parked as unschedulable) is not retried: that could only fail and double its backoff. The
+    victims' deletions wake it, and it binds at its second attempt."""
+    s, held, qpi, victims = await preempting_two_victims()
     assert sorted(v.key for v in victims) == ["default/low-a", "default/low-b"]
     assert qpi is not None and qpi.where == "unschedulable"
     held.finish()  # both victims are still in the cache: no retry now
@@ -355,17 +362,7 @@ async def test_a_pod_the_gate_held_is_activated_when_its_executor_is_done() -> N
     """A victim's deletion seen while the executor is at work parks the pod behind the gate; when
     the executor is done the pod is activated even though a victim is still in the cache (no
     event may ever open that gate otherwise)."""
-    s = sim_with(
-        make_node("n1", cpu="2"),
-        running("low-a", "n1", priority=0, cpu="1"),
-        running("low-b", "n1", priority=0, cpu="1"),
-    )
-    held = HeldExecutor(s)
-    s.scheduler.handle.extras[PREEMPTION_EXECUTOR] = held
-    high = s.submit(make_pod("high", cpu="2", memory=None, priority=1000))
-    qpi = s.scheduler.queue.get(high["metadata"]["uid"])
-    await s.run()
-    ((_, victims, _),) = held.calls
+    s, held, qpi, victims = await preempting_two_victims()
     s.delete_pod(victims[0].uid)
     assert qpi is not None and qpi.where == "gated"
     held.finish()
