@@ -135,6 +135,8 @@ class DynamicResources:
         self._devices: dict[str, tuple[int, NodeSpec | None, tuple[Device, ...]]] = {}
         #: (class, class selectors, request selectors) -> id(device) -> (device, matches)
         self._matches: dict[tuple[str, tuple[str, ...], tuple[str, ...]], dict[int, tuple[Device, bool]]] = {}
+        #: (devices_version, table version, the slices that name a node that does not exist)
+        self._ghosts: tuple[int, int, tuple[str, ...]] = (-1, -1, ())
 
     # -- PreEnqueue / PreFilter ------------------------------------------------------------------
     def pre_enqueue(self, pod: PodInfo) -> Status:
@@ -206,8 +208,9 @@ class DynamicResources:
             raise PluginFailed(Status.error(str(exc))) from None
         if none.any():  # upstream says only CANNOT_ALLOCATE; shoal says why when nothing matches
             out.append(Rejection(none, self._nothing_matches(st, table), Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
-        if (failed & ~none).any():
-            out.append(Rejection(failed & ~none, CANNOT_ALLOCATE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+        taken = failed & ~none
+        if taken.any():
+            out.append(Rejection(taken, CANNOT_ALLOCATE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
         return out
 
     def _nothing_matches(self, st: _State, table: NodeTable) -> str:
@@ -217,12 +220,15 @@ class DynamicResources:
         req = claim.requests[0][0]
         why = f"{CANNOT_ALLOCATE}: no device matches claim {claim.key}, request {req.name} "
         why += f"(device class {req.device_class})"
-        ghosts = sorted(
-            f"ResourceSlice {s.name} names node {s.node_name}, which does not exist"
-            for s in self.cache.dra.slices.values()
-            if s.node_name and s.node_name not in table.index
-        )
-        return "; ".join([why, *ghosts[:3]])
+        store = self.cache.dra
+        if self._ghosts[:2] != (store.devices_version, table.version):  # a scan per change, not per call
+            names = sorted(
+                f"ResourceSlice {s.name} names node {s.node_name}, which does not exist"
+                for s in store.slices.values()
+                if s.node_name and s.node_name not in table.index
+            )
+            self._ghosts = (store.devices_version, table.version, tuple(names[:3]))
+        return "; ".join([why, *self._ghosts[2]])
 
     def node_devices(self, table: NodeTable, row: int) -> tuple[Device, ...]:
         """The devices the node at ``row`` reaches, cached until a slice or the node changes."""
