@@ -3,7 +3,10 @@
 For a preemption the plugin decided (:class:`~shoal.core.preemption.PreemptionExecutor`), in
 one task that the scheduling cycle does not wait for (upstream's asynchronous preemption):
 
-1. the preemptor's ``status.nominatedNodeName`` (a status patch, as upstream's ``updatePod``);
+1. the preemptor's ``status.nominatedNodeName`` (a status patch, as upstream's ``updatePod``),
+   carrying the ``PodScheduled=False`` condition of the cycle that preempted when the reporter
+   has not written it yet (upstream writes both in one patch; two writes would cost the API
+   server one more per preemptor);
 2. lower-priority pods nominated to that node lose their nomination;
 3. each victim, in parallel: a ``DisruptionTarget`` condition (reason ``PreemptionByScheduler``,
    message ``<schedulerName>: preempting to accommodate a higher priority pod``), then a delete
@@ -36,9 +39,18 @@ def _ref(pod: PodInfo) -> dict[str, str]:
 
 
 class KubePreemptionExecutor:
-    def __init__(self, raw: RawClient, *, instance: str = "shoal") -> None:
+    def __init__(
+        self,
+        raw: RawClient,
+        *,
+        instance: str = "shoal",
+        claim_condition: Callable[[str], dict[str, Any] | None] = lambda uid: None,
+    ) -> None:
         self.raw = raw
         self.instance = instance
+        #: the reporter's queued PodScheduled=False condition for a pod, taken to be written with
+        #: the preemptor's nomination (``KubeReporter.claim_condition``)
+        self.claim_condition = claim_condition
         self._tasks: set[asyncio.Task[None]] = set()
 
     def _spawn(self, work: Any, name: str) -> None:
@@ -69,7 +81,7 @@ class KubePreemptionExecutor:
     ) -> None:
         ok = False
         try:
-            ok = await self._nominate(preemptor, node)
+            ok = await self._nominate(preemptor, node, claim=True)
             for pod in unnominate:
                 await self._nominate(pod, "")
             results = await asyncio.gather(*(self._evict(preemptor, node, v) for v in victims))
@@ -87,8 +99,12 @@ class KubePreemptionExecutor:
             log.warning("patching the status of %s: HTTP %s %s", pod.key, code, message_of(reply)[:300])
         return code
 
-    async def _nominate(self, pod: PodInfo, node: str) -> bool:
-        code = await self._status_patch(pod, {"nominatedNodeName": node or None})
+    async def _nominate(self, pod: PodInfo, node: str, *, claim: bool = False) -> bool:
+        status: dict[str, Any] = {"nominatedNodeName": node or None}
+        condition = self.claim_condition(pod.uid) if claim else None
+        if condition is not None:  # the cycle's PodScheduled=False, in the same write (as upstream)
+            status["conditions"] = [condition]
+        code = await self._status_patch(pod, status)
         return code < 300 or code == 404
 
     async def _evict(self, preemptor: PodInfo, node: str, victim: PodInfo) -> bool:

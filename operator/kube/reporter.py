@@ -79,6 +79,8 @@ class KubeReporter:
         self._recent: OrderedDict[tuple[str, str, str], float] = OrderedDict()
         self._conditions: OrderedDict[str, str] = OrderedDict()
         self._settled: OrderedDict[str, None] = OrderedDict()  # uids bound or gone
+        #: PodScheduled=False conditions queued and not written yet (pod uid -> reason, message, when)
+        self._unsent: dict[str, tuple[str, str, float]] = {}
         #: pods held before the queue: when each is worth an event (``core.reporting.HeldPacer``)
         self.held_pacer = HeldPacer(delay=held_delay, interval=dedup_seconds)
         self._held_timers: dict[str, asyncio.TimerHandle] = {}
@@ -120,12 +122,14 @@ class KubeReporter:
             finally:
                 self._queue.task_done()
 
-    def _submit(self, job: Callable[[], Awaitable[None]]) -> None:
+    def _submit(self, job: Callable[[], Awaitable[None]]) -> bool:
         try:
             self._queue.put_nowait(job)
         except asyncio.QueueFull:
             self.dropped += 1
             self.on_dropped()
+            return False
+        return True
 
     def _fresh(self, pod: PodInfo, reason: str, message: str) -> bool:
         key = (pod.uid, reason, message)
@@ -158,7 +162,19 @@ class KubeReporter:
         reason = "SchedulerError" if error else "Unschedulable"
         if self._conditions.get(pod.uid) != f"{reason}:{note}":
             _remember(self._conditions, pod.uid, f"{reason}:{note}")
-            self._submit(lambda: self._condition(pod, reason, note, when))
+            self._unsent[pod.uid] = (reason, note, when)
+            if not self._submit(lambda: self._send_unsent(pod)):
+                self._unsent.pop(pod.uid, None)
+
+    def claim_condition(self, uid: str) -> dict[str, Any] | None:
+        """Take the ``PodScheduled=False`` condition queued for the pod and not written yet, for
+        the caller to write in a patch of its own: the preemption executor puts it in the
+        preemptor's nomination patch, one status write as kube-scheduler's ``updatePod`` makes
+        (condition and ``nominatedNodeName`` together) instead of two. None if nothing is queued."""
+        entry = self._unsent.pop(uid, None)
+        if entry is None or uid in self._settled:
+            return None
+        return _condition_body(*entry)
 
     def held(self, pod: PodInfo, reason: str, message: str, profile: str) -> None:
         """Held before the queue: an event and ``PodScheduled=False`` reason
@@ -198,6 +214,7 @@ class KubeReporter:
     def forget(self, uid: str) -> None:
         """The pod is bound (by anyone) or gone: a condition still queued for it is stale."""
         self._conditions.pop(uid, None)
+        self._unsent.pop(uid, None)
         _remember(self._settled, uid, None)
 
     # -- writes --------------------------------------------------------------------------------
@@ -227,23 +244,17 @@ class KubeReporter:
         code, reply = await self.raw.request("POST", EVENTS.path(namespace=pod.namespace), body)
         _check(code, reply, f"event {reason} for {pod.key}")
 
+    async def _send_unsent(self, pod: PodInfo) -> None:
+        entry = self._unsent.pop(pod.uid, None)
+        if entry is not None:  # else claimed (written with the nomination), or a newer one was sent
+            await self._condition(pod, *entry)
+
     async def _condition(self, pod: PodInfo, reason: str, message: str, when: float) -> None:
         if pod.uid in self._settled:
             return  # bound since this was queued: the API server's PodScheduled=True stands
         patch = {
             "metadata": {"uid": pod.uid},  # a precondition: never touch a recreated pod of that name
-            "status": {
-                "conditions": [
-                    {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": reason,
-                        "message": message,
-                        "lastTransitionTime": rfc3339(when),
-                        "lastProbeTime": None,
-                    }
-                ]
-            },
+            "status": {"conditions": [_condition_body(reason, message, when)]},
         }
         code, reply = await self.raw.request(
             "PATCH",
@@ -252,6 +263,17 @@ class KubeReporter:
             content_type=STRATEGIC_MERGE_PATCH,
         )
         _check(code, reply, f"condition PodScheduled for {pod.key}")
+
+
+def _condition_body(reason: str, message: str, when: float) -> dict[str, Any]:
+    return {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": rfc3339(when),
+        "lastProbeTime": None,
+    }
 
 
 def _remember(recent: OrderedDict[K, V], key: K, value: V, limit: int = 50_000) -> None:

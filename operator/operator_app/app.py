@@ -285,7 +285,9 @@ class ShoalOperator:
             )
         scheduler.handle.extras[VOLUME_WRITER] = KubeVolumeWriter(self.raw)  # VolumeBinding's PreBind
         scheduler.handle.extras[CLAIM_WRITER] = KubeClaimWriter(self.raw)  # DynamicResources' PreBind
-        scheduler.handle.extras[PREEMPTION_EXECUTOR] = KubePreemptionExecutor(self.raw, instance=s.identity)
+        scheduler.handle.extras[PREEMPTION_EXECUTOR] = KubePreemptionExecutor(
+            self.raw, instance=s.identity, claim_condition=self.reporter.claim_condition
+        )
         self.compose(scheduler, MergePatchStatus(self.raw), raw=self.raw)
         await self._serve()
         await self.prime()

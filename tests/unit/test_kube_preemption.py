@@ -7,6 +7,7 @@ import asyncio
 from typing import Any, cast
 
 from shoal.kube.preemption import KubePreemptionExecutor
+from shoal.kube.reporter import KubeReporter
 from shoal.kube.rest import RawClient
 from shoal.operator_app.metrics import PromMetrics
 from tests.unit.helpers import pod
@@ -22,8 +23,9 @@ class Recorder:
         return self.status.get(f"{method} {path}", 200), {}
 
 
-async def preempt(recorder: Recorder) -> list[bool]:
-    executor = KubePreemptionExecutor(cast(RawClient, recorder), instance="t")
+async def preempt(recorder: Recorder, reporter: KubeReporter | None = None) -> list[bool]:
+    claim = reporter.claim_condition if reporter is not None else (lambda uid: None)
+    executor = KubePreemptionExecutor(cast(RawClient, recorder), instance="t", claim_condition=claim)
     results: list[bool] = []
     done = asyncio.Event()
 
@@ -74,6 +76,44 @@ async def test_a_victim_already_gone_counts_as_preempted() -> None:
 async def test_a_refused_delete_is_reported_as_not_done() -> None:
     rec = Recorder({"DELETE /api/v1/namespaces/default/pods/low": 403})
     assert await preempt(rec) == [False]
+
+
+class _Api:
+    class configuration:  # what RawClient reads
+        host = "https://127.0.0.1:1"
+
+
+async def test_the_preemptors_condition_goes_in_its_nomination_patch() -> None:
+    """kube-scheduler writes the preemptor's PodScheduled=False and nominatedNodeName in one patch:
+    the condition the cycle queued rides on the nomination, and the reporter does not write it
+    again; a pod that preempts nothing still gets its condition from the reporter."""
+    rec = Recorder()
+    reporter = KubeReporter(_Api(), instance="t")  # type: ignore[arg-type]
+    reporter.raw = cast(RawClient, rec)
+    high = pod("high", priority=100, scheduler_name="gpu-scheduler")
+    reporter.unschedulable(high, "0/1 nodes are available: 1 Insufficient cpu.", "gpu-scheduler")
+    reporter.unschedulable(pod("other"), "0/1 nodes are available: 1 Insufficient cpu.", "gpu-scheduler")
+    assert await preempt(rec, reporter) == [True]
+    reporter.start()
+    try:
+        await reporter.flush()
+    finally:
+        await reporter.stop()
+    patches = [(path, body["status"]) for m, path, body in rec.calls if m == "PATCH"]
+    high_patches = [status for path, status in patches if path.endswith("/pods/high/status")]
+    assert len(high_patches) == 1
+    (condition,) = high_patches[0]["conditions"]
+    assert high_patches[0]["nominatedNodeName"] == "n1"
+    assert (condition["type"], condition["status"], condition["reason"]) == (
+        "PodScheduled",
+        "False",
+        "Unschedulable",
+    )
+    assert condition["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+    (other,) = [status for path, status in patches if path.endswith("/pods/other/status")]
+    assert other["conditions"][0]["reason"] == "Unschedulable"
+    # claimed once: nothing is left for a second nomination to carry
+    assert reporter.claim_condition(high.uid) is None
 
 
 def test_preemption_metrics_have_kube_schedulers_names() -> None:
