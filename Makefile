@@ -15,7 +15,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export PYTHONSAFEPATH := 1
 
 .PHONY: help venv cluster-bin lint test unit integration demo cluster-up cluster-down crds \
-        bench-core bench bench-large clean chart-readme image image-test image-lock
+        bench-core bench bench-large bench-profile clean chart-readme image image-test image-lock
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -71,8 +71,11 @@ bench-core: $(BENCH_STAMP) ## per-pod cycle time at 1,000 / 5,000 / 15,000 nodes
 bench: $(BENCH_STAMP) cluster-bin ## shoal vs kube-scheduler on the real control plane
 	$(PY) bench/e2e.py
 
-bench-large: $(BENCH_STAMP) cluster-bin ## bench plus the 5,000-node / 50,000-pod scale scenario
+bench-large: $(BENCH_STAMP) cluster-bin ## bench plus scale (5,000 nodes / 50,000 pods, alone and with a CPU hog) and 15,000 / 100,000
 	$(PY) bench/e2e.py --large
+
+bench-profile: $(BENCH_STAMP) cluster-bin ## where shoal's CPU goes per bench scenario (py-spy): docs/profiles.md
+	$(PY) bench/e2e.py --profile
 
 # The image (docs/image.md): built without a container engine, rebuilt when an input changes.
 IMAGE_OUT    := build/image/oci

@@ -32,10 +32,11 @@ import os
 import platform
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,6 +60,7 @@ from bench.e2e_schedulers import (
     same_work_profiles,
 )
 from bench.e2e_workloads import CONSTRAINED, workload_node, workload_pod
+from bench.profiles import Profiler, write_profiles
 from bench.report import DOC
 from shoal.kube.informer import stream
 from shoal.kube.kinds import KIND_PODS
@@ -71,7 +73,11 @@ from shoal.testing.objects import make_node, make_pod, make_pod_group
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results" / "e2e.json"
+PROFILE_RESULTS = HERE / "results" / "profiles.json"
+PROFILE_DOC = ROOT / "docs" / "profiles.md"
 NS = "bench"
+#: --profile: scenario -> summary of py-spy's samples of shoal (bench/profiles.py); None: no profiling
+PROFILES: dict[str, dict[str, Any]] | None = None
 
 
 # -- machine description ----------------------------------------------------------------------------
@@ -139,6 +145,7 @@ class Bench:
         self.api: client.ApiClient | None = None
         self.scheduler: KubeScheduler | Shoal | NullScheduler | None = None
         self.watcher = Watcher()
+        self.profiler: Profiler | None = None
 
     async def __aenter__(self) -> Bench:
         self.cp.start()
@@ -157,6 +164,10 @@ class Bench:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self.profiler is not None and PROFILES is not None:
+            summary = await asyncio.to_thread(self.profiler.stop)
+            if summary is not None:
+                PROFILES[self.dir.parent.name] = summary
         await self.watcher.stop()
         if self.scheduler is not None:
             self.scheduler.stop()
@@ -172,6 +183,9 @@ class Bench:
     async def start_scheduler(self) -> None:
         assert self.scheduler is not None and self.api is not None
         await self.scheduler.start(self.api)
+        if PROFILES is not None and self.kind == "shoal":
+            self.profiler = Profiler(self.dir / "py-spy.txt")
+            self.profiler.start(self.scheduler.pid)
 
     async def create_all(
         self, objs: Sequence[dict[str, Any]], concurrency: int = 48, label: str = ""
@@ -241,35 +255,66 @@ async def topology(
         return await e2e_topology.run_gangs(b, NS, gangs=gangs, nodes_count=nodes)
 
 
+@contextlib.contextmanager
+def cpu_hog(on: bool) -> Iterator[None]:
+    """A busy Python process for the duration (``on``): the machine's CPU shared with a hog, as
+    on a slower or busier machine. Stopped by its PID."""
+    if not on:
+        yield
+        return
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        hog.terminate()
+        hog.wait(timeout=10)
+
+
 async def throughput(
-    kind: str, base: Path, nodes: int, pods: int, label: str, workload: str = "basic", timeout: float = 1800
+    kind: str,
+    base: Path,
+    nodes: int,
+    pods: int,
+    label: str,
+    workload: str = "basic",
+    timeout: float = 1800,
+    hog: bool = False,
 ) -> dict[str, Any]:
     async with Bench(kind, base / label) as b:
-        print(f"  {kind}: {nodes:,} nodes ({workload})", flush=True)
+        print(f"  {kind}: {nodes:,} nodes ({workload}{', with a CPU hog' if hog else ''})", flush=True)
         await b.create_all([workload_node(workload, i) for i in range(nodes)])
         await b.start_scheduler()
-        cpu0, _ = b.stats()
-        objs = [workload_pod(workload, i, b.scheduler_name, NS) for i in range(pods)]
-        print(f"  {kind}: creating {pods:,} pods", flush=True)
-        first = time.monotonic()
-        creating = asyncio.ensure_future(b.create_all(objs))
-        ok = await b.wait_bound([o["metadata"]["name"] for o in objs], timeout, label)
-        created = await creating
-        last_bound = max(b.watcher.bound.values()) if b.watcher.bound else time.monotonic()
-        cpu1, rss = b.stats()
-        latencies = sorted(b.watcher.bound[n] - created[n] for n in created if n in b.watcher.bound)
-        return {
-            "nodes": nodes,
-            "pods": pods,
-            "all_bound": ok,
-            "bound": len(latencies),
-            "seconds": last_bound - first,
-            "pods_per_s": len(latencies) / max(last_bound - first, 1e-9),
-            "p50_s": statistics.median(latencies) if latencies else None,
-            "p99_s": latencies[int(len(latencies) * 0.99) - 1] if latencies else None,
-            "cpu_s": cpu1 - cpu0,
-            "peak_rss_mb": rss / 2**20,
-        }
+        with cpu_hog(hog):
+            return await _stream(b, nodes, pods, label, workload, timeout)
+
+
+async def _stream(
+    b: Bench, nodes: int, pods: int, label: str, workload: str, timeout: float
+) -> dict[str, Any]:
+    """Pods created as fast as the API server takes them while the scheduler runs."""
+    kind = b.kind
+    cpu0, _ = b.stats()
+    objs = [workload_pod(workload, i, b.scheduler_name, NS) for i in range(pods)]
+    print(f"  {kind}: creating {pods:,} pods", flush=True)
+    first = time.monotonic()
+    creating = asyncio.ensure_future(b.create_all(objs))
+    ok = await b.wait_bound([o["metadata"]["name"] for o in objs], timeout, label)
+    created = await creating
+    last_bound = max(b.watcher.bound.values()) if b.watcher.bound else time.monotonic()
+    cpu1, rss = b.stats()
+    latencies = sorted(b.watcher.bound[n] - created[n] for n in created if n in b.watcher.bound)
+    return {
+        "nodes": nodes,
+        "pods": pods,
+        "all_bound": ok,
+        "bound": len(latencies),
+        "seconds": last_bound - first,
+        "pods_per_s": len(latencies) / max(last_bound - first, 1e-9),
+        "p50_s": statistics.median(latencies) if latencies else None,
+        "p99_s": latencies[int(len(latencies) * 0.99) - 1] if latencies else None,
+        "cpu_s": cpu1 - cpu0,
+        "peak_rss_mb": rss / 2**20,
+    }
 
 
 async def backlog(kind: str, base: Path, nodes: int, pods: int, timeout: float = 1800) -> dict[str, Any]:
@@ -499,6 +544,45 @@ def backlog_summary(backlog: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def stream_summary(results: Mapping[str, Any]) -> dict[str, Any]:
+    """``<scenario>_p50_ratio`` / ``_p99_ratio`` (create→bound latency) and ``_pods_per_s_ratio``,
+    shoal ÷ kube-scheduler, for the --large streaming scenarios; ``xlarge_rss_ratio``."""
+    out: dict[str, Any] = {}
+    for scenario in ("scale", "scale_hog", "xlarge"):
+        if scenario not in results:
+            continue
+        s, k = results[scenario]["shoal"], results[scenario]["kube-scheduler"]
+        out[f"{scenario}_p50_ratio"] = s["p50_s"] / k["p50_s"] if s["p50_s"] and k["p50_s"] else None
+        out[f"{scenario}_p99_ratio"] = s["p99_s"] / k["p99_s"] if s["p99_s"] and k["p99_s"] else None
+        out[f"{scenario}_pods_per_s_ratio"] = s["pods_per_s"] / max(k["pods_per_s"], 1e-9)
+    if "xlarge" in results:
+        x = results["xlarge"]
+        out["xlarge_rss_ratio"] = x["shoal"]["peak_rss_mb"] / x["kube-scheduler"]["peak_rss_mb"]
+    return out
+
+
+async def profile_async(args: argparse.Namespace) -> int:
+    """--profile: every scenario with shoal only, py-spy attached (bench/profiles.py)."""
+    global PROFILES
+    PROFILES = {}
+    base = Path(tempfile.mkdtemp(prefix="shoal-profile-"))
+    print(f"bench: profiling shoal (raw samples under {base})", flush=True)
+    await throughput("shoal", base, args.nodes, args.pods, "basic")
+    if args.large:
+        await throughput("shoal", base, 5000, 50000, "scale")
+    for workload, pods in (("antiaffinity", min(900, args.nodes)), ("affinity", 2000), ("spread", 2000)):
+        await throughput("shoal", base, args.nodes, pods, workload, workload)
+    await backlog("shoal", base, args.nodes, args.pods)
+    await topology("shoal", base)
+    await preemption("shoal", base)
+    await dra("shoal", base, args.nodes, args.pods)
+    when = datetime.now(UTC).strftime("%Y-%m-%d")
+    write_profiles(PROFILES, PROFILE_RESULTS, PROFILE_DOC, when, machine())
+    print(json.dumps({n: p["parts"] for n, p in PROFILES.items()}, indent=2))
+    print(f"bench: wrote {PROFILE_RESULTS.relative_to(ROOT)} and {PROFILE_DOC.relative_to(ROOT)}")
+    return 0
+
+
 def report_from_results(results_file: Path = RESULTS, doc: Path = DOC) -> None:
     """The e2e section again from recorded results (the plots already in docs/ are kept as they are)."""
     recorded = json.loads(results_file.read_text())
@@ -517,6 +601,14 @@ async def main_async(args: argparse.Namespace) -> int:
     if args.large:
         print("bench: scale (5,000 nodes, 50,000 pods)", flush=True)
         results["scale"] = {k: await throughput(k, base, 5000, 50000, "scale") for k in kinds}
+        print("bench: scale with a CPU hog (5,000 nodes, 50,000 pods)", flush=True)
+        results["scale_hog"] = {
+            k: await throughput(k, base, 5000, 50000, "scale_hog", hog=True) for k in kinds
+        }
+        print("bench: xlarge (15,000 nodes, 100,000 pods)", flush=True)
+        results["xlarge"] = {
+            k: await throughput(k, base, 15000, 100000, "xlarge", timeout=3600) for k in kinds
+        }
     for workload, pods in (("antiaffinity", min(900, args.nodes)), ("affinity", 2000), ("spread", 2000)):
         print(f"bench: {workload} ({args.nodes:,} nodes, {pods:,} pods)", flush=True)
         results[workload] = {
@@ -575,6 +667,7 @@ async def main_async(args: argparse.Namespace) -> int:
         "dra_ratio": results["dra"]["shoal"]["pods_per_s"]
         / max(results["dra"]["kube-scheduler"]["pods_per_s"], 1e-9),
         **backlog_summary(results["backlog"]),
+        **stream_summary(results),
     }
     print(json.dumps(summary, indent=2))
     if not args.no_write:
@@ -590,9 +683,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument(
-        "--large", action="store_true", help="also the 5,000-node / 50,000-pod scale scenario"
+        "--large",
+        action="store_true",
+        help="also the 5,000-node / 50,000-pod scale scenario (alone and with a CPU hog) and 15,000 / 100,000",
     )
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="shoal only, py-spy attached: write docs/profiles.md and bench/results/profiles.json",
+    )
     parser.add_argument(
         "--report-only",
         action="store_true",
@@ -606,6 +706,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         print(f"bench: missing {missing}; run `make cluster-bin`", file=sys.stderr)
         return 2
+    if args.profile:
+        if Profiler.available() is None:
+            print("bench: py-spy is not installed (pip install -e '.[bench]')", file=sys.stderr)
+            return 2
+        return asyncio.run(profile_async(args))
     return asyncio.run(main_async(args))
 
 

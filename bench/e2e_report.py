@@ -98,7 +98,7 @@ def _intro(results: dict[str, Any], summary: dict[str, Any], settle_s: float) ->
     """The setup paragraph and the table of headline figures."""
     hd = results["herding"]
     peak_rate = max(
-        r[name]["pods_per_s"] for key in ("basic", "scale") if (r := results.get(key)) for name in r
+        r[name]["pods_per_s"] for key in ("basic", "scale", "xlarge") if (r := results.get(key)) for name in r
     )
     lines = [
         "## End to end: shoal and kube-scheduler on the same local control plane",
@@ -153,6 +153,16 @@ _LATER = (
     ("ceiling_fraction", "backlog pods/s, shoal ÷ the null scheduler (the API server's ceiling)", "≥ 0.8"),
     ("ceiling_fraction_kube", "the same, kube-scheduler", "—"),
     ("backlog_ratio", "backlog pods/s, shoal ÷ kube-scheduler (load generator out of the measure)", "≥ 1.0"),
+    ("scale_p50_ratio", "scale (5,000 nodes, 50,000 pods) create→bound p50, shoal ÷ kube-scheduler", "≤ 1.0"),
+    ("scale_p99_ratio", "the same, p99", "≤ 1.0"),
+    ("scale_pods_per_s_ratio", "scale pods/s, shoal ÷ kube-scheduler", "≥ 1.0"),
+    ("scale_hog_p50_ratio", "scale with a CPU hog, p50, shoal ÷ kube-scheduler", "≤ 1.0"),
+    ("scale_hog_p99_ratio", "scale with a CPU hog, p99", "≤ 1.0"),
+    ("scale_hog_pods_per_s_ratio", "scale with a CPU hog, pods/s", "≥ 1.0"),
+    ("xlarge_p50_ratio", "15,000 nodes / 100,000 pods, p50, shoal ÷ kube-scheduler", "≤ 1.0"),
+    ("xlarge_p99_ratio", "15,000 nodes / 100,000 pods, p99", "≤ 1.0"),
+    ("xlarge_pods_per_s_ratio", "15,000 nodes / 100,000 pods, pods/s", "≥ 1.0"),
+    ("xlarge_rss_ratio", "15,000 nodes / 100,000 pods, peak RSS, shoal ÷ kube-scheduler", "≤ 1.0"),
     (
         "same_work_ratio",
         "backlog pods/s, shoal ÷ kube-scheduler with shoal's plugins, every node scored",
@@ -189,11 +199,13 @@ def _runs(results: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {_f(r['p50_s'])} | {_f(r['p99_s'])} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} |"
         )
-    if "scale" in results:
-        sc = results["scale"]
+    for key, title in (("scale", "scale"), ("scale_hog", "scale with a CPU hog"), ("xlarge", "xlarge")):
+        if key not in results:
+            continue
+        sc = results[key]
         lines += [
             "",
-            f"### scale: {sc['shoal']['nodes']:,} nodes, {sc['shoal']['pods']:,} pods",
+            f"### {title}: {sc['shoal']['nodes']:,} nodes, {sc['shoal']['pods']:,} pods",
             "",
             "| scheduler | pods/s | seconds | p50 s | p99 s | CPU s | peak RSS MB |",
             "|---|---:|---:|---:|---:|---:|---:|",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,44 @@ async def test_basic_smoke(kind: str, tmp_path: Path) -> None:
     assert result["all_bound"]
     assert result["bound"] == 300
     assert result["peak_rss_mb"] > 0
+
+
+def _hogs_alive() -> list[int]:
+    """This process's children that run bench's CPU hog."""
+    alive = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and b"while True: pass" in cmdline:
+            alive.append(int(stat.parent.name))
+    return alive
+
+
+async def test_profile_smoke_attributes_shoals_samples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--profile: py-spy follows shoal through a scenario and its samples are summarised by part;
+    the hog scenario's busy process is gone when the scenario ends."""
+    monkeypatch.setattr(e2e, "PROFILES", {})
+    hogs: list[Any] = []
+    real_hog = e2e.cpu_hog
+
+    def spy_hog(on: bool) -> Any:
+        hogs.append(on)
+        return real_hog(on)
+
+    monkeypatch.setattr(e2e, "cpu_hog", spy_hog)
+    result = await throughput("shoal", tmp_path, nodes=50, pods=600, label="profiled", timeout=180, hog=True)
+    assert result["all_bound"] and hogs == [True]
+    assert not _hogs_alive()
+    assert e2e.PROFILES is not None
+    summary = e2e.PROFILES["profiled"]
+    assert summary["samples"] > 0
+    assert abs(sum(summary["parts"].values()) - 1.0) < 1e-9
+    assert any("operator/cli.py" not in f for f, _ in summary["functions"])
 
 
 @pytest.mark.parametrize("kind", ["null", "kube-scheduler", "kube-same-work", "shoal"])
