@@ -28,6 +28,11 @@ def test_the_handler_is_counted_apart_from_the_kopf_machinery_around_it() -> Non
     assert attribute(_stack(KOPF)) == "kopf event path"
 
 
+def test_a_victims_writes_count_as_preemption_though_they_run_in_a_task_of_their_own() -> None:
+    evict = f"{LOOP};KubePreemptionExecutor._evict (operator/kube/preemption.py:120)"
+    assert attribute(_stack(evict)) == "preemption writes"
+
+
 def test_metrics_recorded_in_a_cycle_count_for_the_cycle() -> None:
     assert attribute(_stack(CYCLE)) == "scheduling cycle"
     assert attribute(_stack(METRICS)) == "metrics"
