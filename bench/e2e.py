@@ -561,6 +561,12 @@ def stream_summary(results: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def constrained_runs(nodes: int) -> tuple[tuple[str, int], ...]:
+    """scheduler_perf's constrained workloads and their pod counts, for --profile as for the
+    side-by-side run (one list, so the profiles stay those of the benchmarks)."""
+    return (("antiaffinity", min(900, nodes)), ("affinity", 2000), ("spread", 2000))
+
+
 async def profile_async(args: argparse.Namespace) -> int:
     """--profile: every scenario with shoal only, py-spy attached (bench/profiles.py)."""
     global PROFILES
@@ -570,7 +576,7 @@ async def profile_async(args: argparse.Namespace) -> int:
     await throughput("shoal", base, args.nodes, args.pods, "basic")
     if args.large:
         await throughput("shoal", base, 5000, 50000, "scale")
-    for workload, pods in (("antiaffinity", min(900, args.nodes)), ("affinity", 2000), ("spread", 2000)):
+    for workload, pods in constrained_runs(args.nodes):
         await throughput("shoal", base, args.nodes, pods, workload, workload)
     await backlog("shoal", base, args.nodes, args.pods)
     await topology("shoal", base)
@@ -609,7 +615,7 @@ async def main_async(args: argparse.Namespace) -> int:
         results["xlarge"] = {
             k: await throughput(k, base, 15000, 100000, "xlarge", timeout=3600) for k in kinds
         }
-    for workload, pods in (("antiaffinity", min(900, args.nodes)), ("affinity", 2000), ("spread", 2000)):
+    for workload, pods in constrained_runs(args.nodes):
         print(f"bench: {workload} ({args.nodes:,} nodes, {pods:,} pods)", flush=True)
         results[workload] = {
             k: await throughput(k, base, args.nodes, pods, workload, workload) for k in kinds
