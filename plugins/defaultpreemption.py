@@ -20,7 +20,13 @@ preemption (``SchedulerAsyncPreemption``, on in 1.37):
   upstream's); the executor's completion activates a pod the gate held, and one still parked
   as unschedulable only if the cache has seen its victims go (else their deletions wake it:
   NodeResourcesFit and others register pod deletions); its nominated node is tried first.
-  While a victim it evicted is still terminating, the pod preempts nothing more.
+  While a victim it evicted is still terminating, the pod preempts nothing more;
+* after the executor is done, PreEnqueue also holds the pod while the cache still shows a victim
+  it evicted (for at most ``VICTIM_HOLD_SECONDS``): the first victims' deletions would otherwise
+  wake it to an attempt that can only fail (a second ``FailedScheduling`` and a doubled
+  backoff). The deletion of its last victim opens the gate (a registration targeted at the
+  preemptor); when the hold lapses (a victim stuck terminating, say on a node that is gone) the
+  pod is tried again as before, on every node.
 
 The message joins the pod's ``FailedScheduling`` event after the filter reasons, as upstream:
 ``... preemption: found a potential placement for pod on node n1, preempting 1 victims`` or
@@ -29,8 +35,9 @@ The message joins the pod's ``FailedScheduling`` event after the filter reasons,
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from pydantic import Field
@@ -38,7 +45,7 @@ from pydantic import Field
 from shoal.core import preemption
 from shoal.core.cyclestate import CycleState
 from shoal.core.gangpreemption import all_victims, best_gang_victims
-from shoal.core.interfaces import Diagnosis, EventRegistration, Handle
+from shoal.core.interfaces import ClusterEvent, Diagnosis, EventKind, EventRegistration, Handle
 from shoal.core.objects import PREEMPT_NEVER, PodGroupInfo, PodInfo
 from shoal.core.preemption import PREEMPTION_EXECUTOR, Candidate, PreemptionExecutor, Victim
 from shoal.core.profile import ArgsModel, PluginEntry
@@ -48,6 +55,10 @@ from shoal.core.status import Code, Status
 NAME = "DefaultPreemption"
 PREFIX = "preemption: "
 GANG_PREFIX = "pod group preemption: "
+#: the longest PreEnqueue holds a preemptor for victims still terminating once its executor is
+#: done (kube's default ``terminationGracePeriodSeconds``); then it is tried again regardless
+VICTIM_HOLD_SECONDS = 30.0
+WAITING = "waiting for the preemption for this pod to be finished"
 log = logging.getLogger("shoal.preemption")
 
 
@@ -84,6 +95,11 @@ class DefaultPreemption:
         self.evicting: dict[str, set[str]] = {}
         #: pods PreEnqueue held while their executor was at work (activated when it is done)
         self._held: set[str] = set()
+        #: victim uid -> the preemptor (pod uid or gang key) that evicted it
+        self._evicted_by: dict[str, str] = {}
+        #: preemptors whose executor is done, held while their victims are cached -> hold's end
+        self._hold_until: dict[str, float] = {}
+        self._sweep_at = 64
 
     def waiting_for_victims(self, key: str) -> bool:
         """Are victims deleted for ``key`` still in the cache? Until the watch reports them gone,
@@ -92,10 +108,23 @@ class DefaultPreemption:
         if not uids:
             return False
         cache = self.handle.cache
-        uids &= {u for u in uids if u in cache.pods and cache.placed_node(u)}
+        for gone in [u for u in uids if u not in cache.pods or not cache.placed_node(u)]:
+            uids.discard(gone)
+            self._evicted_by.pop(gone, None)
         if not uids:
             del self.evicting[key]
+            self._hold_until.pop(key, None)
         return bool(uids)
+
+    def _holding(self, uid: str) -> bool:
+        """Is ``uid`` held for victims still cached (its executor done, the hold not lapsed)?"""
+        until = self._hold_until.get(uid)
+        if until is None:
+            return False
+        if self.handle.clock() >= until or not self.waiting_for_victims(uid):
+            self._hold_until.pop(uid, None)
+            return False
+        return True
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
         """kube 1.37's gate: while the executor is still at work for this pod (its nomination and
@@ -104,19 +133,25 @@ class DefaultPreemption:
         activated (``Handle.activate``)."""
         if pod.uid in self.running:
             self._held.add(pod.uid)
-            return Status(
-                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                ("waiting for the preemption for this pod to be finished",),
-                plugin=NAME,
-            )
-        return Status()
+        elif not self._holding(pod.uid):
+            return Status()
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (WAITING,), plugin=NAME)
 
     def attach_framework(self, fw: Framework) -> None:
         """The profile this instance belongs to: its PreFilter/Filter run the dry runs."""
         self.fw = fw
 
     def events_to_register(self) -> Sequence[EventRegistration]:
-        return ()  # a pod it held is activated when its executor is done
+        # a pod held while its executor was at work is activated when the executor is done; one
+        # held for its victims when the last of them is deleted
+        return (EventRegistration(EventKind.POD_DELETE, self._victims_gone, targets=self._preemptor_of),)
+
+    def _preemptor_of(self, event: ClusterEvent) -> Collection[str]:
+        key = self._evicted_by.get(getattr(event.obj, "uid", ""))
+        return (key,) if key is not None else ()
+
+    def _victims_gone(self, pod: PodInfo, event: ClusterEvent) -> bool:
+        return not self._holding(pod.uid)
 
     def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
         verdict = self.evaluate(pod, diagnosis)
@@ -138,9 +173,7 @@ class DefaultPreemption:
             # one member could free room for a gang that still does not fit (scheduler-plugins #581)
             return Verdict(Status.unschedulable())
         if pod.uid in self.running or self.waiting_for_victims(pod.uid):
-            return Verdict(
-                Status.unschedulable(PREFIX + "waiting for the preemption for this pod to be finished")
-            )
+            return Verdict(Status.unschedulable(PREFIX + WAITING))
         ok, why = preemption.eligible(fw, pod, diagnosis)
         if not ok:
             return Verdict(Status.unschedulable(PREFIX + why))
@@ -253,26 +286,51 @@ class DefaultPreemption:
         key = key or pod.uid
         self.running[key] = self.running.get(key, 0) + 1
         self.evicting.setdefault(key, set()).update(v.uid for v in to_delete)
+        self._evicted_by.update((v.uid, key) for v in to_delete)
+        if len(self.evicting) >= self._sweep_at:  # forget preemptors whose victims are all gone
+            for preemptor in list(self.evicting):
+                self.waiting_for_victims(preemptor)
+            self._sweep_at = max(64, 2 * len(self.evicting))
 
         def done(ok: bool) -> None:
             left = self.running.pop(key, 1) - 1
             if left > 0:
                 self.running[key] = left
             if not ok:  # some victim stays: the next attempt may preempt afresh
-                self.evicting.pop(key, None)
+                for uid in self.evicting.pop(key, ()):
+                    self._evicted_by.pop(uid, None)
                 log.warning("preemption for %s on %s did not complete", pod.key, node)
             if key != pod.uid or key in self.running:
                 return
-            # the gate is open again. A pod the gate held (it parked there when an event moved
-            # it) is retried now; one still parked as unschedulable is retried now only if the
-            # cache has seen every victim go (else the retry could only fail and double its
-            # backoff: the victims' deletions, which its filters registered for, will wake it)
+            # the executor's gate is open. While the cache still shows a victim, the gate holds
+            # the pod for them (bounded); a pod the gate held (it parked there when an event
+            # moved it) is activated now, to be held again or admitted; one still parked as
+            # unschedulable only if the cache has seen every victim go (else the retry could only
+            # fail and double its backoff: the victims' deletions will wake it)
+            waiting = ok and self.waiting_for_victims(key)
+            if waiting:
+                self._hold_until[key] = self.handle.clock() + VICTIM_HOLD_SECONDS
+                self._lapse_later(key)
             held = pod.uid in self._held
             self._held.discard(pod.uid)
-            if held or not (ok and self.waiting_for_victims(key)):
+            if held or not waiting:
                 self.handle.activate((pod.uid,))
 
         executor.preempt(pod, node, to_delete, unnominate, done)
+
+    def _lapse_later(self, key: str) -> None:
+        """End ``key``'s hold after ``VICTIM_HOLD_SECONDS`` and try it again (with no running loop,
+        as in some unit tests, the hold lapses at the next event that asks)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+
+        def lapse() -> None:
+            if self._hold_until.pop(key, None) is not None:
+                self.handle.activate((key,))
+
+        loop.call_later(VICTIM_HOLD_SECONDS, lapse)
 
 
 def new(args: Args, handle: Handle) -> DefaultPreemption:

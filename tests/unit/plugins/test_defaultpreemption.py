@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+
+import pytest
 
 from shoal.core.disruption import PDBInfo
 from shoal.core.objects import PodInfo
 from shoal.core.preemption import PREEMPTION_EXECUTOR, Candidate, Victim, pick_one_node, split_by_pdb
 from shoal.core.queue import QueuedPodInfo
+from shoal.plugins import defaultpreemption
 from shoal.plugins.defaultpreemption import DefaultPreemption
 from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod, make_pod_group
@@ -358,15 +362,74 @@ async def test_an_executor_done_before_the_victims_deletion_is_seen_leaves_the_w
     assert s.placements()["default/high"] == "n1" and qpi.attempts == 2
 
 
-async def test_a_pod_the_gate_held_is_activated_when_its_executor_is_done() -> None:
+async def test_a_pod_the_gate_held_stays_held_for_a_victim_still_cached_when_its_executor_is_done() -> None:
     """A victim's deletion seen while the executor is at work parks the pod behind the gate; when
-    the executor is done the pod is activated even though a victim is still in the cache (no
-    event may ever open that gate otherwise)."""
+    the executor is done the gate re-checks it and, a victim still being cached, holds it for that
+    victim; the victim's deletion opens the gate and the pod binds at its second attempt."""
     s, held, qpi, victims = await preempting_two_victims()
     s.delete_pod(victims[0].uid)
     assert qpi is not None and qpi.where == "gated"
     held.finish()
+    assert qpi.where == "gated"
+    s.delete_pod(victims[1].uid)
     assert qpi.where in ("active", "backoff")
+    await s.run()
+    assert s.placements()["default/high"] == "n1" and qpi.attempts == 2
+
+
+async def test_the_first_victims_deletion_does_not_retry_a_preemptor_whose_other_victims_remain() -> None:
+    """After the executor is done, the deletion of one victim of two holds the preemptor at
+    PreEnqueue instead of retrying it (an attempt that could only fail: a second
+    FailedScheduling and a doubled backoff); the last deletion admits it."""
+    s, held, qpi, victims = await preempting_two_victims()
+    held.finish()
+    assert qpi is not None and qpi.where == "unschedulable"
+    s.delete_pod(victims[0].uid)
+    assert qpi.where == "gated" and qpi.gate is not None
+    assert qpi.gate.reasons == ("waiting for the preemption for this pod to be finished",)
+    await s.run()
+    assert qpi.attempts == 1 and s.placements()["default/high"] is None
+    unschedulable = [e for e in s.reporter.events if e[0] == "default/high" and e[1] == "FailedScheduling"]
     s.delete_pod(victims[1].uid)
     await s.run()
-    assert s.placements()["default/high"] == "n1"
+    assert s.placements()["default/high"] == "n1" and qpi.attempts == 2
+    after = [e for e in s.reporter.events if e[0] == "default/high" and e[1] == "FailedScheduling"]
+    assert after == unschedulable  # no second FailedScheduling
+
+
+async def test_the_hold_for_victims_lapses_so_a_stuck_victim_does_not_keep_the_preemptor_waiting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A victim that never goes (say, terminating on a node that is gone) holds the preemptor for
+    at most VICTIM_HOLD_SECONDS; then it is tried again, and fits on a node added meanwhile."""
+    monkeypatch.setattr(defaultpreemption, "VICTIM_HOLD_SECONDS", 0.05)
+    s, held, qpi, victims = await preempting_two_victims()
+    held.finish()
+    s.delete_pod(victims[0].uid)
+    assert qpi is not None and qpi.where == "gated"
+    s.submit(make_node("n2", cpu="2"))
+    assert qpi.where == "gated"  # a node added does not open the gate; the hold's end does
+    handle, activated = s.scheduler.handle, asyncio.Event()
+    activate = handle.activate
+
+    def observed(uids: Iterable[str]) -> None:
+        activate(uids)
+        activated.set()
+
+    handle.activate = observed
+    await asyncio.wait_for(activated.wait(), 5)  # the hold lapses on the loop's timer
+    assert qpi.where in ("active", "backoff")
+    await s.run()
+    assert s.placements()["default/high"] == "n2"
+
+
+def test_a_preemptor_is_forgotten_when_its_victims_are_gone() -> None:
+    """Book-keeping for victims does not grow without bound: a preemptor whose victims are all gone
+    leaves ``evicting`` when the plugin next looks (as the sweep of a new preemption does)."""
+    s = sim_with(make_node("n1", cpu="2"))
+    plugin = s.scheduler.profiles["gpu-scheduler"].plugins["DefaultPreemption"]
+    assert isinstance(plugin, DefaultPreemption)
+    plugin.evicting = {f"p{i}": {f"gone-{i}"} for i in range(64)}
+    plugin._evicted_by = {f"gone-{i}": f"p{i}" for i in range(64)}
+    assert not plugin.waiting_for_victims("p0")
+    assert "p0" not in plugin.evicting and "gone-0" not in plugin._evicted_by
