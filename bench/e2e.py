@@ -188,14 +188,22 @@ class Bench:
             self.profiler.start(self.scheduler.pid)
 
     async def create_all(
-        self, objs: Sequence[dict[str, Any]], concurrency: int = 48, label: str = ""
+        self,
+        objs: Sequence[dict[str, Any]],
+        concurrency: int = 48,
+        label: str = "",
+        rate: float | None = None,
     ) -> dict[str, float]:
-        """Create objects concurrently; returns pod name -> time its create returned."""
+        """Create objects concurrently (the ``i``-th not before ``i / rate`` s, when paced);
+        returns pod name -> time its create returned."""
         assert self.api is not None
         done: dict[str, float] = {}
         slots = asyncio.Semaphore(concurrency)
+        start = time.monotonic()
 
-        async def one(obj: dict[str, Any]) -> None:
+        async def one(i: int, obj: dict[str, Any]) -> None:
+            if rate:
+                await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
             async with slots:
                 for attempt in range(5):
                     try:
@@ -208,7 +216,7 @@ class Bench:
                 if obj["kind"] == "Pod":
                     done[obj["metadata"]["name"]] = time.monotonic()
 
-        await asyncio.gather(*(one(o) for o in objs))
+        await asyncio.gather(*(one(i, o) for i, o in enumerate(objs)))
         return done
 
     async def wait_bound(self, names: Sequence[str], timeout: float, label: str) -> bool:
@@ -279,25 +287,27 @@ async def throughput(
     workload: str = "basic",
     timeout: float = 1800,
     hog: bool = False,
+    rate: float | None = None,
 ) -> dict[str, Any]:
     async with Bench(kind, base / label) as b:
         print(f"  {kind}: {nodes:,} nodes ({workload}{', with a CPU hog' if hog else ''})", flush=True)
         await b.create_all([workload_node(workload, i) for i in range(nodes)])
         await b.start_scheduler()
         with cpu_hog(hog):
-            return await _stream(b, nodes, pods, label, workload, timeout)
+            return await _stream(b, nodes, pods, label, workload, timeout, rate)
 
 
 async def _stream(
-    b: Bench, nodes: int, pods: int, label: str, workload: str, timeout: float
+    b: Bench, nodes: int, pods: int, label: str, workload: str, timeout: float, rate: float | None = None
 ) -> dict[str, Any]:
-    """Pods created as fast as the API server takes them while the scheduler runs."""
+    """Pods created as fast as the API server takes them while the scheduler runs, or at
+    ``rate`` pods/s (the same offered load for every scheduler)."""
     kind = b.kind
     cpu0, _ = b.stats()
     objs = [workload_pod(workload, i, b.scheduler_name, NS) for i in range(pods)]
     print(f"  {kind}: creating {pods:,} pods", flush=True)
     first = time.monotonic()
-    creating = asyncio.ensure_future(b.create_all(objs))
+    creating = asyncio.ensure_future(b.create_all(objs, rate=rate))
     ok = await b.wait_bound([o["metadata"]["name"] for o in objs], timeout, label)
     created = await creating
     last_bound = max(b.watcher.bound.values()) if b.watcher.bound else time.monotonic()
@@ -312,6 +322,7 @@ async def _stream(
         "pods_per_s": len(latencies) / max(last_bound - first, 1e-9),
         "p50_s": statistics.median(latencies) if latencies else None,
         "p99_s": latencies[int(len(latencies) * 0.99) - 1] if latencies else None,
+        "offered_per_s": rate,
         "cpu_s": cpu1 - cpu0,
         "peak_rss_mb": rss / 2**20,
     }
@@ -548,7 +559,7 @@ def stream_summary(results: Mapping[str, Any]) -> dict[str, Any]:
     """``<scenario>_p50_ratio`` / ``_p99_ratio`` (create→bound latency) and ``_pods_per_s_ratio``,
     shoal ÷ kube-scheduler, for the --large streaming scenarios; ``xlarge_rss_ratio``."""
     out: dict[str, Any] = {}
-    for scenario in ("scale", "scale_hog", "xlarge"):
+    for scenario in ("scale", "scale_hog", "xlarge", *(paced_name(r) for r in PACED_RATES)):
         if scenario not in results:
             continue
         s, k = results[scenario]["shoal"], results[scenario]["kube-scheduler"]
@@ -559,6 +570,16 @@ def stream_summary(results: Mapping[str, Any]) -> dict[str, Any]:
         x = results["xlarge"]
         out["xlarge_rss_ratio"] = x["shoal"]["peak_rss_mb"] / x["kube-scheduler"]["peak_rss_mb"]
     return out
+
+
+#: offered loads (pods/s) of the paced scenario: pods created at a fixed rate, the same for both
+#: schedulers (an unpaced stream offers more load to whichever leaves the load generator more CPU)
+PACED_RATES = (150, 200)
+PACED_NODES, PACED_PODS = 5000, 10000
+
+
+def paced_name(rate: int) -> str:
+    return f"paced{rate}"
 
 
 def constrained_runs(nodes: int) -> tuple[tuple[str, int], ...]:
@@ -619,6 +640,11 @@ async def main_async(args: argparse.Namespace) -> int:
         print(f"bench: {workload} ({args.nodes:,} nodes, {pods:,} pods)", flush=True)
         results[workload] = {
             k: await throughput(k, base, args.nodes, pods, workload, workload) for k in kinds
+        }
+    for rate in PACED_RATES:
+        print(f"bench: paced ({PACED_NODES:,} nodes, {PACED_PODS:,} pods created at {rate}/s)", flush=True)
+        results[paced_name(rate)] = {
+            k: await throughput(k, base, PACED_NODES, PACED_PODS, paced_name(rate), rate=rate) for k in kinds
         }
     print(f"bench: backlog ({args.nodes:,} nodes, {args.pods:,} pods created first)", flush=True)
     results["backlog"] = {

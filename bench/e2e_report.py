@@ -164,6 +164,18 @@ _LATER = (
     ("xlarge_pods_per_s_ratio", "15,000 nodes / 100,000 pods, pods/s", "≥ 1.0"),
     ("xlarge_rss_ratio", "15,000 nodes / 100,000 pods, peak RSS, shoal ÷ kube-scheduler", "≤ 1.0"),
     (
+        "paced150_p50_ratio",
+        "5,000 nodes, pods created at 150/s for both, p50, shoal ÷ kube-scheduler",
+        "≤ 1.0",
+    ),
+    ("paced150_p99_ratio", "the same, p99", "≤ 1.0"),
+    (
+        "paced200_p50_ratio",
+        "5,000 nodes, pods created at 200/s for both, p50, shoal ÷ kube-scheduler",
+        "≤ 1.0",
+    ),
+    ("paced200_p99_ratio", "the same, p99", "≤ 1.0"),
+    (
         "same_work_ratio",
         "backlog pods/s, shoal ÷ kube-scheduler with shoal's plugins, every node scored",
         "≥ 1.0",
@@ -199,13 +211,17 @@ def _runs(results: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {_f(r['p50_s'])} | {_f(r['p99_s'])} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} |"
         )
-    for key, title in (("scale", "scale"), ("scale_hog", "scale with a CPU hog"), ("xlarge", "xlarge")):
+    streams = [("scale", "scale"), ("scale_hog", "scale with a CPU hog"), ("xlarge", "xlarge")]
+    streams += [(key, "paced") for key in sorted(results) if key.startswith("paced")]
+    for key, title in streams:
         if key not in results:
             continue
         sc = results[key]
+        offered = sc["shoal"].get("offered_per_s")
         lines += [
             "",
-            f"### {title}: {sc['shoal']['nodes']:,} nodes, {sc['shoal']['pods']:,} pods",
+            f"### {title}: {sc['shoal']['nodes']:,} nodes, {sc['shoal']['pods']:,} pods"
+            + (f" created at {offered:g}/s for both" if offered else ""),
             "",
             "| scheduler | pods/s | seconds | p50 s | p99 s | CPU s | peak RSS MB |",
             "|---|---:|---:|---:|---:|---:|---:|",

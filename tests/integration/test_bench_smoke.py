@@ -28,6 +28,15 @@ async def test_basic_smoke(kind: str, tmp_path: Path) -> None:
     assert result["peak_rss_mb"] > 0
 
 
+async def test_paced_smoke_offers_pods_at_the_rate_given(tmp_path: Path) -> None:
+    """The paced scenario creates the i-th pod no earlier than i / rate seconds in: 120 pods at
+    40/s cannot all be bound before 119 / 40 s (unpaced they are created in a fraction of that)."""
+    result = await throughput("shoal", tmp_path, nodes=20, pods=120, label="paced", timeout=180, rate=40)
+    assert result["all_bound"] and result["bound"] == 120, result
+    assert result["offered_per_s"] == 40
+    assert result["seconds"] >= 119 / 40, result
+
+
 def _hogs_alive() -> list[int]:
     """This process's children that run bench's CPU hog."""
     alive = []
@@ -150,8 +159,10 @@ async def test_a_gang_not_fully_bound_fails_the_run(tmp_path: Path, monkeypatch:
         label: str,
         workload: str = "basic",
         timeout: float = 1800,
+        hog: bool = False,
+        rate: float | None = None,
     ) -> dict[str, Any]:
-        return {"pods_per_s": 100.0, "peak_rss_mb": 100.0}
+        return {"pods_per_s": 100.0, "peak_rss_mb": 100.0, "p50_s": 1.0, "p99_s": 2.0}
 
     async def fake_gang(base: Path) -> dict[str, Any]:
         return {"nodes": 1000, "members": 64, "all_bound": False, "bound": 60, "seconds": None}
