@@ -9,7 +9,8 @@ its ``/readyz`` answers 200 (kube-scheduler: informers and event handlers synced
 short settle has passed. Measured per scheduler: pods/s from the first pod created to the last pod
 bound, p50/p99 of create→bound (client-observed), peak RSS and CPU seconds of the scheduler process.
 
-Scenarios: basic (1,000 nodes / 5,000 pods), scale (5,000 / 50,000; --large), gang (a 64-pod gang
+Scenarios: basic (1,000 nodes / 5,000 pods), scale (5,000 / 50,000; --large), paced (5,000
+nodes / 10,000 pods created at a fixed 150/s and 200/s, the same offered load for both), gang (a 64-pod gang
 on 1,000 nodes: last member created → all bound), topology (gangs of 8/16/64 required in one
 clique/rack/block, native PodGroups, both schedulers: bench/e2e_topology.py), preemption
 (scheduler_perf's PreemptionBasic) and gang preemption (victims beyond the minimum:
