@@ -8,12 +8,23 @@ burst. These calls send a pre-built JSON body with the same session, TLS context
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pydantic_core
 from kubernetes_asyncio import client, config
+
+#: Accept header of a list whose items carry only ``metadata`` (``PartialObjectMetadataList``, as
+#: client-go's metadata informers ask for it), plain JSON from a server that cannot
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
+
+
+def decode_json(data: str | bytes) -> Any:
+    """JSON text to Python objects, as ``json.loads`` gives them (dicts, lists, str, int, float,
+    bool, None), by pydantic-core's parser (installed with pydantic), about twice as fast on a
+    pod; ``ValueError`` on bad input, as ``json.loads``."""
+    return pydantic_core.from_json(data)
 
 
 class RawClient:
@@ -21,8 +32,8 @@ class RawClient:
         self.api = api
         self.host = str(api.configuration.host or "").rstrip("/")
 
-    async def _headers(self, content_type: str) -> dict[str, str]:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+    async def _headers(self, content_type: str, accept: str = "application/json") -> dict[str, str]:
+        headers = {"Accept": accept, "Content-Type": content_type}
         for auth in (await self.api.configuration.auth_settings()).values():
             if auth.get("in") == "header" and auth.get("value"):
                 headers[str(auth["key"])] = str(auth["value"])
@@ -35,17 +46,23 @@ class RawClient:
         body: Any = None,
         *,
         content_type: str = "application/json",
+        accept: str = "application/json",
         timeout: float = 30.0,
     ) -> tuple[int, Any]:
-        """Send ``body`` as JSON; returns (HTTP status, decoded JSON or text). Never raises on HTTP errors."""
+        """Send ``body`` as JSON; returns (HTTP status, decoded JSON or text). Never raises on HTTP errors.
+        ``accept``: the Accept header (e.g. :data:`METADATA_LIST`)."""
         session: Any = self.api.rest_client.pool_manager
-        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        data = None if body is None else pydantic_core.to_json(body)
         async with session.request(
-            method, self.host + path, data=data, headers=await self._headers(content_type), timeout=timeout
+            method,
+            self.host + path,
+            data=data,
+            headers=await self._headers(content_type, accept),
+            timeout=timeout,
         ) as resp:
             raw = await resp.read()
         try:
-            return resp.status, json.loads(raw) if raw else None
+            return resp.status, decode_json(raw) if raw else None
         except ValueError:
             return resp.status, raw.decode(errors="replace")
 
@@ -59,7 +76,7 @@ class RawClient:
                 raise StreamError(f"GET {path}: HTTP {resp.status} {(await resp.text())[:200]}")
             async for line in resp.content:
                 if line.strip():
-                    yield json.loads(line)
+                    yield decode_json(line)
 
 
 class StreamError(Exception):

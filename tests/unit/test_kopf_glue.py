@@ -1,32 +1,79 @@
-"""kopf as shoal configures it: the watcher's hand-over of new objects without a loop turn each."""
+"""kopf as shoal configures it: the watcher's hand-over of new objects without a loop turn each,
+and watch lines decoded by pydantic-core."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import kopf
 import pytest
 from kopf._cogs.aiokits import aiotasks
+from kopf._cogs.clients import api as kopf_api
 
 from shoal.operator_app import kopf_glue
+from shoal.testing.objects import make_pod
 
 
 @pytest.fixture
-def kopf_spawn() -> object:
-    """kopf's own ``Scheduler.spawn``, put back after the test."""
-    original = aiotasks.Scheduler.spawn
+def kopf_spawn() -> Iterator[object]:
+    """kopf's own ``Scheduler.spawn`` in place during the test (another test may have run the
+    operator in this process) and after it."""
+    original = kopf_glue.KOPF_OWN.get("spawn", aiotasks.Scheduler.spawn)
+    aiotasks.Scheduler.spawn = original  # type: ignore[method-assign]
     yield original
     aiotasks.Scheduler.spawn = original  # type: ignore[method-assign]
 
 
-def test_configure_applies_lean_spawn_to_the_installed_kopf(kopf_spawn: object) -> None:
-    """Fails when a kopf upgrade changes Scheduler.spawn: lean_spawn must then be looked at again."""
+@pytest.fixture
+def kopf_json() -> Iterator[Any]:
+    """kopf's own ``json`` (its API module decodes watch lines with it) in place during the test
+    and after it."""
+    original = kopf_glue.KOPF_OWN.get("json", kopf_api.json)  # type: ignore[attr-defined]
+    kopf_api.json = original  # type: ignore[attr-defined]
+    yield original
+    kopf_api.json = original  # type: ignore[attr-defined]
+
+
+def test_configure_applies_every_change_to_the_installed_kopf(kopf_spawn: object, kopf_json: object) -> None:
+    """Fails when a kopf upgrade changes Scheduler.spawn or the watch's decoding:
+    each change must then be looked at again."""
     settings = kopf.OperatorSettings()
     kopf_glue.configure(settings, 300.0)
     assert aiotasks.Scheduler.spawn is kopf_glue._spawn_without_yield
-    assert kopf_glue.lean_spawn()  # idempotent
+    assert isinstance(kopf_api.json, kopf_glue._KopfJson)  # type: ignore[attr-defined]
+    assert kopf_glue.lean_spawn() and kopf_glue.lean_json()  # idempotent
     assert settings.posting.enabled is False and settings.watching.server_timeout == 300
+
+
+def test_lean_json_decodes_a_watch_line_as_the_standard_library_does(kopf_json: object) -> None:
+    pod = make_pod("p", cpu="500m", memory="1Gi", labels={"app": "é"}, scheduler_name="gpu-scheduler")
+    pod["metadata"]["annotations"] = {"big": "12345678901234567890123", "f": "1.5e300"}
+    pod["spec"]["priority"] = 2**40
+    pod["status"] = {"phase": "Pending", "conditions": [], "ratio": 0.1, "ok": True, "none": None}
+    line = (json.dumps({"type": "ADDED", "object": pod}) + "\n").encode()
+    assert kopf_glue.lean_json()
+    decode: Callable[[str], Any] = kopf_api.json.loads  # type: ignore[attr-defined]
+    assert decode(line.decode("utf-8")) == json.loads(line)
+    assert kopf_api.json.dumps({"a": 1}) == json.dumps({"a": 1})  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="EOF"):
+        decode('{"type": "ADDED", "object": {')
+
+
+def test_an_unknown_kopf_watch_decoding_is_left_as_it_is(
+    kopf_json: object, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def other(*args: Any, **kwargs: Any) -> Any:
+        """A kopf version that decodes its watch some other way."""
+
+    monkeypatch.setattr(kopf_api, "stream", other)
+    with caplog.at_level("INFO", logger="shoal.kopf"):
+        assert not kopf_glue.lean_json()
+    assert kopf_api.json is json  # type: ignore[attr-defined]
+    assert "left as it is" in caplog.text
 
 
 async def test_spawn_hands_over_without_a_loop_turn_and_the_work_still_runs(kopf_spawn: object) -> None:
