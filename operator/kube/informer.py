@@ -54,7 +54,8 @@ class Kind(Generic[T]):
 
     resource: Resource
     decode: Callable[[Mapping[str, Any]], T]
-    #: identity for the re-list check (None: not checked; handlers see DELETED only)
+    #: identity for the re-list check, read from ``metadata`` alone (the check lists metadata only);
+    #: None: not checked, handlers see DELETED only
     identity: Callable[[Mapping[str, Any]], str] | None = None
     #: server-side field selector of the watch, the priming and the re-list check
     field_selector: str | None = None
@@ -193,7 +194,9 @@ class Informer:
         """Call ``gone`` for objects the API no longer has. Returns how many per kind.
 
         Only objects last seen *before* the listing started are gone, so an object created while
-        the list was being read is never dropped by mistake.
+        the list was being read is never dropped by mistake. The listing asks for metadata only
+        (a kind's ``identity`` reads nothing else): under a backlog of pods, listing them whole
+        cost about 5 % of shoal's CPU.
         """
         forgotten: dict[str, int] = {}
         for w in self._watches:
@@ -201,7 +204,9 @@ class Informer:
                 continue
             started = time.monotonic()
             try:
-                objs = await list_objects(raw, w.kind.resource.path(), field_selector=w.kind.field_selector)
+                objs = await list_objects(
+                    raw, w.kind.resource.path(), field_selector=w.kind.field_selector, metadata_only=True
+                )
             except (ListError, aiohttp.ClientError, TimeoutError, OSError) as exc:
                 log.warning("re-list check failed (%s); will try at the next listing", exc)
                 return forgotten

@@ -15,7 +15,11 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from shoal.kube.binder import post_binding
+from shoal.kube.informer import Informer
+from shoal.kube.kinds import KIND_PODS
+from shoal.kube.listing import list_objects
 from shoal.kube.rest import RawClient
+from shoal.kube.wire import pod_uid
 from shoal.testing.controlplane import Binaries, ControlPlane, python_env
 from shoal.testing.objects import make_node, make_pod
 
@@ -49,6 +53,36 @@ async def test_bind_with_uid_then_conflicts(api: client.ApiClient, namespace: st
     assert code == 409
     assert "already assigned" in message
     await core.delete_node(node_name)
+
+
+async def test_a_metadata_only_listing_gives_the_identities_of_a_whole_one(
+    api: client.ApiClient, namespace: str
+) -> None:
+    """The re-list check asks the API server for metadata alone: same objects, same identities, no
+    spec or status to decode; and it still finds a pod deleted behind the watch's back."""
+    core: Any = client.CoreV1Api(api)
+    raw = RawClient(api)
+    for i in range(3):
+        await core.create_namespaced_pod(namespace, make_pod(f"p{i}", namespace=namespace))
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    whole = await list_objects(raw, path, field_selector=KIND_PODS.field_selector)
+    slim = await list_objects(raw, path, field_selector=KIND_PODS.field_selector, metadata_only=True)
+    assert sorted(map(pod_uid, slim)) == sorted(map(pod_uid, whole)) and len(slim) == 3
+    assert all("spec" not in o and "status" not in o and o["metadata"]["name"] for o in slim)
+    assert all("spec" in o for o in whole)
+
+    gone: list[str] = []
+    informer = Informer()
+
+    async def ignore(event: Any) -> None:
+        pass
+
+    informer.watch(KIND_PODS, ignore, gone=gone.append)
+    for obj in whole:
+        await informer.deliver(KIND_PODS, "LISTED", obj)
+    await core.delete_namespaced_pod("p1", namespace, grace_period_seconds=0)
+    await informer.relist_check(raw)
+    assert gone == [pod_uid(next(o for o in whole if o["metadata"]["name"] == "p1"))]
 
 
 def test_processes_stop_cleanly() -> None:
