@@ -40,6 +40,7 @@ from prometheus_client import (
     ProcessCollector,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics import MetricWrapperBase
 
 
 def _exp(start: float, factor: float, count: int) -> list[float]:
@@ -51,6 +52,9 @@ class PromMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        #: labelled children of the hot-path metrics, by (metric, *label values): client_python's
+        #: ``labels()`` checks and locks on every call (shoal never removes a label set)
+        self._children: dict[tuple[object, ...], Any] = {}
         r = self.registry
         self.attempts = Counter(
             "scheduler_schedule_attempts", "Scheduling attempts by result.", ["result", "profile"], registry=r
@@ -132,15 +136,22 @@ class PromMetrics:
         GCCollector(registry=r)
         PlatformCollector(registry=r)
 
+    def _child(self, metric: MetricWrapperBase, *labels: str) -> Any:
+        key = (metric, *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def attempt(self, result: str, profile: str, seconds: float) -> None:
-        self.attempts.labels(result, profile).inc()
-        self.attempt_duration.labels(result, profile).observe(seconds)
+        self._child(self.attempts, result, profile).inc()
+        self._child(self.attempt_duration, result, profile).observe(seconds)
 
     def extension_point(self, point: str, status: str, profile: str, seconds: float) -> None:
-        self.point_duration.labels(point, status, profile).observe(seconds)
+        self._child(self.point_duration, point, status, profile).observe(seconds)
 
     def plugin(self, plugin: str, point: str, status: str, seconds: float) -> None:
-        self.plugin_duration.labels(plugin, point, status).observe(seconds)
+        self._child(self.plugin_duration, plugin, point, status).observe(seconds)
 
     def permit_wait(self, result: str, seconds: float) -> None:
         self.permit_wait_seconds.labels(result).observe(seconds)

@@ -188,6 +188,42 @@ def _sample(metrics: PromMetrics, name: str, **labels: str) -> float:
     return float(value) if value is not None else 0.0
 
 
+def test_hot_path_series_count_every_call_under_their_own_labels() -> None:
+    """The labelled children are looked up once and reused: every call still lands in its series,
+    and two registries (two operators in one process) never share one."""
+    metrics, other = PromMetrics(), PromMetrics()
+    for _ in range(3):
+        metrics.attempt("scheduled", "gpu-scheduler", 0.01)
+        metrics.extension_point("Filter", "Success", "gpu-scheduler", 0.001)
+        metrics.plugin("NodeResourcesFit", "Filter", "Success", 0.0001)
+    metrics.attempt("unschedulable", "gpu-scheduler", 0.02)
+    other.attempt("scheduled", "gpu-scheduler", 0.01)
+    assert (
+        _sample(metrics, "scheduler_schedule_attempts_total", result="scheduled", profile="gpu-scheduler")
+        == 3
+    )
+    assert (
+        _sample(metrics, "scheduler_schedule_attempts_total", result="unschedulable", profile="gpu-scheduler")
+        == 1
+    )
+    assert (
+        _sample(other, "scheduler_schedule_attempts_total", result="scheduled", profile="gpu-scheduler") == 1
+    )
+    point = {"extension_point": "Filter", "status": "Success", "profile": "gpu-scheduler"}
+    assert _sample(metrics, "scheduler_framework_extension_point_duration_seconds_count", **point) == 3
+    plugin = {"plugin": "NodeResourcesFit", "extension_point": "Filter", "status": "Success"}
+    assert _sample(metrics, "scheduler_plugin_execution_duration_seconds_count", **plugin) == 3
+    assert (
+        _sample(
+            metrics,
+            "scheduler_scheduling_attempt_duration_seconds_count",
+            result="unschedulable",
+            profile="gpu-scheduler",
+        )
+        == 1
+    )
+
+
 async def test_the_sli_is_observed_for_each_bound_pod_with_its_attempts() -> None:
     s = sim(
         [make_node("n1", cpu="2"), make_pod("a", cpu="1"), make_pod("b", cpu="1"), make_pod("c", cpu="1")]
