@@ -52,8 +52,8 @@ class PromMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
-        #: labelled children of the hot-path metrics, by (metric, *label values): client_python's
-        #: ``labels()`` checks and locks on every call (shoal never removes a label set)
+        #: labelled children, by (metric, *label values), for every per-call observation:
+        #: client_python's ``labels()`` checks and locks on every call (shoal never removes a label set)
         self._children: dict[tuple[object, ...], Any] = {}
         r = self.registry
         self.attempts = Counter(
@@ -154,17 +154,17 @@ class PromMetrics:
         self._child(self.plugin_duration, plugin, point, status).observe(seconds)
 
     def permit_wait(self, result: str, seconds: float) -> None:
-        self.permit_wait_seconds.labels(result).observe(seconds)
+        self._child(self.permit_wait_seconds, result).observe(seconds)
 
     def pending(self, queue: str, count: int) -> None:
-        self.pending_pods.labels(queue).set(count)
+        self._child(self.pending_pods, queue).set(count)
 
     def pod_scheduled(self, attempts: int, seconds: float) -> None:
-        self.sli_duration.labels(attempts_label(attempts)).observe(seconds)
+        self._child(self.sli_duration, attempts_label(attempts)).observe(seconds)
         self.scheduling_attempts.observe(attempts)
 
     def gang_timeout(self, profile: str) -> None:
-        self.gang_timeouts.labels(profile).inc()
+        self._child(self.gang_timeouts, profile).inc()
 
     def event_dropped(self) -> None:
         self.events_dropped.inc()

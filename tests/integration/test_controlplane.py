@@ -15,7 +15,7 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from shoal.kube.binder import post_binding
-from shoal.kube.informer import Informer
+from shoal.kube.informer import LISTED, Informer
 from shoal.kube.kinds import KIND_PODS
 from shoal.kube.listing import list_objects
 from shoal.kube.rest import RawClient
@@ -79,7 +79,7 @@ async def test_a_metadata_only_listing_gives_the_identities_of_a_whole_one(
 
     informer.watch(KIND_PODS, ignore, gone=gone.append)
     for obj in whole:
-        await informer.deliver(KIND_PODS, "LISTED", obj)
+        await informer.deliver(KIND_PODS, LISTED, obj)
     await core.delete_namespaced_pod("p1", namespace, grace_period_seconds=0)
     await informer.relist_check(raw)
     assert gone == [pod_uid(next(o for o in whole if o["metadata"]["name"] == "p1"))]
