@@ -65,6 +65,7 @@ from bench.profiles import Profiler, write_profiles
 from bench.report import DOC
 from shoal.kube.informer import stream
 from shoal.kube.kinds import KIND_PODS
+from shoal.kube.listing import list_objects
 from shoal.kube.rest import RawClient
 from shoal.testing.cluster import apply_crds, create, list_all, wait_for
 from shoal.testing.controlplane import Binaries, ControlPlane
@@ -153,8 +154,8 @@ class Bench:
         self.api = await config.new_client_from_config(config_file=str(self.cp.kubeconfig))
         await apply_crds(self.api)
         await create(self.api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        if self.kind == "null":
-            self.scheduler = NullScheduler(self.cp, self.dir)
+        if self.kind in ("null", "null-events"):
+            self.scheduler = NullScheduler(self.cp, self.dir, events=self.kind == "null-events")
         elif self.kind == "kube-scheduler":
             self.scheduler = KubeScheduler(self.cp, self.dir)
         elif self.kind == "kube-same-work":
@@ -332,7 +333,8 @@ async def _stream(
 async def backlog(kind: str, base: Path, nodes: int, pods: int, timeout: float = 1800) -> dict[str, Any]:
     """Scheduler-bound throughput: every pod created before the scheduler starts, so the load
     generator is out of the measurement; pods/s from the first binding to the last (the start-up
-    and cache priming left out, for every kind alike). ``null``: bench/nullscheduler.py."""
+    and cache priming left out, for every kind alike). ``null``: bench/nullscheduler.py;
+    ``null-events``: the same, also writing a ``Scheduled`` event per pod after its binding."""
     async with Bench(kind, base / "backlog") as b:
         print(f"  {kind}: {nodes:,} nodes, {pods:,} pods created first", flush=True)
         await b.create_all([workload_node("basic", i) for i in range(nodes)])
@@ -342,6 +344,8 @@ async def backlog(kind: str, base: Path, nodes: int, pods: int, timeout: float =
         cpu0, _ = b.stats()
         ok = await b.wait_bound([f"pod-{i:06d}" for i in range(pods)], timeout, "backlog")
         cpu1, rss = b.stats()
+        assert b.api is not None
+        events = await scheduled_events(b.api)
         times = sorted(b.watcher.bound.values())
         seconds = times[-1] - times[0] if len(times) > 1 else 0.0
         return {
@@ -353,7 +357,20 @@ async def backlog(kind: str, base: Path, nodes: int, pods: int, timeout: float =
             "pods_per_s": (len(times) - 1) / max(seconds, 1e-9),
             "cpu_s": cpu1 - cpu0,
             "peak_rss_mb": rss / 2**20,
+            "events_at_end": events,
         }
+
+
+async def scheduled_events(api: client.ApiClient) -> int:
+    """How many ``Scheduled`` events the namespace has now (listed by metadata alone): read as the
+    last pod is seen bound, it says how many of a scheduler's events were written by then."""
+    items = await list_objects(
+        RawClient(api),
+        f"/api/v1/namespaces/{NS}/events",
+        field_selector="reason=Scheduled",
+        metadata_only=True,
+    )
+    return len(items)
 
 
 async def gang(base: Path, nodes: int = 1000, members: int = 64) -> dict[str, Any]:
@@ -545,11 +562,19 @@ def topology_summary(topo: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: the backlog scenario's schedulers, in the order they run
+BACKLOG_KINDS = ("null", "null-events", "kube-scheduler", "kube-same-work", "shoal")
+
+
 def backlog_summary(backlog: dict[str, Any]) -> dict[str, Any]:
     null = max(backlog["null"]["pods_per_s"], 1e-9)
+    null_events = max(backlog["null-events"]["pods_per_s"], 1e-9)
     return {
         "ceiling_fraction": backlog["shoal"]["pods_per_s"] / null,
         "ceiling_fraction_kube": backlog["kube-scheduler"]["pods_per_s"] / null,
+        "events_ceiling_fraction": backlog["shoal"]["pods_per_s"] / null_events,
+        "events_ceiling_fraction_kube": backlog["kube-scheduler"]["pods_per_s"] / null_events,
+        "null_events_fraction": null_events / null,
         "backlog_ratio": backlog["shoal"]["pods_per_s"] / max(backlog["kube-scheduler"]["pods_per_s"], 1e-9),
         "same_work_ratio": backlog["shoal"]["pods_per_s"]
         / max(backlog["kube-same-work"]["pods_per_s"], 1e-9),
@@ -648,10 +673,7 @@ async def main_async(args: argparse.Namespace) -> int:
             k: await throughput(k, base, PACED_NODES, PACED_PODS, paced_name(rate), rate=rate) for k in kinds
         }
     print(f"bench: backlog ({args.nodes:,} nodes, {args.pods:,} pods created first)", flush=True)
-    results["backlog"] = {
-        k: await backlog(k, base, args.nodes, args.pods)
-        for k in ("null", "kube-scheduler", "kube-same-work", "shoal")
-    }
+    results["backlog"] = {k: await backlog(k, base, args.nodes, args.pods) for k in BACKLOG_KINDS}
     print("bench: gang (64 members on 1,000 nodes)", flush=True)
     results["gang"] = await gang(base)
     if not results["gang"]["all_bound"]:

@@ -144,13 +144,15 @@ class Shoal:
 
 
 class NullScheduler:
-    """bench/nullscheduler.py as a process: binds round-robin, decides nothing (the ceiling)."""
+    """bench/nullscheduler.py as a process: binds round-robin, decides nothing (the ceiling).
+    ``events``: also posts a ``Scheduled`` event per pod (kind ``null-events``)."""
 
-    name = "null"
     scheduler_name = "null-scheduler"
 
-    def __init__(self, cp: ControlPlane, workdir: Path) -> None:
+    def __init__(self, cp: ControlPlane, workdir: Path, *, events: bool = False) -> None:
         self.cp, self.workdir = cp, workdir
+        self.events = events
+        self.name = "null-events" if events else "null"
         self.proc: subprocess.Popen[bytes] | None = None
 
     async def start(self, api: client.ApiClient) -> None:
@@ -158,6 +160,7 @@ class NullScheduler:
         ready.unlink(missing_ok=True)
         script = Path(__file__).with_name("nullscheduler.py")
         args = [sys.executable, str(script), "--kubeconfig", str(self.cp.kubeconfig), "--ready", str(ready)]
+        args += ["--events"] if self.events else []
         self.proc = proc = await asyncio.to_thread(self._spawn, args)
 
         async def watching() -> bool:

@@ -6,7 +6,11 @@ reported as a fraction of it.
 
 Run as its own process (so its CPU is its own, as a scheduler's is)::
 
-    python -m bench.nullscheduler --kubeconfig K [--scheduler-name null-scheduler] [--ready FILE]
+    python -m bench.nullscheduler --kubeconfig K [--scheduler-name null-scheduler] [--ready FILE] [--events]
+
+``--events``: after each binding, also post the ``Scheduled`` event (events.k8s.io/v1, shaped as
+shoal's and kube-scheduler's) that every real scheduler writes per pod: the ceiling of a scheduler
+that reports as kube-scheduler does, the API server's share of the work being one write more per pod.
 
 It lists the nodes once, lists the pending pods, then watches from the list's resourceVersion;
 ``--ready FILE`` is written once it is watching.
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -25,6 +30,7 @@ from kubernetes_asyncio import config
 
 from shoal.kube.binder import post_binding
 from shoal.kube.rest import RawClient
+from shoal.kube.wire import micro_time
 
 NAME = "null-scheduler"
 
@@ -45,7 +51,26 @@ async def _list(raw: RawClient, path: str) -> tuple[list[dict[str, Any]], str]:
             return items, str(body["metadata"]["resourceVersion"])
 
 
-async def run(kubeconfig: str, scheduler_name: str, ready: Path | None, concurrency: int = 64) -> None:
+def scheduled_event(namespace: str, name: str, uid: str, node: str, scheduler_name: str) -> dict[str, Any]:
+    """The ``Scheduled`` event a scheduler writes for a bound pod (events.k8s.io/v1)."""
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": namespace},
+        "eventTime": micro_time(time.time()),
+        "reportingController": scheduler_name,
+        "reportingInstance": f"{scheduler_name}-null",
+        "action": "Binding",
+        "reason": "Scheduled",
+        "type": "Normal",
+        "note": f"Successfully assigned {namespace}/{name} to {node}",
+        "regarding": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace, "uid": uid},
+    }
+
+
+async def run(
+    kubeconfig: str, scheduler_name: str, ready: Path | None, concurrency: int = 64, events: bool = False
+) -> None:
     api = await config.new_client_from_config(config_file=kubeconfig)
     raw = RawClient(api)
     nodes, _ = await _list(raw, "/api/v1/nodes")
@@ -63,10 +88,14 @@ async def run(kubeconfig: str, scheduler_name: str, ready: Path | None, concurre
     async def binder() -> None:
         while True:
             namespace, name, uid = await pending.get()
+            node = next(targets)
             for _ in range(3):
-                code, _message = await post_binding(raw, namespace, name, uid, next(targets))
+                code, _message = await post_binding(raw, namespace, name, uid, node)
                 if code < 300 or code in (404, 409):
                     break
+            if events and code < 300:
+                body = scheduled_event(namespace, name, uid, node, scheduler_name)
+                await raw.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body)
 
     workers = [asyncio.create_task(binder()) for _ in range(concurrency)]
     pods, version = await _list(raw, f"/api/v1/pods?fieldSelector={selector}")
@@ -93,8 +122,9 @@ def main() -> None:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--scheduler-name", default=NAME)
     parser.add_argument("--ready", type=Path, help="file written once the scheduler watches")
+    parser.add_argument("--events", action="store_true", help="also post a Scheduled event per pod")
     args = parser.parse_args()
-    asyncio.run(run(args.kubeconfig, args.scheduler_name, args.ready))
+    asyncio.run(run(args.kubeconfig, args.scheduler_name, args.ready, events=args.events))
 
 
 if __name__ == "__main__":
