@@ -29,8 +29,8 @@ from urllib.parse import quote
 from kubernetes_asyncio import config
 
 from shoal.kube.binder import post_binding
+from shoal.kube.reporter import event_body
 from shoal.kube.rest import RawClient
-from shoal.kube.wire import micro_time
 
 NAME = "null-scheduler"
 
@@ -49,23 +49,6 @@ async def _list(raw: RawClient, path: str) -> tuple[list[dict[str, Any]], str]:
         token = (body.get("metadata") or {}).get("continue") or ""
         if not token:
             return items, str(body["metadata"]["resourceVersion"])
-
-
-def scheduled_event(namespace: str, name: str, uid: str, node: str, scheduler_name: str) -> dict[str, Any]:
-    """The ``Scheduled`` event a scheduler writes for a bound pod (events.k8s.io/v1)."""
-    return {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
-        "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": namespace},
-        "eventTime": micro_time(time.time()),
-        "reportingController": scheduler_name,
-        "reportingInstance": f"{scheduler_name}-null",
-        "action": "Binding",
-        "reason": "Scheduled",
-        "type": "Normal",
-        "note": f"Successfully assigned {namespace}/{name} to {node}",
-        "regarding": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace, "uid": uid},
-    }
 
 
 async def run(
@@ -94,7 +77,19 @@ async def run(
                 if code < 300 or code in (404, 409):
                     break
             if events and code < 300:
-                body = scheduled_event(namespace, name, uid, node, scheduler_name)
+                note = f"Successfully assigned {namespace}/{name} to {node}"
+                body = event_body(
+                    namespace,
+                    name,
+                    uid,
+                    controller=scheduler_name,
+                    instance=f"{scheduler_name}-null",
+                    kind="Normal",
+                    reason="Scheduled",
+                    action="Binding",
+                    note=note,
+                    when=time.time(),
+                )
                 await raw.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body)
 
     workers = [asyncio.create_task(binder()) for _ in range(concurrency)]

@@ -221,26 +221,18 @@ class KubeReporter:
     async def _event(
         self, pod: PodInfo, profile: str, kind: str, reason: str, action: str, note: str, when: float
     ) -> None:
-        body: dict[str, Any] = {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            # named like kube-scheduler's events: <pod>.<unix nanoseconds in hex>
-            "metadata": {"name": f"{pod.name}.{time.time_ns():x}"[:253], "namespace": pod.namespace},
-            "eventTime": micro_time(when),
-            "reportingController": profile,
-            "reportingInstance": f"{profile}-{self.instance}"[:128],
-            "action": action,
-            "reason": reason,
-            "type": kind,
-            "note": note[:1024],
-            "regarding": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": pod.name,
-                "namespace": pod.namespace,
-                "uid": pod.uid,
-            },
-        }
+        body = event_body(
+            pod.namespace,
+            pod.name,
+            pod.uid,
+            controller=profile,
+            instance=f"{profile}-{self.instance}",
+            kind=kind,
+            reason=reason,
+            action=action,
+            note=note,
+            when=when,
+        )
         code, reply = await self.raw.request("POST", EVENTS.path(namespace=pod.namespace), body)
         _check(code, reply, f"event {reason} for {pod.key}")
 
@@ -263,6 +255,36 @@ class KubeReporter:
             content_type=STRATEGIC_MERGE_PATCH,
         )
         _check(code, reply, f"condition PodScheduled for {pod.key}")
+
+
+def event_body(
+    namespace: str,
+    name: str,
+    uid: str,
+    *,
+    controller: str,
+    instance: str,
+    kind: str,
+    reason: str,
+    action: str,
+    note: str,
+    when: float,
+) -> dict[str, Any]:
+    """An events.k8s.io/v1 Event about a pod, as kube-scheduler writes them: named
+    ``<pod>.<unix nanoseconds in hex>``, ``reportingController`` the profile's schedulerName."""
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.{time.time_ns():x}"[:253], "namespace": namespace},
+        "eventTime": micro_time(when),
+        "reportingController": controller,
+        "reportingInstance": instance[:128],
+        "action": action,
+        "reason": reason,
+        "type": kind,
+        "note": note[:1024],
+        "regarding": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace, "uid": uid},
+    }
 
 
 def _condition_body(reason: str, message: str, when: float) -> dict[str, Any]:
