@@ -51,8 +51,9 @@ from kubernetes_asyncio import client, config
 if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 from bench import e2e_dra, e2e_preemption, e2e_topology
-from bench.e2e_report import plot, write_doc
+from bench.e2e_report import PLOTS, plot, write_doc
 from bench.e2e_schedulers import (
+    BACKLOG_KINDS,
     SETTLE_S,
     KubeScheduler,
     NullScheduler,
@@ -562,10 +563,6 @@ def topology_summary(topo: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-#: the backlog scenario's schedulers, in the order they run
-BACKLOG_KINDS = ("null", "null-events", "kube-scheduler", "kube-same-work", "shoal")
-
-
 def backlog_summary(backlog: dict[str, Any]) -> dict[str, Any]:
     null = max(backlog["null"]["pods_per_s"], 1e-9)
     null_events = max(backlog["null-events"]["pods_per_s"], 1e-9)
@@ -640,8 +637,7 @@ def report_from_results(results_file: Path = RESULTS, doc: Path = DOC) -> None:
     """The e2e section again from recorded results (the plots already in docs/ are kept as they are)."""
     recorded = json.loads(results_file.read_text())
     results = recorded.pop("results")
-    names = ("bench-basic.png", "bench-packing.png", "bench-topology.png")
-    images = [name for name in names if (doc.parent / name).is_file()]
+    images = [name for name in PLOTS if (doc.parent / name).is_file()]
     write_doc(results, recorded, images, doc=doc, settle_s=SETTLE_S)
 
 

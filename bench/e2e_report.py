@@ -5,9 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench.e2e_schedulers import BACKLOG_KINDS
 from bench.report import DOC, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+#: the plots ``plot`` writes to docs/, in the order it writes them (``--report-only`` keeps those present)
+PLOTS = ("bench-basic.png", "bench-packing.png", "bench-topology.png", "bench-backlog.png")
 
 
 def plot(results: dict[str, Any]) -> list[str]:
@@ -31,26 +36,26 @@ def plot(results: dict[str, Any]) -> list[str]:
         ax.bar(names, [basic[n][key] or 0 for n in names], color=["#888888", "#2a7ab0"])
         ax.set_title(title, fontsize=10)
     fig.suptitle(f"basic: {basic['shoal']['nodes']:,} nodes, {basic['shoal']['pods']:,} pods", fontsize=11)
-    fig.tight_layout()
-    path = ROOT / "docs" / "bench-basic.png"
-    fig.savefig(path, dpi=90)
-    out.append(path.name)
-    plt.close(fig)
+    out.append(_save(plt, fig, "bench-basic.png"))
     pk = results["packing"]
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.bar(names, [pk[n]["allocated"] for n in names], color=["#888888", "#2a7ab0"])
     ax.axhline(pk["shoal"]["capacity"], color="k", linestyle="--", linewidth=1)
     ax.set_title("packing: GPUs allocated before the first\n8-GPU pod that cannot be placed", fontsize=10)
-    fig.tight_layout()
-    path = ROOT / "docs" / "bench-packing.png"
-    fig.savefig(path, dpi=90)
-    out.append(path.name)
-    plt.close(fig)
+    out.append(_save(plt, fig, "bench-packing.png"))
     if "topology" in results:
         out.append(_plot_topology(plt, results["topology"], names))
     if "backlog" in results:
         out.append(_plot_backlog(plt, results["backlog"]))
     return out
+
+
+def _save(plt: Any, fig: Any, name: str) -> str:
+    """Lay the figure out, write it to docs/``name`` and close it; returns ``name``."""
+    fig.tight_layout()
+    fig.savefig(ROOT / "docs" / name, dpi=90)
+    plt.close(fig)
+    return name
 
 
 def _plot_backlog(plt: Any, backlog: dict[str, Any]) -> str:
@@ -71,11 +76,7 @@ def _plot_backlog(plt: Any, backlog: dict[str, Any]) -> str:
             ax.axhline(backlog[key]["pods_per_s"], color="k", linestyle=style, linewidth=1, label=label)
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title("backlog: pods/s binding pods created before the scheduler started", fontsize=10)
-    fig.tight_layout()
-    path = ROOT / "docs" / "bench-backlog.png"
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path.name
+    return _save(plt, fig, "bench-backlog.png")
 
 
 def _plot_topology(plt: Any, topo: dict[str, Any], names: list[str]) -> str:
@@ -89,11 +90,7 @@ def _plot_topology(plt: Any, topo: dict[str, Any], names: list[str]) -> str:
         ax.bar(names, [topo[n][key] or 0 for n in names], color=["#888888", "#2a7ab0"])
         ax.set_title(title, fontsize=10)
     fig.suptitle("topology: gangs of 8 / 16 / 64 in one clique / rack / block, 1,024 nodes", fontsize=11)
-    fig.tight_layout()
-    path = ROOT / "docs" / "bench-topology.png"
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path.name
+    return _save(plt, fig, "bench-topology.png")
 
 
 #: scheduler_perf's inter-pod workloads in bench/e2e.py -> the pod template each follows
@@ -307,7 +304,7 @@ def _backlog(results: dict[str, Any]) -> list[str]:
         "| scheduler | pods/s | fraction of the ceiling | seconds | CPU s | peak RSS MB | Scheduled events |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for name in ("null", "null-events", "kube-scheduler", "kube-same-work", "shoal"):
+    for name in BACKLOG_KINDS:
         if name not in d:
             continue
         r = d[name]

@@ -143,6 +143,10 @@ class Shoal:
             self.op.stop()
 
 
+#: the backlog scenario's schedulers, in the order they run (and are reported)
+BACKLOG_KINDS = ("null", "null-events", "kube-scheduler", "kube-same-work", "shoal")
+
+
 class NullScheduler:
     """bench/nullscheduler.py as a process: binds round-robin, decides nothing (the ceiling).
     ``events``: also posts a ``Scheduled`` event per pod (kind ``null-events``)."""
@@ -152,8 +156,11 @@ class NullScheduler:
     def __init__(self, cp: ControlPlane, workdir: Path, *, events: bool = False) -> None:
         self.cp, self.workdir = cp, workdir
         self.events = events
-        self.name = "null-events" if events else "null"
         self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def name(self) -> str:
+        return "null-events" if self.events else "null"
 
     async def start(self, api: client.ApiClient) -> None:
         ready = self.workdir / "null-ready"

@@ -31,6 +31,7 @@ from kubernetes_asyncio import config
 from shoal.kube.binder import post_binding
 from shoal.kube.reporter import event_body
 from shoal.kube.rest import RawClient
+from shoal.kube.wire import EVENTS
 
 NAME = "null-scheduler"
 
@@ -90,7 +91,7 @@ async def run(
                     note=note,
                     when=time.time(),
                 )
-                await raw.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body)
+                await raw.request("POST", EVENTS.path(namespace=namespace), body)
 
     workers = [asyncio.create_task(binder()) for _ in range(concurrency)]
     pods, version = await _list(raw, f"/api/v1/pods?fieldSelector={selector}")

@@ -15,6 +15,8 @@ import pytest
 
 from bench import e2e
 from bench.e2e import backlog, gang, gang_preemption, preemption, throughput, topology
+from bench.e2e_report import PLOTS
+from bench.e2e_schedulers import BACKLOG_KINDS
 from bench.profiles import WRAPPERS
 
 pytestmark = pytest.mark.slow
@@ -76,7 +78,7 @@ async def test_profile_smoke_attributes_shoals_samples(
     assert functions and not [f for f in functions if f.split(" (")[0] in WRAPPERS]
 
 
-@pytest.mark.parametrize("kind", e2e.BACKLOG_KINDS)
+@pytest.mark.parametrize("kind", BACKLOG_KINDS)
 async def test_backlog_smoke(kind: str, tmp_path: Path) -> None:
     """Pods created before the scheduler starts; the null schedulers (the ceilings) bind them too.
     The Scheduled events counted at the end: none from the null scheduler, which writes none; from
@@ -137,6 +139,8 @@ async def test_gang_smoke(tmp_path: Path) -> None:
 def test_report_from_recorded_results(tmp_path: Path) -> None:
     doc = tmp_path / "benchmarks.md"
     doc.write_text("# Benchmarks\n\nkept text\n")
+    for name in PLOTS:  # the plots a run left in docs/
+        (tmp_path / name).write_bytes(b"")
     e2e.report_from_results(e2e.RESULTS, doc=doc)
     text = doc.read_text()
     recorded = json.loads(e2e.RESULTS.read_text())
@@ -145,6 +149,7 @@ def test_report_from_recorded_results(tmp_path: Path) -> None:
     assert f"at most {fastest:.0f} pods bound per second" in text
     assert f"**{recorded['basic_ratio']:.2f}**" in text
     assert recorded["machine"] in text
+    assert all(f"![{name}]({name})" in text for name in PLOTS), "a plot of the run dropped from the doc"
     assert text.endswith("kept text\n")
 
 
