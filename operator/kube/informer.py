@@ -6,7 +6,10 @@ it was not watching. This module closes both gaps in one place, for every watche
 
 * :meth:`Informer.prime` lists each kind once, in the order declared, before anything is
   scheduled (as kube-scheduler waits for its caches to sync); the objects reach the handlers as
-  ``PRIMED`` events (kopf's replay of the same objects later is idempotent);
+  ``PRIMED`` events. kopf's first watch of each kind then starts from the priming's
+  resourceVersion instead of listing everything again (``kopf_glue.continue_from_prime``), as
+  client-go's informers watch from their listing: each object reaches the handlers once at
+  start-up, not twice (a later re-list, after a 410, is kopf's own, replayed as ``LISTED``);
 * kopf's events reach the same handlers (:meth:`Informer.install`), as ``ADDED`` / ``MODIFIED`` /
   ``DELETED`` or ``LISTED`` (kopf's initial listing or a re-list);
 * for a kind declared with an ``identity``, a listing is followed (``relist_delay`` later) by a
@@ -33,7 +36,7 @@ from urllib.parse import urlencode
 import aiohttp
 import kopf
 
-from shoal.kube.listing import ListError, list_objects
+from shoal.kube.listing import ListError, list_objects, list_objects_at
 from shoal.kube.rest import RawClient, StreamError, message_of
 from shoal.kube.wire import Resource
 
@@ -110,6 +113,10 @@ class Informer:
         self.relist_delay = relist_delay
         self._watches: list[_Watch[Any]] = []
         self._listed = asyncio.Event()
+        #: (group, version, plural) -> the resourceVersion each kind was primed at, until kopf's
+        #: first watch of the kind takes it (``kopf_glue.continue_from_prime``): the watch goes on
+        #: from the priming instead of listing every object again
+        self.primed_versions: dict[tuple[str, str, str], str] = {}
 
     def watch(self, kind: Kind[T], handler: Handler[T], *, gone: Callable[[str], None] | None = None) -> None:
         """Send ``kind``'s events to ``handler``; ``gone(identity)`` for objects found vanished."""
@@ -163,8 +170,9 @@ class Informer:
         """List every kind once, in declaration order, into the handlers. Returns counts per kind."""
         counts: dict[str, int] = {}
         for w in self._watches:
+            res = w.kind.resource
             try:
-                objs = await list_objects(raw, w.kind.resource.path(), field_selector=w.kind.field_selector)
+                objs, version = await list_objects_at(raw, res.path(), field_selector=w.kind.field_selector)
             except ListError as exc:
                 if not w.kind.optional:
                     raise
@@ -174,6 +182,8 @@ class Informer:
             for obj in objs:
                 await self.dispatch(w, PRIMED, obj)
             counts[w.kind.name] = len(objs)
+            if version:
+                self.primed_versions[res.group, res.version, res.plural] = version
         return counts
 
     async def run(self, raw: RawClient) -> None:

@@ -48,7 +48,30 @@ async def list_objects(
     Any resource of any group is listed the same way, so a new watched kind needs no client class.
     Raises :class:`ListError` when the API server refuses (404: a CRD not installed).
     """
+    items, _ = await list_objects_at(
+        raw,
+        path,
+        field_selector=field_selector,
+        label_selector=label_selector,
+        metadata_only=metadata_only,
+        timeout=timeout,
+    )
+    return items
+
+
+async def list_objects_at(
+    raw: RawClient,
+    path: str,
+    *,
+    field_selector: str | None = None,
+    label_selector: str | None = None,
+    metadata_only: bool = False,
+    timeout: float = 60.0,
+) -> tuple[list[dict[str, Any]], str]:
+    """:func:`list_objects`, and the listing's resourceVersion (every page of a paged listing is
+    served at the first page's): a watch from it misses nothing that changed after the listing."""
     items: list[dict[str, Any]] = []
+    version = ""
     params: dict[str, str] = {"limit": "1000"}
     if field_selector:
         params["fieldSelector"] = field_selector
@@ -64,7 +87,9 @@ async def list_objects(
         if code >= 300 or not isinstance(body, dict):
             raise ListError(path, code, message_of(body))
         items.extend(body.get("items") or [])
-        token = (body.get("metadata") or {}).get("continue")
+        meta = body.get("metadata") or {}
+        version = version or str(meta.get("resourceVersion") or "")
+        token = meta.get("continue")
         if not token:
-            return items
+            return items, version
         params["continue"] = str(token)

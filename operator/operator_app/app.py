@@ -172,7 +172,7 @@ class ShoalOperator:
         return reg
 
     def configure(self, settings: kopf.OperatorSettings) -> None:
-        kopf_glue.configure(settings, self.settings.watch_timeout)
+        kopf_glue.configure(settings, self.settings.watch_timeout, primed=self.informer.primed_versions)
         self.informer.configure(settings)
 
     async def _kopf(self) -> None:

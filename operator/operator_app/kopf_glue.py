@@ -4,7 +4,7 @@ Why ``on.event`` rather than ``on.create/update/resume/delete``: the latter keep
 progress in annotations, written by every replica; event handlers are stateless and idempotent,
 and only the leader writes status.
 
-Two changes to how kopf runs, each the same result by less work, each applied only when kopf's
+Three changes to how kopf runs, each the same result by less work, each applied only when kopf's
 code is the one it was written against (else kopf is left as it is, and a log line says so; a unit
 test fails on a kopf that changed it):
 
@@ -18,6 +18,9 @@ test fails on a kopf that changed it):
 * :func:`lean_json`: kopf decodes each line of a watch with the standard library's ``json.loads``;
   the replacement decodes it with :func:`shoal.kube.rest.decode_json` (pydantic-core's parser,
   about twice as fast on a pod), into the same Python objects.
+* :func:`continue_from_prime`: kopf starts each watch by listing every object and replaying each
+  through its per-event machinery, after shoal has just listed them all to prime its cache; the
+  first watch of a primed kind now starts from the priming's resourceVersion instead.
 """
 
 from __future__ import annotations
@@ -26,19 +29,27 @@ import inspect
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
 import kopf
 from kopf._cogs.aiokits import aiotasks
 from kopf._cogs.clients import api as kopf_api
+from kopf._cogs.clients import fetching as kopf_fetching
+from kopf._cogs.clients import watching as kopf_watching
 
 from shoal.kube.rest import decode_json
 
 log = logging.getLogger("shoal.kopf")
 
 
-def configure(settings: kopf.OperatorSettings, watch_timeout: float) -> None:
+def configure(
+    settings: kopf.OperatorSettings,
+    watch_timeout: float,
+    primed: dict[tuple[str, str, str], str] | None = None,
+) -> None:
+    """kopf's settings for shoal, and the changes below; ``primed``: the informer's
+    ``primed_versions`` (filled at start-up, before kopf watches), for :func:`continue_from_prime`."""
     settings.persistence.diffbase_storage = StatelessDiffBase()
     settings.persistence.progress_storage = StatelessProgress()
     settings.posting.enabled = False  # kopf's own k8s-events; ours come from KubeReporter
@@ -47,10 +58,12 @@ def configure(settings: kopf.OperatorSettings, watch_timeout: float) -> None:
     settings.networking.request_timeout = 60
     lean_spawn()
     lean_json()
+    if primed is not None:
+        continue_from_prime(settings, primed)
 
 
-#: kopf's own code that was replaced, by what it is ("spawn", "json"), for tests to put
-#: it back
+#: kopf's own code that was replaced, by what it is ("spawn", "json", "fetching"), for tests
+#: to put it back
 KOPF_OWN: dict[str, Any] = {}
 
 
@@ -123,6 +136,68 @@ def lean_json() -> bool:
         return False
     KOPF_OWN["json"] = current
     kopf_api.json = _KopfJson()  # type: ignore[attr-defined,assignment]
+    return True
+
+
+#: what kopf's ``continuous_watch`` must contain for :func:`continue_from_prime`: it lists with
+#: ``fetching.fetch_objs``, replays each object as a type-None event, says LISTED, and watches
+#: from the listing's resourceVersion
+_WATCH_MARKERS = (
+    "fetching.fetch_objs(",
+    "for obj in chunk:",
+    "yield {'type': None, 'object': obj}",
+    "yield Bookmark.LISTED",
+    "since=resource_version",
+)
+#: the attribute of kopf's settings holding the informer's primed versions
+_PRIMED = "shoal_primed_versions"
+
+
+class _KopfFetching:
+    """What kopf's watching module sees as ``fetching``: ``fetch_objs`` answers a kind's first
+    cluster-wide listing from the priming (no object, the priming's resourceVersion), once; every
+    other listing, and everything else, is kopf's own module."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    async def fetch_objs(
+        self, *, settings: kopf.OperatorSettings, resource: Any, namespace: Any, logger: Any
+    ) -> AsyncIterator[tuple[Collection[Any], str]]:
+        primed: dict[tuple[str, str, str], str] | None = getattr(settings, _PRIMED, None)
+        version = None
+        if primed is not None and namespace is None:
+            version = primed.pop((resource.group, resource.version, resource.plural), None)
+        if version:
+            logger.debug(f"Watching {resource} from the priming's resourceVersion {version}.")
+            yield [], version
+            return
+        async for chunk, listed in self._real.fetch_objs(
+            settings=settings, resource=resource, namespace=namespace, logger=logger
+        ):
+            yield chunk, listed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def continue_from_prime(settings: kopf.OperatorSettings, primed: dict[tuple[str, str, str], str]) -> bool:
+    """kopf's first watch of each primed kind starts from the priming's resourceVersion instead
+    of listing every object again and replaying each through its per-event machinery (as
+    client-go's informers watch from their own listing): the watch delivers every change since
+    the priming, so nothing is missed, and each object reaches the handlers once at start-up.
+    A later listing (kopf re-lists after a 410, a version too old) is kopf's own. ``primed`` is
+    read when kopf first watches (after the start-up handler that primes), and each entry is
+    taken once. Idempotent; False (and kopf untouched) when kopf's watch is not the one this was
+    written against."""
+    current = kopf_watching.fetching  # type: ignore[attr-defined]
+    if not isinstance(current, _KopfFetching):
+        if current is not kopf_fetching or not _matches(kopf_watching.continuous_watch, _WATCH_MARKERS):
+            log.info("kopf's watch is not the one shoal knows: it lists every kind again after priming")
+            return False
+        KOPF_OWN["fetching"] = current
+        kopf_watching.fetching = _KopfFetching(current)  # type: ignore[attr-defined,assignment]
+    setattr(settings, _PRIMED, primed)
     return True
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -13,6 +14,8 @@ import kopf
 import pytest
 from kopf._cogs.aiokits import aiotasks
 from kopf._cogs.clients import api as kopf_api
+from kopf._cogs.clients import watching as kopf_watching
+from kopf._cogs.structs import references
 
 from shoal.operator_app import kopf_glue
 from shoal.testing.objects import make_pod
@@ -29,6 +32,15 @@ def kopf_spawn() -> Iterator[object]:
 
 
 @pytest.fixture
+def kopf_fetching() -> Iterator[Any]:
+    """kopf's own ``fetching`` module in its watching module during the test and after it."""
+    original = kopf_glue.KOPF_OWN.get("fetching", kopf_watching.fetching)  # type: ignore[attr-defined]
+    kopf_watching.fetching = original  # type: ignore[attr-defined]
+    yield original
+    kopf_watching.fetching = original  # type: ignore[attr-defined]
+
+
+@pytest.fixture
 def kopf_json() -> Iterator[Any]:
     """kopf's own ``json`` (its API module decodes watch lines with it) in place during the test
     and after it."""
@@ -38,14 +50,19 @@ def kopf_json() -> Iterator[Any]:
     kopf_api.json = original  # type: ignore[attr-defined]
 
 
-def test_configure_applies_every_change_to_the_installed_kopf(kopf_spawn: object, kopf_json: object) -> None:
-    """Fails when a kopf upgrade changes Scheduler.spawn or the watch's decoding:
-    each change must then be looked at again."""
+def test_configure_applies_every_change_to_the_installed_kopf(
+    kopf_spawn: object, kopf_json: object, kopf_fetching: object
+) -> None:
+    """Fails when a kopf upgrade changes Scheduler.spawn, the watch's decoding or how a watch
+    begins: each change must then be looked at again."""
     settings = kopf.OperatorSettings()
-    kopf_glue.configure(settings, 300.0)
+    primed: dict[tuple[str, str, str], str] = {}
+    kopf_glue.configure(settings, 300.0, primed=primed)
     assert aiotasks.Scheduler.spawn is kopf_glue._spawn_without_yield
     assert isinstance(kopf_api.json, kopf_glue._KopfJson)  # type: ignore[attr-defined]
+    assert isinstance(kopf_watching.fetching, kopf_glue._KopfFetching)  # type: ignore[attr-defined]
     assert kopf_glue.lean_spawn() and kopf_glue.lean_json()  # idempotent
+    assert kopf_glue.continue_from_prime(settings, primed)
     assert settings.posting.enabled is False and settings.watching.server_timeout == 300
 
 
@@ -128,3 +145,58 @@ def test_an_unknown_kopf_spawn_is_left_as_it_is(kopf_spawn: object, caplog: pyte
         assert not kopf_glue.lean_spawn()
     assert aiotasks.Scheduler.spawn is other
     assert "left as it is" in caplog.text
+
+
+class _Listing:
+    """kopf's ``fetching`` module as far as the watch uses it: one listing of two objects."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str | None]] = []
+        self.chunk_size = 500  # another attribute, read through the wrapper
+
+    async def fetch_objs(self, *, settings: Any, resource: Any, namespace: Any, logger: Any) -> Any:
+        self.calls.append((resource.plural, namespace))
+        yield [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}], "500"
+
+
+async def test_a_primed_kind_is_watched_from_its_priming_once_then_listed_as_kopf_does() -> None:
+    real = _Listing()
+    fetching = kopf_glue._KopfFetching(real)
+    settings = kopf.OperatorSettings()
+    primed = {("", "v1", "pods"): "120"}
+    setattr(settings, kopf_glue._PRIMED, primed)
+    pods = references.Resource("", "v1", "pods", namespaced=True)
+    nodes = references.Resource("", "v1", "nodes")
+    log = logging.getLogger("test")
+
+    async def listing(resource: references.Resource, namespace: str | None = None) -> list[tuple[int, str]]:
+        return [
+            (len(chunk), version)
+            async for chunk, version in fetching.fetch_objs(
+                settings=settings, resource=resource, namespace=namespace, logger=log
+            )
+        ]
+
+    assert await listing(pods, "team-a") == [(2, "500")]  # a namespaced watch: kopf's listing
+    assert await listing(pods) == [(0, "120")]  # the first cluster-wide watch: from the priming
+    assert primed == {} and real.calls == [("pods", "team-a")]
+    assert await listing(pods) == [(2, "500")]  # a re-list (after a 410): kopf's own
+    assert await listing(nodes) == [(2, "500")]  # a kind not primed: kopf's own
+    assert real.calls[1:] == [("pods", None), ("nodes", None)]
+    assert fetching.chunk_size == 500
+    unprimed = kopf.OperatorSettings()  # an operator configured without a priming
+    chunks = fetching.fetch_objs(settings=unprimed, resource=pods, namespace=None, logger=log)
+    assert [version async for _, version in chunks] == ["500"]
+
+
+def test_an_unknown_kopf_watch_lists_after_priming_as_before(
+    kopf_fetching: object, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def other(*args: Any, **kwargs: Any) -> Any:
+        """A kopf version that begins its watches some other way."""
+
+    monkeypatch.setattr(kopf_watching, "continuous_watch", other)
+    with caplog.at_level("INFO", logger="shoal.kopf"):
+        assert not kopf_glue.continue_from_prime(kopf.OperatorSettings(), {("", "v1", "pods"): "1"})
+    assert kopf_watching.fetching is kopf_fetching  # type: ignore[attr-defined]
+    assert "lists every kind again" in caplog.text
