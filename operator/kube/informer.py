@@ -36,7 +36,7 @@ from urllib.parse import urlencode
 import aiohttp
 import kopf
 
-from shoal.kube.listing import ListError, list_objects, list_objects_at
+from shoal.kube.listing import ListError, list_objects
 from shoal.kube.rest import RawClient, StreamError, message_of
 from shoal.kube.wire import Resource
 
@@ -172,7 +172,7 @@ class Informer:
         for w in self._watches:
             res = w.kind.resource
             try:
-                objs, version = await list_objects_at(raw, res.path(), field_selector=w.kind.field_selector)
+                objs = await list_objects(raw, res.path(), field_selector=w.kind.field_selector)
             except ListError as exc:
                 if not w.kind.optional:
                     raise
@@ -182,8 +182,8 @@ class Informer:
             for obj in objs:
                 await self.dispatch(w, PRIMED, obj)
             counts[w.kind.name] = len(objs)
-            if version:
-                self.primed_versions[res.group, res.version, res.plural] = version
+            if objs.resource_version:
+                self.primed_versions[res.group, res.version, res.plural] = objs.resource_version
         return counts
 
     async def run(self, raw: RawClient) -> None:

@@ -33,6 +33,13 @@ class ListError(Exception):
         self.code = code
 
 
+class Listing(list[dict[str, Any]]):
+    """A listing's objects, and the resourceVersion it was served at (every page of a paged
+    listing is served at the first page's): a watch from it misses nothing changed since."""
+
+    resource_version: str = ""
+
+
 async def list_objects(
     raw: RawClient,
     path: str,
@@ -41,37 +48,14 @@ async def list_objects(
     label_selector: str | None = None,
     metadata_only: bool = False,
     timeout: float = 60.0,
-) -> list[dict[str, Any]]:
+) -> Listing:
     """Every object of a collection path (``wire.Resource.path()``), as plain dicts, 1,000 per page;
     ``metadata_only``: each with its ``metadata`` alone (a fraction of the bytes to send and decode).
 
     Any resource of any group is listed the same way, so a new watched kind needs no client class.
     Raises :class:`ListError` when the API server refuses (404: a CRD not installed).
     """
-    items, _ = await list_objects_at(
-        raw,
-        path,
-        field_selector=field_selector,
-        label_selector=label_selector,
-        metadata_only=metadata_only,
-        timeout=timeout,
-    )
-    return items
-
-
-async def list_objects_at(
-    raw: RawClient,
-    path: str,
-    *,
-    field_selector: str | None = None,
-    label_selector: str | None = None,
-    metadata_only: bool = False,
-    timeout: float = 60.0,
-) -> tuple[list[dict[str, Any]], str]:
-    """:func:`list_objects`, and the listing's resourceVersion (every page of a paged listing is
-    served at the first page's): a watch from it misses nothing that changed after the listing."""
-    items: list[dict[str, Any]] = []
-    version = ""
+    items = Listing()
     params: dict[str, str] = {"limit": "1000"}
     if field_selector:
         params["fieldSelector"] = field_selector
@@ -88,8 +72,8 @@ async def list_objects_at(
             raise ListError(path, code, message_of(body))
         items.extend(body.get("items") or [])
         meta = body.get("metadata") or {}
-        version = version or str(meta.get("resourceVersion") or "")
+        items.resource_version = items.resource_version or str(meta.get("resourceVersion") or "")
         token = meta.get("continue")
         if not token:
-            return items, version
+            return items
         params["continue"] = str(token)
