@@ -326,6 +326,8 @@ async def _stream(
         "p50_s": statistics.median(latencies) if latencies else None,
         "p99_s": latencies[int(len(latencies) * 0.99) - 1] if latencies else None,
         "offered_per_s": rate,
+        # what the load generator reached: unpaced, it depends on the CPU the scheduler leaves it
+        "created_per_s": len(created) / max(max(created.values(), default=first) - first, 1e-9),
         "cpu_s": cpu1 - cpu0,
         "peak_rss_mb": rss / 2**20,
     }

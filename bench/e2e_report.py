@@ -227,20 +227,30 @@ def _f(x: float | None, fmt: str = ".2f") -> str:
     return "n/a" if x is None else format(x, fmt)
 
 
+def _stream_table(scenario: dict[str, Any], p50: str = "p50 s") -> list[str]:
+    """kube-scheduler's and shoal's lines in a stream's table. *created/s*, the rate the load
+    generator reached (pods over the time to the last create; unpaced, it depends on the CPU the
+    scheduler leaves it), is shown when the results carry it (runs before 2026-12-03 did not)."""
+    rows = [(name, scenario[name]) for name in ("kube-scheduler", "shoal")]
+    created = all("created_per_s" in r for _, r in rows)
+    lines = [
+        f"| scheduler | pods/s |{' created/s |' if created else ''} seconds | {p50} | p99 s | CPU s | peak RSS MB |",
+        "|---|" + "---:|" * (7 if created else 6),
+    ]
+    for name, r in rows:
+        rate = f" {r['created_per_s']:.0f} |" if created else ""
+        lines.append(
+            f"| {name} | {r['pods_per_s']:.0f} |{rate} {r['seconds']:.1f} | {_f(r['p50_s'])} | "
+            f"{_f(r['p99_s'])} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} |"
+        )
+    return lines
+
+
 def _runs(results: dict[str, Any]) -> list[str]:
     """The basic and scale throughput tables."""
-    b = results["basic"]
-    k, s = b["kube-scheduler"], b["shoal"]
-    lines = [
-        f"### basic: {s['nodes']:,} nodes, {s['pods']:,} pods (100m cpu, 500Mi each)",
-        "",
-        "| scheduler | pods/s | seconds | p50 create→bound s | p99 s | CPU s | peak RSS MB |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, r in (("kube-scheduler", k), ("shoal", s)):
-        lines.append(
-            f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {_f(r['p50_s'])} | {_f(r['p99_s'])} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} |"
-        )
+    s = results["basic"]["shoal"]
+    lines = [f"### basic: {s['nodes']:,} nodes, {s['pods']:,} pods (100m cpu, 500Mi each)", ""]
+    lines += _stream_table(results["basic"], "p50 create→bound s")
     streams = [("scale", "scale"), ("scale_hog", "scale with a CPU hog"), ("xlarge", "xlarge")]
     streams += [(key, "paced") for key in sorted(results) if key.startswith("paced")]
     for key, title in streams:
@@ -253,14 +263,8 @@ def _runs(results: dict[str, Any]) -> list[str]:
             f"### {title}: {sc['shoal']['nodes']:,} nodes, {sc['shoal']['pods']:,} pods"
             + (f" created at {offered:g}/s for both" if offered else ""),
             "",
-            "| scheduler | pods/s | seconds | p50 s | p99 s | CPU s | peak RSS MB |",
-            "|---|---:|---:|---:|---:|---:|---:|",
         ]
-        for name in ("kube-scheduler", "shoal"):
-            r = sc[name]
-            lines.append(
-                f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {_f(r['p50_s'])} | {_f(r['p99_s'])} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} |"
-            )
+        lines += _stream_table(sc)
     for w, template in CONSTRAINED_WORKLOADS.items():
         if w not in results:
             continue
@@ -269,14 +273,8 @@ def _runs(results: dict[str, Any]) -> list[str]:
             f"### {w}: {results[w]['shoal']['nodes']:,} nodes, {results[w]['shoal']['pods']:,} pods "
             f"(scheduler_perf's {template} template)",
             "",
-            "| scheduler | pods/s | seconds | p50 s | p99 s | CPU s | peak RSS MB |",
-            "|---|---:|---:|---:|---:|---:|---:|",
         ]
-        for name in ("kube-scheduler", "shoal"):
-            r = results[w][name]
-            lines.append(
-                f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {_f(r['p50_s'])} | {_f(r['p99_s'])} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} |"
-            )
+        lines += _stream_table(results[w])
     return lines
 
 

@@ -37,6 +37,8 @@ async def test_paced_smoke_offers_pods_at_the_rate_given(tmp_path: Path) -> None
     assert result["all_bound"] and result["bound"] == 120, result
     assert result["offered_per_s"] == 40
     assert result["seconds"] >= 119 / 40, result
+    # the rate the generator reached: the 120th create cannot return before 119 / 40 s
+    assert 0 < result["created_per_s"] <= 120 / (119 / 40), result
 
 
 def _hogs_alive() -> list[int]:
@@ -152,6 +154,29 @@ def test_report_from_recorded_results(tmp_path: Path) -> None:
     assert recorded["machine"] in text
     assert all(f"![{name}]({name})" in text for name in PLOTS), "a plot of the run dropped from the doc"
     assert text.endswith("kept text\n")
+
+
+def test_report_shows_the_rate_the_generator_reached_when_recorded(tmp_path: Path) -> None:
+    """Results carrying ``created_per_s`` get a created/s column; older ones keep the table they had."""
+    recorded = json.loads(e2e.RESULTS.read_text())
+    for i, r in enumerate(recorded["results"]["scale"].values()):
+        r["created_per_s"] = 301.0 + i
+    recorded["results"]["basic"]["shoal"].pop("created_per_s", None)
+    results = tmp_path / "e2e.json"
+    results.write_text(json.dumps(recorded))
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n")
+    for name in PLOTS:
+        (tmp_path / name).write_bytes(b"")
+    e2e.report_from_results(results, doc=doc)
+    text = doc.read_text()
+    scale = text[text.index("### scale: ") : text.index("### scale with a CPU hog")]
+    assert "| scheduler | pods/s | created/s | seconds |" in scale
+    kube, shoal = recorded["results"]["scale"]["kube-scheduler"], recorded["results"]["scale"]["shoal"]
+    assert f"| kube-scheduler | {kube['pods_per_s']:.0f} | 301 | {kube['seconds']:.1f} |" in scale
+    assert f"| shoal | {shoal['pods_per_s']:.0f} | 302 | {shoal['seconds']:.1f} |" in scale
+    basic = text[text.index("### basic: ") : text.index("### scale: ")]
+    assert "created/s" not in basic and "| scheduler | pods/s | seconds |" in basic
 
 
 def test_machine_names_cpu_model_and_ram() -> None:
