@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 from urllib.parse import urlencode
 
 import aiohttp
@@ -73,6 +73,13 @@ class Kind(Generic[T]):
         return self.alias or self.resource.plural
 
 
+class Primed(NamedTuple):
+    """Where a kind's priming listing stood: its resourceVersion and the field selector it used."""
+
+    resource_version: str
+    field_selector: str
+
+
 class Event(Generic[T]):
     """One object seen: ``type`` (ADDED, MODIFIED, DELETED, LISTED, PRIMED), ``raw`` and ``obj``."""
 
@@ -113,10 +120,11 @@ class Informer:
         self.relist_delay = relist_delay
         self._watches: list[_Watch[Any]] = []
         self._listed = asyncio.Event()
-        #: (group, version, plural) -> the resourceVersion each kind was primed at, until kopf's
-        #: first watch of the kind takes it (``kopf_glue.continue_from_prime``): the watch goes on
-        #: from the priming instead of listing every object again
-        self.primed_versions: dict[tuple[str, str, str], str] = {}
+        #: (group, version, plural) -> the resourceVersion each kind was primed at and the field
+        #: selector it was listed with, until kopf's first watch of the kind takes it
+        #: (``kopf_glue.continue_from_prime``): the watch goes on from the priming instead of
+        #: listing every object again
+        self.primed_versions: dict[tuple[str, str, str], Primed] = {}
 
     def watch(self, kind: Kind[T], handler: Handler[T], *, gone: Callable[[str], None] | None = None) -> None:
         """Send ``kind``'s events to ``handler``; ``gone(identity)`` for objects found vanished."""
@@ -169,6 +177,7 @@ class Informer:
     async def prime(self, raw: RawClient) -> dict[str, int]:
         """List every kind once, in declaration order, into the handlers. Returns counts per kind."""
         counts: dict[str, int] = {}
+        self.primed_versions.clear()  # a start-up retried: only this priming's versions count
         for w in self._watches:
             res = w.kind.resource
             try:
@@ -183,7 +192,9 @@ class Informer:
                 await self.dispatch(w, PRIMED, obj)
             counts[w.kind.name] = len(objs)
             if objs.resource_version:
-                self.primed_versions[res.group, res.version, res.plural] = objs.resource_version
+                self.primed_versions[res.group, res.version, res.plural] = Primed(
+                    objs.resource_version, w.kind.field_selector or ""
+                )
         return counts
 
     async def run(self, raw: RawClient) -> None:

@@ -20,7 +20,8 @@ test fails on a kopf that changed it):
   about twice as fast on a pod), into the same Python objects.
 * :func:`continue_from_prime`: kopf starts each watch by listing every object and replaying each
   through its per-event machinery, after shoal has just listed them all to prime its cache; the
-  first watch of a primed kind now starts from the priming's resourceVersion instead.
+  first watch of a primed kind now starts from the priming's resourceVersion instead (when kopf's
+  watch selects what the priming listed: the same field selector, no label or shard selector).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from kopf._cogs.clients import api as kopf_api
 from kopf._cogs.clients import fetching as kopf_fetching
 from kopf._cogs.clients import watching as kopf_watching
 
+from shoal.kube.informer import Primed
 from shoal.kube.rest import decode_json
 
 log = logging.getLogger("shoal.kopf")
@@ -46,7 +48,7 @@ log = logging.getLogger("shoal.kopf")
 def configure(
     settings: kopf.OperatorSettings,
     watch_timeout: float,
-    primed: dict[tuple[str, str, str], str] | None = None,
+    primed: dict[tuple[str, str, str], Primed] | None = None,
 ) -> None:
     """kopf's settings for shoal, and the changes below; ``primed``: the informer's
     ``primed_versions`` (filled at start-up, before kopf watches), for :func:`continue_from_prime`."""
@@ -164,14 +166,18 @@ class _KopfFetching:
     async def fetch_objs(
         self, *, settings: kopf.OperatorSettings, resource: Any, namespace: Any, logger: Any
     ) -> AsyncIterator[tuple[Collection[Any], str]]:
-        primed: dict[tuple[str, str, str], str] | None = getattr(settings, _PRIMED, None)
-        version = None
+        primed: dict[tuple[str, str, str], Primed] | None = getattr(settings, _PRIMED, None)
+        entry = None
         if primed is not None and namespace is None:
-            version = primed.pop((resource.group, resource.version, resource.plural), None)
-        if version:
-            logger.debug(f"Watching {resource} from the priming's resourceVersion {version}.")
-            yield [], version
-            return
+            entry = primed.pop((resource.group, resource.version, resource.plural), None)
+        if entry is not None and entry.resource_version:
+            if _selects_as_primed(settings, resource, entry.field_selector):
+                logger.debug(
+                    f"Watching {resource} from the priming's resourceVersion {entry.resource_version}."
+                )
+                yield [], entry.resource_version
+                return
+            log.info("kopf watches %s with other selectors than the priming's: it lists them again", resource)
         async for chunk, listed in self._real.fetch_objs(
             settings=settings, resource=resource, namespace=namespace, logger=logger
         ):
@@ -181,7 +187,19 @@ class _KopfFetching:
         return getattr(self._real, name)
 
 
-def continue_from_prime(settings: kopf.OperatorSettings, primed: dict[tuple[str, str, str], str]) -> bool:
+def _selects_as_primed(settings: kopf.OperatorSettings, resource: Any, field_selector: str) -> bool:
+    """Whether kopf's watch of ``resource`` selects the objects the priming listed: the same
+    field selector (kopf joins every one configured for the resource), no label or shard selector."""
+    watching = settings.watching
+    if watching.label_selectors.collect(resource) or watching.shard_selectors.collect(resource):
+        return False
+    kopf_fields = {
+        part for sel in watching.field_selectors.collect(resource) for part in sel.split(",") if part
+    }
+    return kopf_fields == {part for part in field_selector.split(",") if part}
+
+
+def continue_from_prime(settings: kopf.OperatorSettings, primed: dict[tuple[str, str, str], Primed]) -> bool:
     """kopf's first watch of each primed kind starts from the priming's resourceVersion instead
     of listing every object again and replaying each through its per-event machinery (as
     client-go's informers watch from their own listing): the watch delivers every change since

@@ -11,7 +11,7 @@ import kopf
 import pytest
 
 from shoal.core.objects import PodInfo
-from shoal.kube.informer import DELETED, LISTED, PRIMED, Event, Informer, Kind, stream
+from shoal.kube.informer import DELETED, LISTED, PRIMED, Event, Informer, Kind, Primed, stream
 from shoal.kube.kinds import KIND_NODES, KIND_PODGROUPS, KIND_PODS, KIND_PROFILES
 from shoal.kube.rest import RawClient
 from shoal.kube.wire import LIVE_PODS_SELECTOR
@@ -34,7 +34,8 @@ class FakeRaw:
         start = int(query.get("continue", ["0"])[0])
         items = self.objects[parts.path][start : start + 2]
         more = start + 2 < len(self.objects[parts.path])
-        return 200, {"items": items, "metadata": {"continue": str(start + 2) if more else ""}}
+        meta = {"continue": str(start + 2) if more else "", "resourceVersion": f"{100 + len(self.queries)}"}
+        return 200, {"items": items, "metadata": meta}
 
 
 def raw(objects: dict[str, list[dict[str, Any]]]) -> RawClient:
@@ -161,6 +162,26 @@ async def test_stream_rewatches_from_the_last_version_and_skips_bookmarks() -> N
     pending.cancel()
     assert [w["resourceVersion"] for w in fake.watched] == [["7"], ["9"]]
     assert fake.watched[0]["fieldSelector"] == [LIVE_PODS_SELECTOR]
+
+
+async def test_prime_keeps_where_each_listed_kind_stood_for_kopfs_first_watch() -> None:
+    """Each kind listed leaves its resourceVersion and field selector; a kind not served leaves
+    none, and a second priming (a start-up retried) forgets what the first one left."""
+    informer = Informer()
+    recording(informer, [])
+    profiles = KIND_PROFILES.resource
+    served = {"/api/v1/nodes": [make_node("n1")], "/api/v1/pods": [make_pod("p1")], profiles.path(): []}
+    fake = FakeRaw(served)
+    await informer.prime(fake)  # type: ignore[arg-type]
+    at = {path: str(101 + i) for i, (path, _) in enumerate(fake.queries)}  # each listing's version
+    assert informer.primed_versions == {
+        (profiles.group, profiles.version, profiles.plural): Primed(at[profiles.path()], ""),
+        ("", "v1", "nodes"): Primed(at["/api/v1/nodes"], ""),
+        ("", "v1", "pods"): Primed(at["/api/v1/pods"], LIVE_PODS_SELECTOR),
+    }
+    del served[profiles.path()]  # the CRD is gone when the start-up is retried
+    await informer.prime(raw(served))
+    assert set(informer.primed_versions) == {("", "v1", "nodes"), ("", "v1", "pods")}
 
 
 async def test_the_podgroup_apis_are_primed_and_watched_apart(caplog: pytest.LogCaptureFixture) -> None:

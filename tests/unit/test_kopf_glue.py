@@ -17,6 +17,7 @@ from kopf._cogs.clients import api as kopf_api
 from kopf._cogs.clients import watching as kopf_watching
 from kopf._cogs.structs import references
 
+from shoal.kube.informer import Primed
 from shoal.operator_app import kopf_glue
 from shoal.testing.objects import make_pod
 
@@ -56,7 +57,7 @@ def test_configure_applies_every_change_to_the_installed_kopf(
     """Fails when a kopf upgrade changes Scheduler.spawn, the watch's decoding or how a watch
     begins: each change must then be looked at again."""
     settings = kopf.OperatorSettings()
-    primed: dict[tuple[str, str, str], str] = {}
+    primed: dict[tuple[str, str, str], Primed] = {}
     kopf_glue.configure(settings, 300.0, primed=primed)
     assert aiotasks.Scheduler.spawn is kopf_glue._spawn_without_yield
     assert isinstance(kopf_api.json, kopf_glue._KopfJson)  # type: ignore[attr-defined]
@@ -163,7 +164,7 @@ async def test_a_primed_kind_is_watched_from_its_priming_once_then_listed_as_kop
     real = _Listing()
     fetching = kopf_glue._KopfFetching(real)
     settings = kopf.OperatorSettings()
-    primed = {("", "v1", "pods"): "120"}
+    primed = {("", "v1", "pods"): Primed("120", "")}
     setattr(settings, kopf_glue._PRIMED, primed)
     pods = references.Resource("", "v1", "pods", namespaced=True)
     nodes = references.Resource("", "v1", "nodes")
@@ -189,6 +190,74 @@ async def test_a_primed_kind_is_watched_from_its_priming_once_then_listed_as_kop
     assert [version async for _, version in chunks] == ["500"]
 
 
+async def test_a_kind_kopf_selects_otherwise_than_the_priming_is_listed_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The priming's version is used only when kopf's watch selects what the priming listed."""
+    real = _Listing()
+    fetching = kopf_glue._KopfFetching(real)
+    pods = references.Resource("", "v1", "pods", namespaced=True)
+    log = logging.getLogger("test")
+
+    async def first_listing(settings: kopf.OperatorSettings, primed_with: str) -> list[str]:
+        setattr(settings, kopf_glue._PRIMED, {("", "v1", "pods"): Primed("120", primed_with)})
+        chunks = fetching.fetch_objs(settings=settings, resource=pods, namespace=None, logger=log)
+        return [version async for _, version in chunks]
+
+    same = kopf.OperatorSettings()
+    same.watching.field_selectors["", "v1", "pods"] = "status.phase!=Failed,spec.schedulerName=x"
+    assert await first_listing(same, "spec.schedulerName=x,status.phase!=Failed") == ["120"]
+    other_field = kopf.OperatorSettings()
+    other_field.watching.field_selectors["", "v1", "pods"] = "spec.schedulerName=y"
+    labelled = kopf.OperatorSettings()
+    labelled.watching.label_selectors["", "v1", "pods"] = "team=a"
+    with caplog.at_level("INFO", logger="shoal.kopf"):
+        assert await first_listing(other_field, "spec.schedulerName=x") == ["500"]
+        assert await first_listing(labelled, "") == ["500"]
+        assert await first_listing(kopf.OperatorSettings(), "spec.schedulerName=x") == ["500"]
+    assert caplog.text.count("other selectors than the priming's") == 3
+    assert len(real.calls) == 3
+
+
+async def test_kopfs_own_watch_goes_on_from_the_priming_then_lists_after_a_410(
+    kopf_fetching: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kopf's real ``continuous_watch``, with only the API calls replaced: the first watch of a
+    primed kind replays nothing and asks for changes since the priming; after a 410 the next one
+    lists through kopf's own listing and watches from that listing's version."""
+    settings = kopf.OperatorSettings()
+    assert kopf_glue.continue_from_prime(settings, {("", "v1", "pods"): Primed("120", "")})
+    watched_since: list[str | None] = []
+    listed: list[str | None] = []
+
+    async def fetch_objs(*, settings: Any, resource: Any, namespace: Any, logger: Any) -> Any:
+        listed.append(namespace)
+        yield [{"metadata": {"name": "listed"}}], "300"
+
+    async def watch_objs(*, since: str | None, **_: Any) -> Any:
+        watched_since.append(since)
+        yield {"type": "ADDED", "object": {"metadata": {"name": "new", "resourceVersion": "121"}}}
+        yield {"type": "ERROR", "object": {"code": 410}}
+
+    monkeypatch.setattr(kopf_fetching, "fetch_objs", fetch_objs)
+    monkeypatch.setattr(kopf_watching, "watch_objs", watch_objs)
+    pods = references.Resource("", "v1", "pods", namespaced=True)
+
+    async def one_watch() -> list[Any]:
+        stream = kopf_watching.continuous_watch(
+            settings=settings, resource=pods, namespace=None, operator_pause_waiter=asyncio.Future()
+        )
+        return [
+            e if isinstance(e, kopf_watching.Bookmark) else (e["type"], e["object"]["metadata"]["name"])
+            async for e in stream
+        ]
+
+    assert await one_watch() == [kopf_watching.Bookmark.LISTED, ("ADDED", "new")]
+    assert watched_since == ["120"] and listed == []
+    assert await one_watch() == [(None, "listed"), kopf_watching.Bookmark.LISTED, ("ADDED", "new")]
+    assert watched_since == ["120", "300"] and listed == [None]
+
+
 def test_an_unknown_kopf_watch_lists_after_priming_as_before(
     kopf_fetching: object, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -197,6 +266,8 @@ def test_an_unknown_kopf_watch_lists_after_priming_as_before(
 
     monkeypatch.setattr(kopf_watching, "continuous_watch", other)
     with caplog.at_level("INFO", logger="shoal.kopf"):
-        assert not kopf_glue.continue_from_prime(kopf.OperatorSettings(), {("", "v1", "pods"): "1"})
+        assert not kopf_glue.continue_from_prime(
+            kopf.OperatorSettings(), {("", "v1", "pods"): Primed("1", "")}
+        )
     assert kopf_watching.fetching is kopf_fetching  # type: ignore[attr-defined]
     assert "lists every kind again" in caplog.text
