@@ -30,7 +30,7 @@ import inspect
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from typing import Any
 
 import kopf
@@ -193,10 +193,12 @@ def _selects_as_primed(settings: kopf.OperatorSettings, resource: Any, field_sel
     watching = settings.watching
     if watching.label_selectors.collect(resource) or watching.shard_selectors.collect(resource):
         return False
-    kopf_fields = {
-        part for sel in watching.field_selectors.collect(resource) for part in sel.split(",") if part
-    }
-    return kopf_fields == {part for part in field_selector.split(",") if part}
+    return _requirements(watching.field_selectors.collect(resource)) == _requirements([field_selector])
+
+
+def _requirements(selectors: Iterable[str]) -> set[str]:
+    """The requirements of comma-joined selectors, as one set (kopf joins a resource's selectors)."""
+    return {part for selector in selectors for part in selector.split(",") if part}
 
 
 def continue_from_prime(settings: kopf.OperatorSettings, primed: dict[tuple[str, str, str], Primed]) -> bool:
