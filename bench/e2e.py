@@ -33,7 +33,6 @@ import os
 import platform
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -69,7 +68,7 @@ from shoal.kube.kinds import KIND_PODS
 from shoal.kube.listing import list_objects
 from shoal.kube.rest import RawClient
 from shoal.testing.cluster import apply_crds, create, list_all, wait_for
-from shoal.testing.controlplane import Binaries, ControlPlane
+from shoal.testing.controlplane import Binaries, ControlPlane, spawn, stop_process
 from shoal.testing.kubecontrollermanager import DRA_CONTROLLERS, FAST_CLAIMS, KubeControllerManagerProcess
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 
@@ -269,16 +268,20 @@ async def topology(
 @contextlib.contextmanager
 def cpu_hog(on: bool) -> Iterator[None]:
     """A busy Python process for the duration (``on``): the machine's CPU shared with a hog, as
-    on a slower or busier machine. Stopped by its PID."""
+    on a slower or busier machine. Stopped by its PID.
+
+    The hog runs in a session of its own, as the control plane and the scheduler do: with the
+    kernel's autogroup scheduling (on wherever the CPU cgroup is the root one, as here) each
+    session is one CPU group. Started from the bench's session, the hog only competed with the
+    load generator and the pod watcher, slowing the offered load rather than the machine."""
     if not on:
         yield
         return
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    hog = spawn([sys.executable, "-c", "while True: pass"], Path(os.devnull))
     try:
         yield
     finally:
-        hog.terminate()
-        hog.wait(timeout=10)
+        stop_process(hog)
 
 
 async def throughput(

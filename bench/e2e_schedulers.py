@@ -16,7 +16,7 @@ from kubernetes_asyncio import client
 
 from shoal.plugins.registry import DEFAULT_PLUGINS_SPEC, DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, create, wait_for
-from shoal.testing.controlplane import ControlPlane
+from shoal.testing.controlplane import ControlPlane, spawn
 from shoal.testing.kubescheduler import KubeSchedulerProcess
 from shoal.testing.objects import make_profile
 
@@ -179,8 +179,10 @@ class NullScheduler:
         await asyncio.sleep(SETTLE_S)
 
     def _spawn(self, args: list[str]) -> subprocess.Popen[bytes]:
-        with open(self.workdir / "null.log", "wb") as log:
-            return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        # its own session, as every other process under test: with the kernel's autogroup
+        # scheduling a session is one CPU group, and sharing the harness's would have the ceiling
+        # compete with the bench's own pod watcher for one group's share of the CPU
+        return spawn(args, self.workdir / "null.log")
 
     @property
     def pid(self) -> int:
