@@ -39,7 +39,10 @@ class ImageLocality:
     name = NAME
 
     def pre_score(self, state: CycleState, pod: PodInfo, rows: IntArray, table: NodeTable) -> Status:
-        return SUCCESS if pod.images else Status.skip()
+        """Skip when no node holds any of the pod's images: every node's sum is then 0, which maps
+        to 0 (below the 23 MiB floor), so scoring would only add zeros."""
+        held = any(table.image_rows.get(image) for image in pod.images)
+        return SUCCESS if held else Status.skip()
 
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
         total_nodes = len(table)

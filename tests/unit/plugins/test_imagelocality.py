@@ -57,3 +57,18 @@ def test_a_pod_without_images_is_skipped() -> None:
     pod = PodInfo.from_dict(make_pod("p"))
     pod.images = ()
     assert ImageLocality().pre_score(state(), pod, all_rows(cache.table), cache.table).is_skip
+
+
+def test_a_pod_whose_images_no_node_holds_is_skipped_and_would_have_scored_zero() -> None:
+    cache = cache_with([node_with("a", {"gcr.io/other:latest": 500 * MB}), make_node("b")])
+    obj = make_pod("p")
+    obj["spec"]["containers"] = [{"name": "a", "image": "gcr.io/app:v2"}]
+    pod = PodInfo.from_dict(obj)
+    plugin = ImageLocality()
+    rows = all_rows(cache.table)
+    assert plugin.pre_score(state(), pod, rows, cache.table).is_skip
+    # the skip is exact: what Score would have given is 0 everywhere
+    assert plugin.score_nodes(state(), pod, cache.table, rows).tolist() == [0, 0]
+    # once a node pulls the image, the pod is scored again
+    cache.set_node(NodeSpec.from_dict(node_with("b", {"gcr.io/app:v2": 500 * MB})))
+    assert plugin.pre_score(state(), pod, rows, cache.table).ok
