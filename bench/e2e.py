@@ -588,17 +588,26 @@ def backlog_summary(backlog: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: the streams whose pods are created as fast as the load generator can
+UNPACED_STREAMS = ("scale", "scale_hog", "xlarge")
+
+
 def stream_summary(results: Mapping[str, Any]) -> dict[str, Any]:
     """``<scenario>_p50_ratio`` / ``_p99_ratio`` (create→bound latency) and ``_pods_per_s_ratio``,
-    shoal ÷ kube-scheduler, for the --large streaming scenarios; ``xlarge_rss_ratio``."""
+    shoal ÷ kube-scheduler, for the --large streaming scenarios; ``_offered_ratio`` for the unpaced
+    ones (pods/s the load generator created while shoal ran ÷ while kube-scheduler ran, when the
+    results carry it); ``xlarge_rss_ratio``."""
     out: dict[str, Any] = {}
-    for scenario in ("scale", "scale_hog", "xlarge", *(paced_name(r) for r in PACED_RATES)):
+    for scenario in (*UNPACED_STREAMS, *(paced_name(r) for r in PACED_RATES)):
         if scenario not in results:
             continue
         s, k = results[scenario]["shoal"], results[scenario]["kube-scheduler"]
         out[f"{scenario}_p50_ratio"] = s["p50_s"] / k["p50_s"] if s["p50_s"] and k["p50_s"] else None
         out[f"{scenario}_p99_ratio"] = s["p99_s"] / k["p99_s"] if s["p99_s"] and k["p99_s"] else None
         out[f"{scenario}_pods_per_s_ratio"] = s["pods_per_s"] / max(k["pods_per_s"], 1e-9)
+        if scenario in UNPACED_STREAMS and s.get("created_per_s") and k.get("created_per_s"):
+            # the load each was offered: unpaced, the generator gets the CPU the scheduler leaves
+            out[f"{scenario}_offered_ratio"] = s["created_per_s"] / k["created_per_s"]
     if "xlarge" in results:
         x = results["xlarge"]
         out["xlarge_rss_ratio"] = x["shoal"]["peak_rss_mb"] / x["kube-scheduler"]["peak_rss_mb"]

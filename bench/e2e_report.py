@@ -205,12 +205,23 @@ _LATER = (
     ("scale_p50_ratio", "scale (5,000 nodes, 50,000 pods) create→bound p50, shoal ÷ kube-scheduler", "≤ 1.0"),
     ("scale_p99_ratio", "the same, p99", "≤ 1.0"),
     ("scale_pods_per_s_ratio", "scale pods/s, shoal ÷ kube-scheduler", "≥ 1.0"),
+    ("scale_offered_ratio", "scale, pods/s offered (created), shoal's run ÷ kube-scheduler's", "—"),
     ("scale_hog_p50_ratio", "scale with a CPU hog, p50, shoal ÷ kube-scheduler", "≤ 1.0"),
     ("scale_hog_p99_ratio", "scale with a CPU hog, p99", "≤ 1.0"),
     ("scale_hog_pods_per_s_ratio", "scale with a CPU hog, pods/s", "≥ 1.0"),
+    (
+        "scale_hog_offered_ratio",
+        "scale with a CPU hog, pods/s offered (created), shoal's run ÷ kube-scheduler's",
+        "—",
+    ),
     ("xlarge_p50_ratio", "15,000 nodes / 100,000 pods, p50, shoal ÷ kube-scheduler", "≤ 1.0"),
     ("xlarge_p99_ratio", "15,000 nodes / 100,000 pods, p99", "≤ 1.0"),
     ("xlarge_pods_per_s_ratio", "15,000 nodes / 100,000 pods, pods/s", "≥ 1.0"),
+    (
+        "xlarge_offered_ratio",
+        "15,000 nodes / 100,000 pods, pods/s offered (created), shoal's run ÷ kube-scheduler's",
+        "—",
+    ),
     ("xlarge_rss_ratio", "15,000 nodes / 100,000 pods, peak RSS, shoal ÷ kube-scheduler", "≤ 1.0"),
     (
         "same_work_ratio",
