@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from bench.e2e import backlog, gang, gang_preemption, preemption, throughput, to
 from bench.e2e_report import PLOTS
 from bench.e2e_schedulers import BACKLOG_KINDS
 from bench.profiles import WRAPPERS
+from tests.unit.test_bench_sessions import children_running
 
 pytestmark = pytest.mark.slow
 
@@ -41,20 +41,6 @@ async def test_paced_smoke_offers_pods_at_the_rate_given(tmp_path: Path) -> None
     assert 0 < result["created_per_s"] <= 120 / (119 / 40), result
 
 
-def _hogs_alive() -> list[int]:
-    """This process's children that run bench's CPU hog."""
-    alive = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == os.getpid() and b"while True: pass" in cmdline:
-            alive.append(int(stat.parent.name))
-    return alive
-
-
 async def test_profile_smoke_attributes_shoals_samples(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -71,7 +57,7 @@ async def test_profile_smoke_attributes_shoals_samples(
     monkeypatch.setattr(e2e, "cpu_hog", spy_hog)
     result = await throughput("shoal", tmp_path, nodes=50, pods=600, label="profiled", timeout=180, hog=True)
     assert result["all_bound"] and hogs == [True]
-    assert not _hogs_alive()
+    assert not children_running(b"while True: pass")
     assert e2e.PROFILES is not None
     summary = e2e.PROFILES["profiled"]
     assert summary["samples"] > 0

@@ -16,7 +16,8 @@ from bench.e2e_schedulers import NullScheduler
 from shoal.testing.controlplane import ControlPlane, stop_process
 
 
-def _children_running(marker: bytes) -> list[int]:
+def children_running(marker: bytes) -> list[int]:
+    """This process's children whose command line holds ``marker``."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -31,15 +32,15 @@ def _children_running(marker: bytes) -> list[int]:
 
 def test_the_cpu_hog_runs_in_its_own_session_and_is_stopped() -> None:
     with e2e.cpu_hog(True):
-        hogs = _children_running(b"while True: pass")
+        hogs = children_running(b"while True: pass")
         assert len(hogs) == 1
         assert os.getsid(hogs[0]) == hogs[0] != os.getsid(0)
-    assert not _children_running(b"while True: pass")
+    assert not children_running(b"while True: pass")
 
 
 def test_no_hog_when_off() -> None:
     with e2e.cpu_hog(False):
-        assert not _children_running(b"while True: pass")
+        assert not children_running(b"while True: pass")
 
 
 def test_the_null_scheduler_runs_in_its_own_session(tmp_path: Path) -> None:
