@@ -50,7 +50,7 @@ from kubernetes_asyncio import client, config
 if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 from bench import e2e_dra, e2e_preemption, e2e_topology
-from bench.e2e_report import PLOTS, plot, write_doc
+from bench.e2e_report import CPU_GROUPS, PLOTS, plot, write_doc
 from bench.e2e_schedulers import (
     BACKLOG_KINDS,
     SETTLE_S,
@@ -263,11 +263,6 @@ async def topology(
         await b.create_all(e2e_topology.background(NS, nodes_count=nodes))
         await b.start_scheduler()
         return await e2e_topology.run_gangs(b, NS, gangs=gangs, nodes_count=nodes)
-
-
-#: how the processes are grouped for the CPU: each in a session of its own but the bench (the load
-#: generator and its pod watcher); recorded in results, and stated by the report
-CPU_GROUPS = "session-per-process"
 
 
 @contextlib.contextmanager

@@ -102,10 +102,15 @@ CONSTRAINED_WORKLOADS = {
 }
 
 
+#: how the processes are grouped for the CPU: each in a session of its own but the bench (the load
+#: generator and its pod watcher); bench/e2e.py records it in results, and the report states it
+CPU_GROUPS = "session-per-process"
+
+
 def cpu_groups_note(summary: Mapping[str, Any]) -> list[str]:
     """How the processes shared the CPU: with the kernel's autogroup scheduling each session is one
     CPU group, which gets an equal share of a busy machine whatever its number of threads."""
-    if summary.get("cpu_groups") == "session-per-process":
+    if summary.get("cpu_groups") == CPU_GROUPS:
         return [
             "etcd, the API server, the scheduler, the null scheduler and the CPU hog each run in a session",
             "of their own, so under the kernel's autogroup scheduling each is one CPU group with an equal",

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from bench import e2e
-from bench.e2e_report import cpu_groups_note
+from bench.e2e_report import CPU_GROUPS, cpu_groups_note
 from bench.e2e_schedulers import NullScheduler
 from shoal.testing.controlplane import ControlPlane, stop_process
 
@@ -54,7 +54,7 @@ def test_the_null_scheduler_runs_in_its_own_session(tmp_path: Path) -> None:
 
 
 def test_the_report_says_how_the_recorded_run_shared_the_cpu() -> None:
-    now = " ".join(cpu_groups_note({"cpu_groups": e2e.CPU_GROUPS}))
+    now = " ".join(cpu_groups_note({"cpu_groups": CPU_GROUPS}))
     assert "CPU hog each run in a session" in now and "Recorded before" not in now
     before = " ".join(cpu_groups_note({}))  # results written before the key existed
     assert "Recorded before" in before and "slowed the offered" in before
