@@ -179,6 +179,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "GPUMemory",
         "PodTopologySpread",
         "InterPodAffinity",
+        "ImageLocality",
         "NetworkLatency",
     ),
     "score": _refs(

@@ -9,6 +9,7 @@ import numpy as np
 from shoal.core.images import normalized_image
 from shoal.core.objects import NodeSpec, PodInfo
 from shoal.plugins.imagelocality import MB, ImageLocality, priority
+from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import all_rows, cache_with, scores_by_name, state
 
@@ -72,3 +73,18 @@ def test_a_pod_whose_images_no_node_holds_is_skipped_and_would_have_scored_zero(
     # once a node pulls the image, the pod is scored again
     cache.set_node(NodeSpec.from_dict(node_with("b", {"gcr.io/app:v2": 500 * MB})))
     assert plugin.pre_score(state(), pod, rows, cache.table).ok
+
+
+async def test_the_default_profile_runs_the_skip() -> None:
+    """ImageLocality is in the default preScore list: its skip only happens where PreScore runs."""
+    obj = make_pod("p")
+    obj["spec"]["containers"] = [{"name": "a", "image": "gcr.io/app:v2"}]
+    held = make_pod("q")
+    held["spec"]["containers"] = [{"name": "a", "image": "gcr.io/other:latest"}]
+    sim = Simulation(
+        InMemoryCluster([node_with("a", {"gcr.io/other:latest": 500 * MB}), make_node("b"), obj, held])
+    )
+    await sim.run()
+    by_name = {p["metadata"]["name"]: uid for uid, p in sim.cluster.pods.items()}
+    assert "ImageLocality" not in sim.last_scores[by_name["p"]][0][2]  # no node holds gcr.io/app:v2
+    assert sim.last_scores[by_name["q"]][0][2]["ImageLocality"] >= 0  # node a holds it: scored
