@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from shoal.core.profile import PluginEntry
-from shoal.plugins.registry import BUILTIN, RegistryError, build_registry, load_registry
+from shoal.plugins.registry import BUILTIN, DEFAULT_PLUGINS_SPEC, RegistryError, build_registry, load_registry
 from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
@@ -65,3 +65,22 @@ def test_plugin_from_an_installed_distributions_entry_point(
     registry = load_registry()
     assert registry["OnlyEvenNodes"].source.startswith("entry point OnlyEvenNodes")
     assert "OnlyEvenNodes" not in load_registry(third_party=False)
+
+
+@pytest.mark.parametrize(
+    ("point", "companion", "method"),
+    [("filter", "preFilter", "pre_filter"), ("score", "preScore", "pre_score")],
+)
+def test_the_default_lists_run_every_default_plugins_pre_point(
+    point: str, companion: str, method: str
+) -> None:
+    """A built-in at filter (score) with a PreFilter (PreScore) is in the default list of that point
+    too: a pre-point left out never runs, and with it the skip or state the plugin has there."""
+    registry = load_registry(third_party=False)
+    listed = {ref["name"] for ref in DEFAULT_PLUGINS_SPEC[companion]}
+    missing = [
+        ref["name"]
+        for ref in DEFAULT_PLUGINS_SPEC[point]
+        if hasattr(registry[ref["name"]].plugin_class, method) and ref["name"] not in listed
+    ]
+    assert missing == []
