@@ -152,8 +152,17 @@ def insufficient(free: IntArray, request: int) -> BoolArray:
 
 def resource_scores(
     strategy: Strategy, requested: IntArray, allocatable: IntArray
-) -> tuple[IntArray, BoolArray]:
-    """Per-resource scores for one resource over nodes, and where the resource counts (alloc > 0)."""
+) -> tuple[IntArray, BoolArray | None]:
+    """Per-resource scores for one resource over nodes, and where the resource counts (alloc > 0):
+    None when it counts on every node (cpu and memory nearly always), which spares the masks."""
+    if not allocatable.size or allocatable.min() > 0:
+        if strategy == "LeastAllocated":
+            least: IntArray = np.where(
+                requested > allocatable, 0, ((allocatable - requested) * MAX_NODE_SCORE) // allocatable
+            )
+            return least, None
+        most: IntArray = (np.minimum(requested, allocatable) * MAX_NODE_SCORE) // allocatable
+        return most, None
     counts = allocatable > 0
     safe = np.where(counts, allocatable, 1)
     if strategy == "LeastAllocated":
@@ -161,6 +170,13 @@ def resource_scores(
     else:  # MostAllocated
         score = (np.minimum(requested, allocatable) * MAX_NODE_SCORE) // safe
     return np.where(counts, score, 0).astype(np.int64), counts
+
+
+def _at(column: IntArray, rows: IntArray, n: int) -> IntArray:
+    """One resource's column of the table at the feasible ``rows`` (ascending, distinct, as the
+    framework passes them): every node is feasible when there are ``n``, and a view then serves."""
+    picked: IntArray = column[:n] if len(rows) == n else column[rows]
+    return picked
 
 
 class NodeResourcesFit:
@@ -228,18 +244,19 @@ class NodeResourcesFit:
         cpu and memory count non-zero requests, except for BalancedAllocation (requests as they are).
         """
         nonzero = self.strategy.type != "BalancedAllocation"
+        n = table.n
         if resource == "cpu":
             if nonzero:
-                req = table.nonzero_requested[0, rows] + pod.nonzero_cpu
+                req = _at(table.nonzero_requested[0], rows, n) + pod.nonzero_cpu
             else:
-                req = table.requested[CPU, rows] + pod.requests.get("cpu", 0)
-            alloc = table.allocatable[CPU, rows]
+                req = _at(table.requested[CPU], rows, n) + pod.requests.get("cpu", 0)
+            alloc = _at(table.allocatable[CPU], rows, n)
         elif resource == "memory":
             if nonzero:
-                req = table.nonzero_requested[1, rows] + pod.nonzero_memory
+                req = _at(table.nonzero_requested[1], rows, n) + pod.nonzero_memory
             else:
-                req = table.requested[MEMORY, rows] + pod.requests.get("memory", 0)
-            alloc = table.allocatable[MEMORY, rows]
+                req = _at(table.requested[MEMORY], rows, n) + pod.requests.get("memory", 0)
+            alloc = _at(table.allocatable[MEMORY], rows, n)
         elif resource == "pods":
             return None  # upstream never scores the pod count
         else:
@@ -247,8 +264,8 @@ class NodeResourcesFit:
             if amount <= 0 and resource != "ephemeral-storage":
                 return None  # an extended resource the pod does not ask for is not scored
             r = table.resource_row(resource)
-            req = table.requested[r, rows] + amount
-            alloc = table.allocatable[r, rows]
+            req = _at(table.requested[r], rows, n) + amount
+            alloc = _at(table.allocatable[r], rows, n)
         return req, alloc
 
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
@@ -257,6 +274,7 @@ class NodeResourcesFit:
             return self._balanced(table, pod, rows)
         total = np.zeros(m, dtype=np.int64)
         weights = np.zeros(m, dtype=np.int64)
+        everywhere = 0  # the weights of resources that count on every node, summed apart
         ratio = (
             self.strategy.requested_to_capacity_ratio
             if self.strategy.type == "RequestedToCapacityRatio"
@@ -266,6 +284,7 @@ class NodeResourcesFit:
             usage = self._usage(table, pod, rw.name, rows)
             if usage is None:
                 continue
+            counts: BoolArray | None
             if ratio is not None:
                 req, alloc = usage
                 full = (alloc == 0) | (req > alloc)
@@ -275,11 +294,18 @@ class NodeResourcesFit:
                 score = np.where(counts, score, 0)
             else:
                 score, counts = resource_scores(self.strategy.type, *usage)
-            total += score * rw.weight
-            weights += counts * rw.weight
+            total += score * rw.weight if rw.weight != 1 else score
+            if counts is None:
+                everywhere += rw.weight
+            else:
+                weights += counts * rw.weight
         if ratio is not None:  # Go's math.Round of the weighted mean
             rounded: IntArray = np.floor(total / np.maximum(weights, 1) + 0.5).astype(np.int64)
             return np.where(weights > 0, rounded, 0)
+        if everywhere and not weights.any():  # one divisor for every node
+            uniform: IntArray = total // everywhere
+            return uniform
+        weights += everywhere
         out: IntArray = np.where(weights > 0, total // np.maximum(weights, 1), 0)
         return out
 

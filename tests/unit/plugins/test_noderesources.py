@@ -219,3 +219,78 @@ def test_requested_to_capacity_ratio_needs_a_shape() -> None:
                 }
             }
         )
+
+
+def _by_hand(
+    strategy: str,
+    nodes: list[tuple[int, int, int]],
+    used: list[tuple[int, int, int]],
+    want: tuple[int, int, int],
+) -> list[int]:
+    """Upstream's per-node arithmetic: each resource the node has (allocatable > 0) and the pod is
+    scored on weighs in; GPUs (weight 10) only for a pod that asks for them."""
+    out = []
+    for alloc, have in zip(nodes, used, strict=True):
+        total = weights = 0
+        for (a, u, w), weight in zip(zip(alloc, have, want, strict=True), (1, 1, 10), strict=True):
+            if a == 0 or (weight == 10 and w == 0):
+                continue
+            r = u + w
+            total += weight * (
+                ((a - r) * 100 // a if r <= a else 0)
+                if strategy == "LeastAllocated"
+                else min(r, a) * 100 // a
+            )
+            weights += weight
+        out.append(total // weights if weights else 0)
+    return out
+
+
+@pytest.mark.parametrize("strategy", ["LeastAllocated", "MostAllocated"])
+@pytest.mark.parametrize("gpus_everywhere", [True, False])
+def test_vector_scores_equal_upstreams_per_node_arithmetic(strategy: str, gpus_everywhere: bool) -> None:
+    """Where every node has a resource the scores skip its masks and share one divisor; where some
+    lack it they do not; on a subset of rows they index. Each way gives upstream's numbers."""
+    rng = np.random.default_rng(7)
+    nodes = [
+        (
+            int(rng.integers(1, 97)),
+            int(rng.integers(1, 1025)),
+            int(rng.integers(1 if gpus_everywhere else 0, 9)),
+        )
+        for _ in range(40)
+    ]
+    used = [
+        (int(rng.integers(0, c + 1)), int(rng.integers(0, m + 1)), int(rng.integers(0, g + 1)))
+        for c, m, g in nodes
+    ]
+    objs = [make_node(f"n{i:02d}", cpu=str(c), memory=f"{m}Gi", gpus=g) for i, (c, m, g) in enumerate(nodes)]
+    placed = [
+        make_pod(f"u{i}", cpu=str(c), memory=f"{m}Gi", gpus=g, node_name=f"n{i:02d}")
+        for i, (c, m, g) in enumerate(used)
+    ]
+    cache = cache_with(objs, placed)
+    table = cache.table
+    fit = plugin(
+        scoringStrategy={
+            "type": strategy,
+            "resources": [
+                {"name": "cpu", "weight": 1},
+                {"name": "memory", "weight": 1},
+                {"name": "nvidia.com/gpu", "weight": 10},
+            ],
+        }
+    )
+    gib = 1024**3
+    for want in [(3, 5, 0), (2, 7, 1)]:
+        p = pod(cpu=str(want[0]), memory=f"{want[1]}Gi", gpus=want[2])
+        expected = _by_hand(
+            strategy,
+            [(c * 1000, m * gib, g) for c, m, g in nodes],
+            [(c * 1000, m * gib, g) for c, m, g in used],
+            (want[0] * 1000, want[1] * gib, want[2]),
+        )
+        rows = all_rows(table)
+        assert fit.score_nodes(state(), p, table, rows).tolist() == expected
+        some = rows[::3]
+        assert fit.score_nodes(state(), p, table, some).tolist() == expected[::3]
