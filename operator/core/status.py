@@ -28,7 +28,11 @@ class Code(enum.IntEnum):
 
     @property
     def title(self) -> str:
-        return "".join(part.capitalize() for part in self.name.split("_"))
+        """``UnschedulableAndUnresolvable``: kube-scheduler's spelling (a metrics label, per call)."""
+        return _TITLES[self]
+
+
+_TITLES = {code: "".join(part.capitalize() for part in code.name.split("_")) for code in Code}
 
 
 @dataclass(frozen=True, slots=True)
