@@ -155,20 +155,16 @@ def resource_scores(
 ) -> tuple[IntArray, BoolArray | None]:
     """Per-resource scores for one resource over nodes, and where the resource counts (alloc > 0):
     None when it counts on every node (cpu and memory nearly always), which spares the masks."""
-    if not allocatable.size or allocatable.min() > 0:
-        if strategy == "LeastAllocated":
-            least: IntArray = np.where(
-                requested > allocatable, 0, ((allocatable - requested) * MAX_NODE_SCORE) // allocatable
-            )
-            return least, None
-        most: IntArray = (np.minimum(requested, allocatable) * MAX_NODE_SCORE) // allocatable
-        return most, None
-    counts = allocatable > 0
-    safe = np.where(counts, allocatable, 1)
+    everywhere = not allocatable.size or allocatable.min() > 0
+    counts = None if everywhere else allocatable > 0
+    safe = allocatable if counts is None else np.where(counts, allocatable, 1)
+    score: IntArray
     if strategy == "LeastAllocated":
         score = np.where(requested > allocatable, 0, ((allocatable - requested) * MAX_NODE_SCORE) // safe)
     else:  # MostAllocated
         score = (np.minimum(requested, allocatable) * MAX_NODE_SCORE) // safe
+    if counts is None:
+        return score, None
     return np.where(counts, score, 0).astype(np.int64), counts
 
 

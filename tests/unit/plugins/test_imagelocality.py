@@ -87,4 +87,4 @@ async def test_the_default_profile_runs_the_skip() -> None:
     await sim.run()
     by_name = {p["metadata"]["name"]: uid for uid, p in sim.cluster.pods.items()}
     assert "ImageLocality" not in sim.last_scores[by_name["p"]][0][2]  # no node holds gcr.io/app:v2
-    assert sim.last_scores[by_name["q"]][0][2]["ImageLocality"] >= 0  # node a holds it: scored
+    assert "ImageLocality" in sim.last_scores[by_name["q"]][0][2]  # node a holds it: scored
