@@ -139,8 +139,10 @@ class Watcher:
 
 # -- one scheduler on one fresh control plane -------------------------------------------------------
 class Bench:
-    def __init__(self, kind: str, base: Path) -> None:
+    def __init__(self, kind: str, base: Path, kube_args: Sequence[str] = ()) -> None:
+        """``kube_args``: extra command-line flags for kube-scheduler (tests only)."""
         self.kind = kind
+        self.kube_args = kube_args
         self.dir = base / kind
         self.dir.mkdir(parents=True, exist_ok=True)
         self.cp = ControlPlane(workdir=self.dir / "cp")
@@ -157,7 +159,7 @@ class Bench:
         if self.kind in ("null", "null-events"):
             self.scheduler = NullScheduler(self.cp, self.dir, events=self.kind == "null-events")
         elif self.kind == "kube-scheduler":
-            self.scheduler = KubeScheduler(self.cp, self.dir)
+            self.scheduler = KubeScheduler(self.cp, self.dir, args=self.kube_args)
         elif self.kind == "kube-same-work":
             self.scheduler = KubeScheduler(self.cp, self.dir, same_work_profiles())
         else:
@@ -515,9 +517,11 @@ async def herding(kind: str, base: Path) -> dict[str, Any]:
         }
 
 
-async def preemption(kind: str, base: Path, nodes: int = 1000, preemptors: int = 1000) -> dict[str, Any]:
+async def preemption(
+    kind: str, base: Path, nodes: int = 1000, preemptors: int = 1000, kube_args: Sequence[str] = ()
+) -> dict[str, Any]:
     """scheduler_perf's PreemptionBasic (bench/e2e_preemption.py) on a fresh control plane."""
-    async with Bench(kind, base / "preemption") as b:
+    async with Bench(kind, base / "preemption", kube_args) as b:
         await b.create_all(e2e_preemption.priority_classes())
         await b.create_all(e2e_preemption.basic_nodes(nodes))
         await b.create_all(e2e_preemption.basic_victims(nodes, NS))

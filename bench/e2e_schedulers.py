@@ -7,6 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,15 +63,24 @@ class KubeScheduler:
     name = "kube-scheduler"
     scheduler_name = "default-scheduler"
 
-    def __init__(self, cp: ControlPlane, workdir: Path, profiles: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        cp: ControlPlane,
+        workdir: Path,
+        profiles: list[dict[str, Any]] | None = None,
+        args: Sequence[str] = (),
+    ) -> None:
         self.cp, self.workdir = cp, workdir
         self.profiles = profiles
+        self.args = args
         self.proc: KubeSchedulerProcess | None = None
 
     async def start(self, api: client.ApiClient) -> None:
         # kube-scheduler's default profile (or ``profiles``), qps/burst 5000, no leader election;
         # /readyz turns 200 once informers and event handlers have synced, and scheduling starts then
-        self.proc = KubeSchedulerProcess(self.cp.kubeconfig, self.workdir, profiles=self.profiles)
+        self.proc = KubeSchedulerProcess(
+            self.cp.kubeconfig, self.workdir, profiles=self.profiles, args=self.args
+        )
         await asyncio.to_thread(self.proc.start, 60.0)
         await asyncio.sleep(SETTLE_S)
 

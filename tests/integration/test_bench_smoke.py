@@ -17,6 +17,7 @@ from bench.e2e import backlog, gang, gang_preemption, preemption, throughput, to
 from bench.e2e_report import PLOTS
 from bench.e2e_schedulers import BACKLOG_KINDS
 from bench.profiles import WRAPPERS
+from shoal.testing.kubescheduler import PREEMPTION_RACE_ARGS
 from tests.unit.test_bench_sessions import children_running
 
 pytestmark = pytest.mark.slow
@@ -104,8 +105,9 @@ async def test_topology_smoke(kind: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("kind", ["kube-scheduler", "shoal"])
 async def test_preemption_smoke(kind: str, tmp_path: Path) -> None:
     """PreemptionBasic at 5 nodes (scheduler_perf's integration size): each preemptor evicts one
-    node's 4 pods and binds."""
-    result = await preemption(kind, tmp_path, nodes=5, preemptors=5)
+    node's 4 pods and binds. kube-scheduler's parked preemptors are retried sooner (its race,
+    see PREEMPTION_RACE_ARGS), so the smoke does not wait out its 5-minute flush."""
+    result = await preemption(kind, tmp_path, nodes=5, preemptors=5, kube_args=PREEMPTION_RACE_ARGS)
     assert result["all_bound"], result
     assert result["victims"] == 20, result
 

@@ -22,7 +22,7 @@ from kubernetes_asyncio import client
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import ControlPlane
-from shoal.testing.kubescheduler import KubeSchedulerProcess
+from shoal.testing.kubescheduler import PREEMPTION_RACE_ARGS, KubeSchedulerProcess
 from shoal.testing.kwok import KWOK_ANNOTATION, KwokProcess
 from shoal.testing.objects import make_node, make_pod, make_profile
 
@@ -138,7 +138,8 @@ async def test_same_preemptions_as_kube_scheduler(
         await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     core: Any = client.CoreV1Api(api)
 
-    with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
+    # its preemptors retried 10 s after a park by kube-scheduler's async-preemption race
+    with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler", args=PREEMPTION_RACE_ARGS):
         kube = await run(api, namespaces[0], "default-scheduler", run_id)
     await core.delete_collection_namespaced_pod(namespaces[0])
 
