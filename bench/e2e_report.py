@@ -211,6 +211,13 @@ _LATER = (
     ("scale_p99_ratio", "the same, p99", "≤ 1.0"),
     ("scale_pods_per_s_ratio", "scale pods/s, shoal ÷ kube-scheduler", "≥ 1.0"),
     ("scale_offered_ratio", "scale, pods/s offered (created), shoal's run ÷ kube-scheduler's", "—"),
+    (
+        "scale_paced_p50_ratio",
+        "scale, pods created at the same rate for both (see the table), p50, shoal ÷ kube-scheduler",
+        "≤ 1.0",
+    ),
+    ("scale_paced_p99_ratio", "the same, p99", "≤ 1.0"),
+    ("scale_paced_pods_per_s_ratio", "the same, pods/s", "≥ 1.0"),
     ("scale_hog_p50_ratio", "scale with a CPU hog, p50, shoal ÷ kube-scheduler", "≤ 1.0"),
     ("scale_hog_p99_ratio", "scale with a CPU hog, p99", "≤ 1.0"),
     ("scale_hog_pods_per_s_ratio", "scale with a CPU hog, pods/s", "≥ 1.0"),
@@ -285,7 +292,8 @@ def _runs(results: dict[str, Any]) -> list[str]:
     s = results["basic"]["shoal"]
     lines = [f"### basic: {s['nodes']:,} nodes, {s['pods']:,} pods (100m cpu, 500Mi each)", ""]
     lines += _stream_table(results["basic"], "p50 create→bound s")
-    streams = [("scale", "scale"), ("scale_hog", "scale with a CPU hog"), ("xlarge", "xlarge")]
+    streams = [("scale", "scale"), ("scale_paced", "scale at an equal offered load")]
+    streams += [("scale_hog", "scale with a CPU hog"), ("xlarge", "xlarge")]
     streams += [(key, "paced") for key in sorted(results) if key.startswith("paced")]
     for key, title in streams:
         if key not in results:

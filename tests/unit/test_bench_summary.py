@@ -33,3 +33,17 @@ def test_unpaced_streams_carry_the_load_each_scheduler_was_offered() -> None:
 def test_results_recorded_before_the_generator_rate_have_no_offered_ratio() -> None:
     results = {"scale": {"shoal": _run(300, 20.0, 30.0, None), "kube-scheduler": _run(250, 4.0, 24.0, 300)}}
     assert "scale_offered_ratio" not in stream_summary(results)
+
+
+def test_the_paced_scale_stream_has_its_own_ratios_beside_the_unpaced_ones() -> None:
+    """The scale scenario at an equal offered load is reported apart: its figures never replace
+    the unpaced stream's, and it has no offered ratio (both were offered the same)."""
+    results = {
+        "scale": {"shoal": _run(300, 20.0, 30.0, 375), "kube-scheduler": _run(250, 4.0, 24.0, 300)},
+        "scale_paced": {"shoal": _run(200, 0.1, 0.5, 200), "kube-scheduler": _run(190, 5.0, 10.0, 197)},
+    }
+    out = stream_summary(results)
+    assert out["scale_p50_ratio"] == pytest.approx(5.0)
+    assert out["scale_paced_p50_ratio"] == pytest.approx(0.02)
+    assert out["scale_paced_p99_ratio"] == pytest.approx(0.05)
+    assert "scale_paced_offered_ratio" not in out
