@@ -162,7 +162,7 @@ class Bench:
         elif self.kind == "kube-scheduler":
             self.scheduler = KubeScheduler(self.cp, self.dir, args=self.kube_args)
         elif self.kind == "kube-same-work":
-            self.scheduler = KubeScheduler(self.cp, self.dir, same_work_profiles())
+            self.scheduler = KubeScheduler(self.cp, self.dir, same_work_profiles(), args=self.kube_args)
         else:
             self.scheduler = Shoal(self.cp, self.dir)
         self.watcher.start(self.api, NS)

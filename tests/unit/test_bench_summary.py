@@ -16,9 +16,13 @@ def _run(pods_per_s: float, p50: float, p99: float, created: float | None) -> di
     return run
 
 
+#: an unpaced scale stream: shoal offered 1.25x the load, p50 5x, p99 1.25x, pods/s 1.2x
+SCALE = {"shoal": _run(300, 20.0, 30.0, 375), "kube-scheduler": _run(250, 4.0, 24.0, 300)}
+
+
 def test_unpaced_streams_carry_the_load_each_scheduler_was_offered() -> None:
     results = {
-        "scale": {"shoal": _run(300, 20.0, 30.0, 375), "kube-scheduler": _run(250, 4.0, 24.0, 300)},
+        "scale": SCALE,
         "paced200": {"shoal": _run(200, 0.04, 0.2, 200), "kube-scheduler": _run(200, 0.2, 1.0, 200)},
     }
     out = stream_summary(results)
@@ -39,7 +43,7 @@ def test_the_paced_scale_stream_has_its_own_ratios_beside_the_unpaced_ones() -> 
     """The scale scenario at an equal offered load is reported apart: its figures never replace
     the unpaced stream's, and it has no offered ratio (both were offered the same)."""
     results = {
-        "scale": {"shoal": _run(300, 20.0, 30.0, 375), "kube-scheduler": _run(250, 4.0, 24.0, 300)},
+        "scale": SCALE,
         "scale_paced": {"shoal": _run(200, 0.1, 0.5, 200), "kube-scheduler": _run(190, 5.0, 10.0, 197)},
     }
     out = stream_summary(results)
