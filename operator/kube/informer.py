@@ -49,6 +49,10 @@ ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 LISTED = "LISTED"
 #: listed by :meth:`Informer.prime`, before kopf watches
 PRIMED = "PRIMED"
+#: set (True) on a kopf event handler that reads nothing but kopf's ``event`` argument and
+#: writes nothing through kopf (no patch, no result): ``operator_app.kopf_glue.lean_events`` may
+#: hand it the watch event without building kopf's per-event cause around it
+EVENT_ONLY = "shoal_event_only"
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,7 @@ class Informer:
         async def on_event(event: Mapping[str, Any], **_: Any) -> None:
             await self.dispatch(w, event.get("type") or LISTED, event["object"])
 
+        setattr(on_event, EVENT_ONLY, True)
         return on_event
 
     async def dispatch(self, w: _Watch[T], type: str, raw: Mapping[str, Any]) -> None:

@@ -16,6 +16,7 @@ from kopf._cogs.aiokits import aiotasks
 from kopf._cogs.clients import api as kopf_api
 from kopf._cogs.clients import watching as kopf_watching
 from kopf._cogs.structs import references
+from kopf._core.reactor import processing as kopf_processing
 
 from shoal.kube.informer import Primed
 from shoal.operator_app import kopf_glue
@@ -51,8 +52,17 @@ def kopf_json() -> Iterator[Any]:
     kopf_api.json = original  # type: ignore[attr-defined]
 
 
+@pytest.fixture
+def kopf_processor() -> Iterator[Any]:
+    """kopf's own event processor back in place after the test (``configure`` replaces it; its
+    own tests are in test_kopf_lean_events.py)."""
+    original = kopf_glue.KOPF_OWN.get("process", kopf_processing.process_resource_event)
+    yield original
+    kopf_processing.process_resource_event = original
+
+
 def test_configure_applies_every_change_to_the_installed_kopf(
-    kopf_spawn: object, kopf_json: object, kopf_fetching: object
+    kopf_spawn: object, kopf_json: object, kopf_fetching: object, kopf_processor: object
 ) -> None:
     """Fails when a kopf upgrade changes Scheduler.spawn, the watch's decoding or how a watch
     begins: each change must then be looked at again."""
