@@ -91,6 +91,23 @@ def _matches(fn: Callable[..., Any], markers: tuple[str, ...]) -> bool:
     return all(marker in source for marker in markers)
 
 
+def _replace(
+    owner: Any, name: str, replacement: Callable[..., Any], markers: tuple[str, ...], key: str, what: str
+) -> bool:
+    """Put ``replacement`` in place of kopf's ``owner.name`` (kopf's own kept in ``KOPF_OWN[key]``)
+    when kopf's contains every marker. Idempotent; False (kopf untouched, the log naming ``what``)
+    otherwise."""
+    current = getattr(owner, name)
+    if current is replacement:
+        return True
+    if not _matches(current, markers):
+        log.info("kopf's %s is not the one shoal knows: left as it is", what)
+        return False
+    KOPF_OWN[key] = current
+    setattr(owner, name, replacement)
+    return True
+
+
 #: what kopf's ``Scheduler.spawn`` must contain for :func:`lean_spawn` to replace it
 _SPAWN_MARKERS = (
     "self._closed",
@@ -114,15 +131,9 @@ def lean_spawn() -> bool:
     """Make kopf's watcher hand new objects to their workers without a loop turn each (see the
     module docstring). Idempotent; False (and kopf untouched) when kopf's method is not the one
     this was written against."""
-    current = aiotasks.Scheduler.spawn
-    if current is _spawn_without_yield:
-        return True
-    if not _matches(current, _SPAWN_MARKERS):
-        log.info("kopf's Scheduler.spawn is not the one shoal knows: left as it is")
-        return False
-    KOPF_OWN["spawn"] = current
-    aiotasks.Scheduler.spawn = _spawn_without_yield  # type: ignore[method-assign]
-    return True
+    return _replace(
+        aiotasks.Scheduler, "spawn", _spawn_without_yield, _SPAWN_MARKERS, "spawn", "Scheduler.spawn"
+    )
 
 
 #: what kopf's ``process_resource_event`` must contain for :func:`lean_events`: the indices'
@@ -225,15 +236,14 @@ def lean_events() -> bool:
     """Hand the events of kinds with only ``EVENT_ONLY`` handlers straight to them (see the module
     docstring). Idempotent; False (and kopf untouched) when kopf's processor is not the one this
     was written against."""
-    current = kopf_processing.process_resource_event
-    if current is _process_event:
-        return True
-    if not _matches(current, _PROCESS_MARKERS):
-        log.info("kopf's process_resource_event is not the one shoal knows: left as it is")
-        return False
-    KOPF_OWN["process"] = current
-    kopf_processing.process_resource_event = _process_event  # type: ignore[assignment]
-    return True
+    return _replace(
+        kopf_processing,
+        "process_resource_event",
+        _process_event,
+        _PROCESS_MARKERS,
+        "process",
+        "process_resource_event",
+    )
 
 
 #: what kopf's watch stream must contain for :func:`lean_json` to give it another decoder
