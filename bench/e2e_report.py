@@ -340,6 +340,15 @@ def _backlog(results: dict[str, Any]) -> list[str]:
         "`null-events` is the null scheduler writing, after each binding, the `Scheduled` event every",
         "real scheduler writes per pod: the ceiling of a scheduler whose events keep up with its bindings.",
         "*Scheduled events* counts the namespace's `Scheduled` events listed as the last pod is seen bound.",
+    ]
+    rounds = results.get("backlog_rounds")  # runs recorded before 2026-12-03 evening had one round
+    if rounds:
+        lines += [
+            f"The scenario ran {len(rounds)} times, every scheduler once a round, the order reversed every",
+            "other round. The ratios in the key table are medians over the rounds of each round's own ratio;",
+            "the first table shows each scheduler's median round, the second every round.",
+        ]
+    lines += [
         "",
         "| scheduler | pods/s | fraction of the ceiling | seconds | CPU s | peak RSS MB | Scheduled events |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -353,6 +362,22 @@ def _backlog(results: dict[str, Any]) -> list[str]:
             f"| {name} | {r['pods_per_s']:.0f} | {r['pods_per_s'] / max(null, 1e-9):.2f} | {r['seconds']:.1f} "
             f"| {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} | {'—' if events is None else f'{events:,}'} |"
         )
+    if rounds:
+        kinds = [k for k in BACKLOG_KINDS if k in rounds[0]]
+        lines += [
+            "",
+            "| round | "
+            + " | ".join(f"{k} pods/s" for k in kinds)
+            + " | shoal ÷ null | kube-scheduler ÷ null |",
+            "|---|" + "---:|" * (len(kinds) + 2),
+        ]
+        for i, run in enumerate(rounds, 1):
+            null_r = max(run["null"]["pods_per_s"], 1e-9)
+            lines.append(
+                f"| {i} | "
+                + " | ".join(f"{run[k]['pods_per_s']:.0f}" for k in kinds)
+                + f" | {run['shoal']['pods_per_s'] / null_r:.2f} | {run['kube-scheduler']['pods_per_s'] / null_r:.2f} |"
+            )
     return lines
 
 
