@@ -601,12 +601,9 @@ def median_round(rounds: Sequence[Mapping[str, dict[str, Any]]]) -> dict[str, di
     }
 
 
-def backlog_summary(
-    backlog: Mapping[str, dict[str, Any]], rounds: Sequence[Mapping[str, dict[str, Any]]] | None = None
-) -> dict[str, Any]:
-    """The backlog's ratios. With ``rounds`` each ratio is the median over the rounds of that
-    round's own ratio (the two kinds paired within one round), and ``<key>_rounds`` lists them;
-    without (results recorded before 2026-12-03 evening), the one round's."""
+def backlog_summary(rounds: Sequence[Mapping[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The backlog's ratios: each the median over the rounds of that round's own ratio (the two
+    kinds paired within one round), and ``<key>_rounds`` listing them."""
     pairs = {
         "ceiling_fraction": ("shoal", "null"),
         "ceiling_fraction_kube": ("kube-scheduler", "null"),
@@ -620,8 +617,6 @@ def backlog_summary(
     def ratio(run: Mapping[str, dict[str, Any]], a: str, b: str) -> float:
         return float(run[a]["pods_per_s"]) / max(float(run[b]["pods_per_s"]), 1e-9)
 
-    if not rounds:
-        return {key: ratio(backlog, a, b) for key, (a, b) in pairs.items()}
     out: dict[str, Any] = {}
     for key, (a, b) in pairs.items():
         each = [ratio(r, a, b) for r in rounds]
@@ -790,7 +785,7 @@ async def main_async(args: argparse.Namespace) -> int:
         "gang_preemption_excess_victims_kube": results["gang_preemption"]["kube-scheduler"]["excess_victims"],
         "dra_ratio": results["dra"]["shoal"]["pods_per_s"]
         / max(results["dra"]["kube-scheduler"]["pods_per_s"], 1e-9),
-        **backlog_summary(results["backlog"], results["backlog_rounds"]),
+        **backlog_summary(results["backlog_rounds"]),
         **stream_summary(results),
     }
     print(json.dumps(summary, indent=2))
