@@ -797,7 +797,7 @@ async def main_async(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def arg_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bench/e2e.py")
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=5000)
@@ -823,7 +823,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="rewrite the e2e section of docs/benchmarks.md from bench/results/e2e.json; run nothing",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = arg_parser().parse_args(argv)
     if args.report_only:
         report_from_results()
         return 0

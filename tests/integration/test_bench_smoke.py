@@ -4,7 +4,6 @@ checked against the recorded results, and a gang that is not fully bound must fa
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 from pathlib import Path
@@ -201,7 +200,7 @@ async def test_a_gang_not_fully_bound_fails_the_run(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(e2e, "write_doc", lambda *a, **k: written.append("doc"))
     monkeypatch.setattr(tempfile, "mkdtemp", lambda prefix: str(tmp_path / "run"))
     (tmp_path / "run").mkdir()
-    args = argparse.Namespace(nodes=10, pods=10, large=False, no_write=False)
+    args = e2e.arg_parser().parse_args(["--nodes", "10", "--pods", "10", "--backlog-rounds", "1"])
     with pytest.raises(RuntimeError, match="only 60 of 64 members bound"):
         await e2e.main_async(args)
     assert not (tmp_path / "results").exists()
