@@ -55,9 +55,11 @@ from bench.e2e_report import CPU_GROUPS, PLOTS, plot, write_doc
 from bench.e2e_schedulers import (
     BACKLOG_KINDS,
     SETTLE_S,
+    CpuSampler,
     KubeScheduler,
     NullScheduler,
     Shoal,
+    cpu_window,
     proc_stats,
     same_work_profiles,
 )
@@ -241,6 +243,17 @@ class Bench:
             await asyncio.sleep(0.1)
         return False
 
+    def cpu_pids(self) -> dict[str, int]:
+        """The processes whose CPU the backlog scenario accounts: the scheduler under test, the
+        API server and etcd (named by their command), and this bench process (load generator and
+        watcher)."""
+        assert self.scheduler is not None
+        pids = {"scheduler": self.scheduler.pid, "bench": os.getpid()}
+        for pid in self.cp.pids:
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/comm") as f:
+                pids[f.read().strip()] = pid
+        return pids
+
     def stats(self) -> tuple[float, int]:
         assert self.scheduler is not None
         return proc_stats(self.scheduler.pid)
@@ -351,13 +364,16 @@ async def backlog(kind: str, base: Path, nodes: int, pods: int, timeout: float =
         await b.create_all([workload_pod("basic", i, b.scheduler.scheduler_name, NS) for i in range(pods)])
         await b.start_scheduler()
         cpu0, _ = b.stats()
-        ok = await b.wait_bound([f"pod-{i:06d}" for i in range(pods)], timeout, "backlog")
+        async with CpuSampler(b.cpu_pids()) as sampler:
+            ok = await b.wait_bound([f"pod-{i:06d}" for i in range(pods)], timeout, "backlog")
         cpu1, rss = b.stats()
         assert b.api is not None
         events = await scheduled_events(b.api)
         times = sorted(b.watcher.bound.values())
         seconds = times[-1] - times[0] if len(times) > 1 else 0.0
+        window = cpu_window(sampler.samples, times[0], times[-1], os.cpu_count() or 1) if times else None
         return {
+            "cpu_window": window,
             "nodes": nodes,
             "pods": pods,
             "all_bound": ok,

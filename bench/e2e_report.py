@@ -320,6 +320,40 @@ def _runs(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _backlog_cpu(d: Mapping[str, Any]) -> list[str]:
+    """Where the machine's CPU went in each scheduler's median backlog round (``cpu_window``,
+    sampled from /proc while the pods were bound; runs recorded before 2026-12-03 night have none)."""
+    kinds = [k for k in BACKLOG_KINDS if k in d and d[k].get("cpu_window")]
+    if not kinds:
+        return []
+    lines = [
+        "",
+        "CPU per pod bound, in milliseconds: each process's CPU seconds per second while the pods were",
+        "being bound (sampled from /proc every 0.2 s) divided by the pods bound per second. The",
+        "scheduler's process, the API server's, etcd's, the bench's own (its watch of the pods), and the",
+        "whole machine's busy time. When the machine is busy all the time, pods/s is its",
+        "cores divided by the machine's CPU per pod, so the fraction of the ceiling is the null",
+        "scheduler's machine CPU per pod divided by the scheduler's.",
+        "",
+        "| scheduler | scheduler ms | API server ms | etcd ms | bench ms | machine ms | machine busy | steal |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in kinds:
+        r = d[name]
+        w = r["cpu_window"]
+        per_pod = 1000 / max(float(r["pods_per_s"]), 1e-9)  # ms of wall time per pod bound
+        used = w["cores_used"]
+
+        def ms(process: str, used: Mapping[str, float] = used, per_pod: float = per_pod) -> str:
+            return "—" if process not in used else f"{used[process] * per_pod:.2f}"
+
+        lines.append(
+            f"| {name} | {ms('scheduler')} | {ms('kube-apiserver')} | {ms('etcd')} | {ms('bench')} "
+            f"| {w['busy'] * w['cores'] * per_pod:.2f} | {w['busy']:.0%} | {w['steal']:.0%} |"
+        )
+    return lines
+
+
 def _backlog(results: dict[str, Any]) -> list[str]:
     """Scheduler-bound throughput against the null scheduler's ceiling (bench/nullscheduler.py)."""
     d = results.get("backlog")
@@ -362,6 +396,7 @@ def _backlog(results: dict[str, Any]) -> list[str]:
             f"| {name} | {r['pods_per_s']:.0f} | {r['pods_per_s'] / max(null, 1e-9):.2f} | {r['seconds']:.1f} "
             f"| {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} | {'—' if events is None else f'{events:,}'} |"
         )
+    lines += _backlog_cpu(d)
     if rounds:
         kinds = [k for k in BACKLOG_KINDS if k in rounds[0]]
         lines += [

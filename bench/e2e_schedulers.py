@@ -4,10 +4,13 @@ control plane), how their readiness is awaited and how their CPU and memory are 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +59,99 @@ def proc_stats(pid: int) -> tuple[float, int]:
             if line.startswith("VmHWM:"):
                 peak = int(line.split()[1]) * 1024
     return cpu, peak
+
+
+def process_cpu(pid: int) -> float | None:
+    """CPU seconds of a process (user + system), None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def machine_cpu(stat_line: str | None = None) -> tuple[float, float, float]:
+    """(busy, steal, total) CPU seconds of the whole machine since boot, from ``/proc/stat``'s
+    first line (user nice system idle iowait irq softirq steal; guest time is inside user). Busy
+    is every field but idle, iowait and steal; steal is what the hypervisor gave other guests."""
+    if stat_line is None:
+        with open("/proc/stat") as f:
+            stat_line = f.readline()
+    v = [int(x) for x in stat_line.split()[1:9]]
+    v += [0] * (8 - len(v))
+    busy = v[0] + v[1] + v[2] + v[5] + v[6]
+    return busy / CLK_TCK, v[7] / CLK_TCK, sum(v) / CLK_TCK
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    """The machine's CPU counters and some processes' CPU seconds at one moment (monotonic)."""
+
+    at: float
+    busy: float
+    steal: float
+    total: float
+    procs: Mapping[str, float]
+
+
+def cpu_window(samples: Sequence[CpuSample], t0: float, t1: float, cores: int) -> dict[str, Any] | None:
+    """Where the machine's CPU went between ``t0`` and ``t1``: from the last sample at or before
+    ``t0`` (the first, when none is) to the first at or after ``t1`` (the last, when none is).
+    ``cores_used`` per process (its CPU seconds per second of the window), ``busy`` and ``steal``
+    as shares of all ``cores``; None with fewer than two samples in that span."""
+    if len(samples) < 2:
+        return None
+    before = [s for s in samples if s.at <= t0]
+    after = [s for s in samples if s.at >= t1]
+    s0 = before[-1] if before else samples[0]
+    s1 = after[0] if after else samples[-1]
+    seconds = s1.at - s0.at
+    if seconds <= 0:
+        return None
+    span = max(s1.total - s0.total, 1e-9)
+    return {
+        "seconds": seconds,
+        "cores": cores,
+        "busy": (s1.busy - s0.busy) / span,
+        "steal": (s1.steal - s0.steal) / span,
+        "cores_used": {
+            name: (s1.procs[name] - s0.procs[name]) / seconds for name in s1.procs if name in s0.procs
+        },
+    }
+
+
+@dataclass
+class CpuSampler:
+    """Samples the machine's CPU counters and the named processes' CPU seconds every ``interval``
+    while in its ``async with``, and once more on leaving it."""
+
+    pids: Mapping[str, int]
+    interval: float = 0.2
+    samples: list[CpuSample] = field(default_factory=list)
+    _task: asyncio.Task[None] | None = None
+
+    def sample(self) -> None:
+        busy, steal, total = machine_cpu()
+        procs = {n: c for n, pid in self.pids.items() if (c := process_cpu(pid)) is not None}
+        self.samples.append(CpuSample(time.monotonic(), busy, steal, total, procs))
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            self.sample()
+
+    async def __aenter__(self) -> CpuSampler:
+        self.sample()  # the window's start even if what it waits for is already over
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self.sample()
 
 
 # -- schedulers under test --------------------------------------------------------------------------
