@@ -60,6 +60,7 @@ from bench.e2e_schedulers import (
     NullScheduler,
     Shoal,
     cpu_window,
+    machine_ms_per_pod,
     proc_stats,
     same_work_profiles,
 )
@@ -619,7 +620,10 @@ def median_round(rounds: Sequence[Mapping[str, dict[str, Any]]]) -> dict[str, di
 
 def backlog_summary(rounds: Sequence[Mapping[str, dict[str, Any]]]) -> dict[str, Any]:
     """The backlog's ratios: each the median over the rounds of that round's own ratio (the two
-    kinds paired within one round), and ``<key>_rounds`` listing them."""
+    kinds paired within one round), and ``<key>_rounds`` listing them. ``ceiling_cpu_fraction``
+    (and ``_kube``): the null scheduler's machine CPU per pod ÷ the scheduler's, when every round
+    sampled it: the ceiling fraction the run would show if the host had given every kind the same
+    CPU (``steal`` and a busier minute change pods/s, not the CPU a pod costs)."""
     pairs = {
         "ceiling_fraction": ("shoal", "null"),
         "ceiling_fraction_kube": ("kube-scheduler", "null"),
@@ -638,6 +642,12 @@ def backlog_summary(rounds: Sequence[Mapping[str, dict[str, Any]]]) -> dict[str,
         each = [ratio(r, a, b) for r in rounds]
         out[key] = statistics.median(each)
         out[f"{key}_rounds"] = each
+    for key, a in (("ceiling_cpu_fraction", "shoal"), ("ceiling_cpu_fraction_kube", "kube-scheduler")):
+        costs = [(machine_ms_per_pod(r["null"]), machine_ms_per_pod(r[a])) for r in rounds]
+        each = [n / m for n, m in costs if n is not None and m]
+        if each and len(each) == len(rounds):  # runs recorded before the sampling have none
+            out[key] = statistics.median(each)
+            out[f"{key}_rounds"] = each
     return out
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.e2e_schedulers import BACKLOG_KINDS
+from bench.e2e_schedulers import BACKLOG_KINDS, machine_ms_per_pod
 from bench.report import DOC, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -200,6 +200,12 @@ _LATER = (
     ("ceiling_fraction", "backlog pods/s, shoal ÷ the null scheduler (the API server's ceiling)", "≥ 0.8"),
     ("ceiling_fraction_kube", "the same, kube-scheduler", "—"),
     (
+        "ceiling_cpu_fraction",
+        "backlog machine CPU per pod, the null scheduler's ÷ shoal's (the fraction at equal CPU from the host)",
+        "—",
+    ),
+    ("ceiling_cpu_fraction_kube", "the same, kube-scheduler", "—"),
+    (
         "events_ceiling_fraction",
         "backlog pods/s, shoal ÷ the null scheduler that also writes a Scheduled event per pod",
         "—",
@@ -349,7 +355,7 @@ def _backlog_cpu(d: Mapping[str, Any]) -> list[str]:
 
         lines.append(
             f"| {name} | {ms('scheduler')} | {ms('kube-apiserver')} | {ms('etcd')} | {ms('bench')} "
-            f"| {w['busy'] * w['cores'] * per_pod:.2f} | {w['busy']:.0%} | {w['steal']:.0%} |"
+            f"| {machine_ms_per_pod(r) or 0:.2f} | {w['busy']:.0%} | {w['steal']:.0%} |"
         )
     return lines
 

@@ -121,6 +121,15 @@ def cpu_window(samples: Sequence[CpuSample], t0: float, t1: float, cores: int) -
     }
 
 
+def machine_ms_per_pod(run: Mapping[str, Any]) -> float | None:
+    """The whole machine's busy CPU per pod bound (ms) in a backlog run with a ``cpu_window``: what
+    the run cost the machine, whatever share of its time the host gave it."""
+    w = run.get("cpu_window")
+    if not w or not run.get("pods_per_s"):
+        return None
+    return 1000 * float(w["busy"]) * int(w["cores"]) / float(run["pods_per_s"])
+
+
 @dataclass
 class CpuSampler:
     """Samples the machine's CPU counters and the named processes' CPU seconds every ``interval``

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from bench.e2e import backlog_summary
 from bench.e2e_report import _backlog_cpu
-from bench.e2e_schedulers import CLK_TCK, CpuSample, CpuSampler, cpu_window, machine_cpu
+from bench.e2e_schedulers import CLK_TCK, CpuSample, CpuSampler, cpu_window, machine_cpu, machine_ms_per_pod
 
 
 def test_machine_cpu_counts_busy_steal_and_total_from_proc_stat() -> None:
@@ -102,3 +103,37 @@ def test_no_cpu_table_for_runs_recorded_without_it() -> None:
     d = {"null": _kind(5000, 5.0, 0.9)}
     del d["null"]["cpu_window"]
     assert _backlog_cpu(d) == []
+
+
+def _backlog_round(null_pps: float, shoal_pps: float, null_busy: float, shoal_busy: float) -> dict[str, Any]:
+    run = {k: {"pods_per_s": 100.0} for k in ("null-events", "kube-scheduler", "kube-same-work")}
+    run["null"] = _kind(int(null_pps), 1.0, null_busy)
+    run["shoal"] = _kind(int(shoal_pps), 1.0, shoal_busy)
+    run["kube-scheduler"] = _kind(200, 1.0, 0.9)
+    return run
+
+
+def test_machine_cpu_per_pod_is_busy_cores_over_pods_per_second() -> None:
+    assert machine_ms_per_pod(_kind(500, 1.0, 0.9)) == pytest.approx(1000 * 0.9 * 2 / 500)
+    assert machine_ms_per_pod({"pods_per_s": 500.0}) is None
+
+
+def test_the_cpu_fraction_pairs_each_rounds_machine_cpu_per_pod() -> None:
+    # round 1: the host slowed the null scheduler (600/s at 60 % busy); both cost the same CPU per pod
+    # round 2 and 3: null 2.0 ms per pod, shoal 2.5
+    rounds = [
+        _backlog_round(600, 1000, 0.6, 1.0),
+        _backlog_round(1000, 760, 1.0, 0.95),
+        _backlog_round(900, 684, 0.9, 0.855),
+    ]
+    out = backlog_summary(rounds)
+    assert out["ceiling_cpu_fraction_rounds"] == pytest.approx([1.0, 0.8, 0.8])
+    assert out["ceiling_cpu_fraction"] == pytest.approx(0.8)
+    assert out["ceiling_fraction_rounds"][0] == pytest.approx(1000 / 600)  # pods/s saw the host, not the cost
+    assert "ceiling_cpu_fraction_kube" in out
+
+
+def test_no_cpu_fraction_when_a_round_was_not_sampled() -> None:
+    rounds = [_backlog_round(1000, 760, 1.0, 0.95), _backlog_round(1000, 760, 1.0, 0.95)]
+    del rounds[1]["shoal"]["cpu_window"]
+    assert "ceiling_cpu_fraction" not in backlog_summary(rounds)
