@@ -50,9 +50,9 @@ async def wait_ready(url: str, timeout: float, what: str, alive: Any = None) -> 
 # -- process accounting -----------------------------------------------------------------------------
 def proc_stats(pid: int) -> tuple[float, int]:
     """(CPU seconds, peak RSS bytes) of a live process."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    cpu = process_cpu(pid)
+    if cpu is None:
+        raise ProcessLookupError(pid)
     peak = 0
     with open(f"/proc/{pid}/status") as f:
         for line in f:
