@@ -246,14 +246,9 @@ class Bench:
 
     def cpu_pids(self) -> dict[str, int]:
         """The processes whose CPU the backlog scenario accounts: the scheduler under test, the
-        API server and etcd (named by their command), and this bench process (load generator and
-        watcher)."""
+        API server and etcd, and this bench process (load generator and watcher)."""
         assert self.scheduler is not None
-        pids = {"scheduler": self.scheduler.pid, "bench": os.getpid()}
-        for pid in self.cp.pids:
-            with contextlib.suppress(OSError), open(f"/proc/{pid}/comm") as f:
-                pids[f.read().strip()] = pid
-        return pids
+        return {"scheduler": self.scheduler.pid, "bench": os.getpid(), **self.cp.named_pids}
 
     def stats(self) -> tuple[float, int]:
         assert self.scheduler is not None

@@ -349,12 +349,12 @@ def _backlog_cpu(d: Mapping[str, Any]) -> list[str]:
         w = r["cpu_window"]
         per_pod = 1000 / max(float(r["pods_per_s"]), 1e-9)  # ms of wall time per pod bound
         used = w["cores_used"]
-
-        def ms(process: str, used: Mapping[str, float] = used, per_pod: float = per_pod) -> str:
-            return "—" if process not in used else f"{used[process] * per_pod:.2f}"
-
+        cells = [
+            f"{used[p] * per_pod:.2f}" if p in used else "—"
+            for p in ("scheduler", "kube-apiserver", "etcd", "bench")
+        ]
         lines.append(
-            f"| {name} | {ms('scheduler')} | {ms('kube-apiserver')} | {ms('etcd')} | {ms('bench')} "
+            f"| {name} | {' | '.join(cells)} "
             f"| {machine_ms_per_pod(r) or 0:.2f} | {w['busy']:.0%} | {w['steal']:.0%} |"
         )
     return lines

@@ -227,7 +227,12 @@ class ControlPlane:
 
     @property
     def pids(self) -> list[int]:
-        return [p.popen.pid for p in self._procs if p.popen.poll() is None]
+        return list(self.named_pids.values())
+
+    @property
+    def named_pids(self) -> dict[str, int]:
+        """The live processes by name (``etcd``, ``kube-apiserver``)."""
+        return {p.name: p.popen.pid for p in self._procs if p.popen.poll() is None}
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self, timeout: float = 90.0) -> ControlPlane:
