@@ -588,6 +588,10 @@ def topology_summary(topo: dict[str, Any]) -> dict[str, Any]:
 #: rounds of the backlog scenario in one run, every kind once a round, the order reversed every
 #: other round; one round moved the ceiling fraction by a third from run to run on this machine
 BACKLOG_ROUNDS = 3
+#: the order the kinds run in a round: the two sides of each ratio near its target side by side
+#: (shoal beside the null scheduler, beside kube-scheduler's same-work run; kube-scheduler beside
+#: both null schedulers), so a slower minute of the shared machine falls on both sides of a pair
+BACKLOG_ORDER = ("kube-same-work", "shoal", "null", "kube-scheduler", "null-events")
 
 
 async def backlog_rounds(
@@ -597,7 +601,7 @@ async def backlog_rounds(
     stretch of the run, so a slower or faster minute of a shared machine falls on every kind."""
     out: list[dict[str, dict[str, Any]]] = []
     for r in range(rounds):
-        order = BACKLOG_KINDS if r % 2 == 0 else tuple(reversed(BACKLOG_KINDS))
+        order = BACKLOG_ORDER if r % 2 == 0 else tuple(reversed(BACKLOG_ORDER))
         print(f"  round {r + 1} of {rounds}", flush=True)
         done = {k: await backlog(k, base / f"round-{r + 1}", nodes, pods) for k in order}
         out.append({k: done[k] for k in BACKLOG_KINDS})

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bench import e2e
-from bench.e2e import backlog_rounds, backlog_summary, median_round
+from bench.e2e import BACKLOG_ORDER, backlog_rounds, backlog_summary, median_round
 from bench.e2e_report import _backlog
 from bench.e2e_schedulers import BACKLOG_KINDS
 
@@ -66,13 +66,28 @@ def test_rounds_alternate_the_order_and_keep_each_round_apart(
     rounds = asyncio.run(backlog_rounds(tmp_path, 10, 20, rounds=3))
     kinds = [k for k, _ in calls]
     n = len(BACKLOG_KINDS)
-    assert kinds[:n] == list(BACKLOG_KINDS)
-    assert kinds[n : 2 * n] == list(reversed(BACKLOG_KINDS))
-    assert kinds[2 * n :] == list(BACKLOG_KINDS)
+    assert sorted(BACKLOG_ORDER) == sorted(BACKLOG_KINDS)
+    assert kinds[:n] == list(BACKLOG_ORDER)
+    assert kinds[n : 2 * n] == list(reversed(BACKLOG_ORDER))
+    assert kinds[2 * n :] == list(BACKLOG_ORDER)
     assert {b for _, b in calls} == {tmp_path / f"round-{i}" for i in (1, 2, 3)}
+    # each round is reported in the report's order, whatever order it ran in
     assert [list(r) for r in rounds] == [list(BACKLOG_KINDS)] * 3
-    # the second round ran in reverse: its shoal ran first of the round
-    assert rounds[1]["shoal"]["pods_per_s"] == n + 1
+    # the second round ran in reverse: its shoal ran fourth of the round (n + 4 calls by then)
+    assert rounds[1]["shoal"]["pods_per_s"] == n + 4
+
+
+def test_each_ratio_near_its_target_runs_its_two_sides_side_by_side() -> None:
+    """The ratios a target is set on (ceiling and same-work) and kube-scheduler's ceilings pair
+    neighbours in every round, forwards or reversed."""
+    at = {k: i for i, k in enumerate(BACKLOG_ORDER)}
+    for a, b in (
+        ("shoal", "null"),
+        ("shoal", "kube-same-work"),
+        ("kube-scheduler", "null"),
+        ("kube-scheduler", "null-events"),
+    ):
+        assert abs(at[a] - at[b]) == 1, (a, b)
 
 
 def test_the_report_lists_every_round() -> None:
