@@ -78,8 +78,8 @@ def test_rounds_alternate_the_order_and_keep_each_round_apart(
 
 
 def test_each_ratio_near_its_target_runs_its_two_sides_side_by_side() -> None:
-    """The ratios a target is set on (ceiling and same-work) and kube-scheduler's ceilings pair
-    neighbours in every round, forwards or reversed."""
+    """The ratios nearest their targets (the ceiling, same-work) and kube-scheduler's ceilings
+    pair neighbours in every round, forwards or reversed."""
     at = {k: i for i, k in enumerate(BACKLOG_ORDER)}
     for a, b in (
         ("shoal", "null"),
