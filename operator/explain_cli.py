@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from shoal.core.placement import Explanation
     from shoal.core.scheduler import Scheduler
     from shoal.core.volumes import StorageObject
+    from shoal.kube.informer import Informer
     from shoal.kube.rest import RawClient
     from shoal.operator_app.profiles import Profiles
 
@@ -101,19 +102,8 @@ async def _snapshot(
 ) -> tuple[Profiles, PodInfo | None]:
     """Prime ``sched`` as the operator primes its cache, queueing nothing. Returns the profiles
     seen and the pod (None if it went away meanwhile)."""
-    from shoal.core.objects import NodeSpec, PodGroupInfo
     from shoal.kube.informer import Event, Informer
-    from shoal.kube.kinds import (
-        DRA_KINDS,
-        KIND_NAMESPACES,
-        KIND_NODES,
-        KIND_PODS,
-        KIND_PROFILES,
-        POD_GROUP_KINDS,
-        STORAGE_KINDS,
-        NamespaceInfo,
-        ProfileObject,
-    )
+    from shoal.kube.kinds import KIND_PODS, KIND_PROFILES, ProfileObject
     from shoal.operator_app.profiles import Profiles
 
     profiles = Profiles(sched, sched.registry, sched.defaults)
@@ -121,6 +111,34 @@ async def _snapshot(
 
     async def on_profile(event: Event[ProfileObject]) -> None:
         profiles.observe(event)
+
+    async def on_pod(event: Event[PodInfo]) -> None:
+        sched.cache.upsert_pod(event.obj)
+        if event.obj.namespace == namespace and event.obj.name == name:
+            found.append(event.obj)
+
+    informer = Informer()
+    informer.watch(KIND_PROFILES, on_profile)
+    _watch_cluster(informer, sched)
+    informer.watch(KIND_PODS, on_pod)
+    await informer.prime(raw)
+    return profiles, found[-1] if found else None
+
+
+def _watch_cluster(informer: Informer, sched: Scheduler) -> None:
+    """The kinds between profiles and pods, in the operator's priming order, into ``sched``."""
+    from shoal.core.objects import NodeSpec, PodGroupInfo
+    from shoal.core.spreadselectors import SelectorOwner
+    from shoal.kube.informer import Event
+    from shoal.kube.kinds import (
+        DRA_KINDS,
+        KIND_NAMESPACES,
+        KIND_NODES,
+        POD_GROUP_KINDS,
+        SPREAD_SELECTOR_KINDS,
+        STORAGE_KINDS,
+        NamespaceInfo,
+    )
 
     async def on_group(event: Event[PodGroupInfo]) -> None:
         sched.on_pod_group(event.obj)
@@ -137,13 +155,9 @@ async def _snapshot(
     async def on_dra(event: Event[DraObject]) -> None:
         sched.on_dra(event.obj)
 
-    async def on_pod(event: Event[PodInfo]) -> None:
-        sched.cache.upsert_pod(event.obj)
-        if event.obj.namespace == namespace and event.obj.name == name:
-            found.append(event.obj)
+    async def on_spread_selector(event: Event[SelectorOwner]) -> None:
+        sched.cache.spread_selectors.upsert(event.obj)
 
-    informer = Informer()
-    informer.watch(KIND_PROFILES, on_profile)
     for group_kind in POD_GROUP_KINDS:  # scheduler-plugins' and native PodGroups
         informer.watch(group_kind, on_group)
     informer.watch(KIND_NAMESPACES, on_namespace)
@@ -152,9 +166,8 @@ async def _snapshot(
         informer.watch(kind, on_storage)
     for kind in DRA_KINDS:
         informer.watch(kind, on_dra)
-    informer.watch(KIND_PODS, on_pod)
-    await informer.prime(raw)
-    return profiles, found[-1] if found else None
+    for selector_kind in SPREAD_SELECTOR_KINDS.values():
+        informer.watch(selector_kind, on_spread_selector)
 
 
 def explanation_doc(sched: Scheduler, target: PodInfo, result: Explanation) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from shoal.core.dra import DraStore
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.placedsets import PlacedSets
+from shoal.core.spreadselectors import SpreadSelectors
 from shoal.core.volumes import VolumeStore
 
 
@@ -64,6 +65,9 @@ class ClusterCache:
         #: preemption: pods nominated to nodes, and the PodDisruptionBudgets (``namespace/name``)
         self.nominator = Nominator()
         self.pdbs: dict[str, PDBInfo] = {}
+        #: Services, ReplicationControllers, ReplicaSets, StatefulSets: the selectors of a pod's
+        #: default topology spread constraints (PodTopologySpread)
+        self.spread_selectors = SpreadSelectors()
 
     # -- nodes ---------------------------------------------------------------------------------
     def set_node(self, spec: NodeSpec) -> bool:

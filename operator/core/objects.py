@@ -37,6 +37,7 @@ from shoal.core.selectors import (
     parse_pod_affinity,
     parse_spread_constraints,
 )
+from shoal.core.spreadselectors import controller_ref
 from shoal.core.volumes import PodVolume, pod_volumes
 
 JSON = Mapping[str, Any]
@@ -172,6 +173,9 @@ class PodInfo:
     spread_error: str = ""
     #: the images the pod pulls, normalised (ImageLocality)
     images: tuple[str, ...] = ()
+    #: ``(kind, name)`` of the pod's ReplicaSet, StatefulSet or ReplicationController controller
+    #: (whose selector default topology spreading uses: core/spreadselectors.py); None otherwise
+    controller: tuple[str, str] | None = None
     #: claims, generic ephemeral volumes and in-tree disks (the volume plugins)
     volumes: tuple[PodVolume, ...] = ()
     #: ``spec.resourceClaims`` with their generated claims' names (DynamicResources)
@@ -258,6 +262,7 @@ class PodInfo:
             topology_spread=spread,
             spread_error=spread_error,
             images=pod_images(spec),
+            controller=controller_ref(meta),
             volumes=pod_volumes(str(meta.get("name") or ""), spec),
             resource_claims=pod_claims(spec, status),
             **_preemption_fields(spec, status),

@@ -14,6 +14,13 @@ from typing import Any
 from shoal.core.disruption import PDBInfo
 from shoal.core.dra import DeviceClassInfo, ResourceClaimInfo, ResourceSliceInfo
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo, parse_time
+from shoal.core.spreadselectors import (
+    REPLICA_SET,
+    REPLICATION_CONTROLLER,
+    SERVICE,
+    STATEFUL_SET,
+    SelectorOwner,
+)
 from shoal.core.volcano import volcano_pod_group
 from shoal.core.volumes import CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
 from shoal.core.workloads import native_pod_group
@@ -31,8 +38,12 @@ from shoal.kube.wire import (
     PODGROUPS,
     PODS,
     PROFILES,
+    REPLICA_SETS,
+    REPLICATION_CONTROLLERS,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
+    SERVICES,
+    STATEFUL_SETS,
     STORAGE_CLASSES,
     VOLCANO_PODGROUPS,
     name_of,
@@ -132,5 +143,26 @@ KIND_RESOURCE_CLAIMS: Kind[ResourceClaimInfo] = Kind(
 DRA_KINDS: tuple[Kind[Any], ...] = (KIND_DEVICE_CLASSES, KIND_RESOURCE_SLICES, KIND_RESOURCE_CLAIMS)
 #: PodDisruptionBudgets (DefaultPreemption honours them where it can)
 KIND_PDBS: Kind[PDBInfo] = Kind(PDBS, PDBInfo.from_dict, identity=namespaced_key)
+
+
+def _selector_owner(kind: str) -> Kind[SelectorOwner]:
+    def decode(obj: Mapping[str, Any]) -> SelectorOwner:
+        return SelectorOwner.decode(kind, obj)
+
+    resource = {
+        SERVICE: SERVICES,
+        REPLICATION_CONTROLLER: REPLICATION_CONTROLLERS,
+        REPLICA_SET: REPLICA_SETS,
+        STATEFUL_SET: STATEFUL_SETS,
+    }[kind]
+    return Kind(resource, decode, identity=namespaced_key)
+
+
+#: Services, ReplicationControllers, ReplicaSets and StatefulSets: their selectors make the selector
+#: of a pod's default topology spread constraints (PodTopologySpread); primed before the pods
+#: (by the ``SelectorOwner.kind`` each decodes to)
+SPREAD_SELECTOR_KINDS: dict[str, Kind[SelectorOwner]] = {
+    k: _selector_owner(k) for k in (SERVICE, REPLICATION_CONTROLLER, REPLICA_SET, STATEFUL_SET)
+}
 #: non-terminated pods only: a pod that finishes arrives as DELETED, which frees its resources
 KIND_PODS: Kind[PodInfo] = Kind(PODS, PodInfo.from_dict, identity=pod_uid, field_selector=LIVE_PODS_SELECTOR)

@@ -85,6 +85,11 @@ RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices")
 RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", namespaced=True)
 EVENTS = Resource("events.k8s.io", "v1", "events", namespaced=True)
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", namespaced=True)
+#: what selects a pod for default topology spreading (PodTopologySpread: core/spreadselectors.py)
+SERVICES = Resource("", "v1", "services", namespaced=True)
+REPLICATION_CONTROLLERS = Resource("", "v1", "replicationcontrollers", namespaced=True)
+REPLICA_SETS = Resource("apps", "v1", "replicasets", namespaced=True)
+STATEFUL_SETS = Resource("apps", "v1", "statefulsets", namespaced=True)
 
 
 # -- object keys ----------------------------------------------------------------------------------

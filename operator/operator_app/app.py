@@ -46,6 +46,7 @@ from shoal.core.draalloc import CLAIM_WRITER
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.preemption import PREEMPTION_EXECUTOR
 from shoal.core.scheduler import Scheduler
+from shoal.core.spreadselectors import SelectorOwner
 from shoal.core.volumes import VOLUME_WRITER, StorageObject
 from shoal.kube.binder import KubeBinder
 from shoal.kube.bootstrap import bootstrap_profiles
@@ -60,6 +61,7 @@ from shoal.kube.kinds import (
     KIND_PODS,
     KIND_PROFILES,
     POD_GROUP_KINDS,
+    SPREAD_SELECTOR_KINDS,
     STORAGE_KINDS,
     NamespaceInfo,
     ProfileObject,
@@ -106,6 +108,8 @@ class ShoalOperator:
             self.informer.watch(kind, self._on_dra, gone=self._dra_gone(kind))
 
         self.informer.watch(KIND_PDBS, self._on_pdb, gone=self._pdb_gone)
+        for owner_kind, kind in SPREAD_SELECTOR_KINDS.items():
+            self.informer.watch(kind, self._on_spread_selector, gone=self._spread_selector_gone(owner_kind))
         self.informer.watch(KIND_PODS, self._on_pod, gone=self._pod_gone)
         self.api: client.ApiClient | None = None
         self.raw: RawClient | None = None
@@ -416,6 +420,25 @@ class ShoalOperator:
     def _pdb_gone(self, key: str) -> None:
         if self.scheduler is not None:
             self.scheduler.cache.pdbs.pop(key, None)
+
+    async def _on_spread_selector(self, event: Event[SelectorOwner]) -> None:
+        """Only the selector of later cycles' default spread constraints changes: no pod is woken
+        (kube-scheduler's PodTopologySpread registers no event for these kinds either)."""
+        if self.scheduler is not None:
+            store = self.scheduler.cache.spread_selectors
+            if event.deleted:
+                store.remove(event.obj.kind, event.obj.key)
+            else:
+                store.upsert(event.obj)
+
+    def _spread_selector_gone(self, owner_kind: str) -> Callable[[str], None]:
+        """Gone in a re-list: ``owner_kind`` says which of the four kinds the key is of."""
+
+        def gone(key: str) -> None:
+            if self.scheduler is not None:
+                self.scheduler.cache.spread_selectors.remove(owner_kind, key)
+
+        return gone
 
     async def _on_pod(self, event: Event[PodInfo]) -> None:
         if self.scheduler is None:

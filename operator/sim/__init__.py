@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from shoal.core.placement import Placement
 from shoal.core.preemption import PREEMPTION_EXECUTOR
 from shoal.core.profile import PluginEntry
 from shoal.core.scheduler import Scheduler
+from shoal.core.spreadselectors import OWNER_KINDS, SelectorOwner
 from shoal.core.status import Status
 from shoal.core.volumes import (
     BIND_COMPLETED,
@@ -42,6 +43,7 @@ from shoal.core.volumes import (
 )
 from shoal.core.workloads import decode_pod_group
 from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
+from shoal.sim.preemption import MemoryPreemptionExecutor
 
 JSON = dict[str, Any]
 
@@ -209,48 +211,6 @@ _PARSERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
 }
 
 
-@dataclass
-class Preemption:
-    preemptor: str
-    node: str
-    victims: list[str]
-
-
-class MemoryPreemptionExecutor:
-    """DefaultPreemption's API effects in memory: the preemptor's ``nominatedNodeName`` is stored,
-    victims are deleted at once (no kubelet, no grace period), after the cycle that chose them."""
-
-    def __init__(self, sim: Simulation) -> None:
-        self.sim = sim
-        self.preemptions: list[Preemption] = []
-
-    def preempt(
-        self,
-        preemptor: PodInfo,
-        node: str,
-        victims: Sequence[PodInfo],
-        unnominate: Sequence[PodInfo],
-        done: Callable[[bool], None],
-    ) -> None:
-        self.preemptions.append(Preemption(preemptor.key, node, [v.key for v in victims]))
-
-        def carry_out() -> None:
-            self.nominate(preemptor, node)
-            for pod in unnominate:
-                self.nominate(pod, "")
-            for victim in victims:
-                self.sim.delete_pod(victim.uid)
-            done(True)
-
-        asyncio.get_running_loop().call_soon(carry_out)
-
-    def nominate(self, pod: PodInfo, node: str) -> None:
-        stored = self.sim.cluster.pods.get(pod.uid)
-        if stored is not None and not (stored.get("spec") or {}).get("nodeName"):
-            stored.setdefault("status", {})["nominatedNodeName"] = node or None
-            self.sim.scheduler.on_pod(PodInfo.from_dict(stored))
-
-
 class InMemoryCluster:
     """Nodes, pods and PodGroups held as API dicts."""
 
@@ -264,6 +224,8 @@ class InMemoryCluster:
         #: DeviceClasses, ResourceSlices, ResourceClaims, parsed when added
         self.dra: list[DraObject] = []
         self.profiles: list[JSON] = []
+        #: Services, ReplicationControllers, ReplicaSets, StatefulSets (default topology spreading)
+        self.selector_owners: list[SelectorOwner] = []
         for obj in objects:
             self.add(obj)
 
@@ -310,10 +272,13 @@ class InMemoryCluster:
         elif kind in DRA_DECODERS:
             meta.setdefault("namespace", "default")
             self.dra.append(DRA_DECODERS[kind](stored))
+        elif kind in OWNER_KINDS:
+            meta.setdefault("namespace", "default")
+            self.selector_owners.append(SelectorOwner.decode(kind, stored))
         else:
             raise ValueError(
                 f"unsupported kind {kind!r} (expected Node, Pod, PodGroup, Namespace, SchedulingProfile, "
-                f"{', '.join(STORAGE_DECODERS)}, {', '.join(DRA_DECODERS)})"
+                f"{', '.join(STORAGE_DECODERS)}, {', '.join(DRA_DECODERS)}, {', '.join(sorted(OWNER_KINDS))})"
             )
         return stored
 
@@ -367,6 +332,8 @@ class Simulation:
             self.scheduler.on_storage(obj)
         for dra in cluster.dra:
             self.scheduler.on_dra(dra)
+        for owner in cluster.selector_owners:
+            self.scheduler.cache.spread_selectors.upsert(owner)
         for group in cluster.pod_groups.values():
             self.scheduler.on_pod_group(decode_pod_group(group))
         for pod in cluster.pods.values():
@@ -387,6 +354,8 @@ class Simulation:
             self.scheduler.on_storage(self.cluster.storage[-1])
         elif kind in DRA_DECODERS:
             self.scheduler.on_dra(self.cluster.dra[-1])
+        elif kind in OWNER_KINDS:
+            self.scheduler.cache.spread_selectors.upsert(self.cluster.selector_owners[-1])
         return stored
 
     def delete_pod(self, uid: str) -> None:

@@ -85,6 +85,18 @@ async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any
     elif kind == "StorageClass":
         storage: Any = client.StorageV1Api(api)
         resp = await storage.create_storage_class(obj, _preload_content=False)
+    elif kind == "Service":
+        resp = await core.create_namespaced_service(ns, obj, _preload_content=False)
+    elif kind == "ReplicationController":
+        resp = await core.create_namespaced_replication_controller(ns, obj, _preload_content=False)
+    elif kind in ("ReplicaSet", "StatefulSet"):
+        apps: Any = client.AppsV1Api(api)
+        make = (
+            apps.create_namespaced_replica_set
+            if kind == "ReplicaSet"
+            else apps.create_namespaced_stateful_set
+        )
+        resp = await make(ns, obj, _preload_content=False)
     elif kind == "PriorityClass":
         sched: Any = client.SchedulingV1Api(api)
         resp = await sched.create_priority_class(obj, _preload_content=False)
