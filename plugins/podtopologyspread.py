@@ -18,18 +18,27 @@ kube-scheduler's semantics (pkg/scheduler/framework/plugins/podtopologyspread, r
   constraints (for ``kubernetes.io/hostname`` the count of the node itself), normalised so the
   least crowded node gets 100; nodes missing a key score 0.
 
-Not (yet) as upstream: kube-scheduler's system-default constraints for pods without their own
-(soft zone / hostname spreading of pods that a Service, ReplicaSet or StatefulSet selects) need
-those objects watched; shoal applies none (docs/architecture.md).
+* Default constraints (``PodTopologySpreadArgs``): a pod without constraints of its own gets the
+  profile's ``defaultConstraints`` (``defaultingType: List``) or the system defaults
+  (``System``, the default: ScheduleAnyway over ``kubernetes.io/hostname`` with maxSkew 3 and
+  ``topology.kubernetes.io/zone`` with maxSkew 5), all with one selector made from the Services,
+  ReplicationControllers, ReplicaSets and StatefulSets that select it
+  (core/spreadselectors.py); nothing selects it: no constraints. With the system defaults a
+  node missing one of the keys is still scored (on the keys it has), so nodes without a zone
+  label still spread by hostname; otherwise such a node scores 0. A default constraint's
+  ``matchLabelKeys`` is ignored, as upstream (the deduced selector replaces the merged one).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field, field_validator, model_validator
 
 from shoal.core.cache import ClusterCache
 from shoal.core.cyclestate import CycleState
@@ -45,8 +54,8 @@ from shoal.core.interfaces import (
 )
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import PodInfo
-from shoal.core.profile import PluginEntry
-from shoal.core.selectors import SpreadConstraint
+from shoal.core.profile import ArgsModel, PluginEntry
+from shoal.core.selectors import SelectorError, SpreadConstraint, check_label_key
 from shoal.core.status import SUCCESS, Code, Status
 from shoal.plugins import nodeaffinity, tainttoleration
 
@@ -56,6 +65,82 @@ SCORE_KEY = f"PreScore{NAME}"
 REASON = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL_REASON = REASON + " (missing required label)"
 HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+DO_NOT_SCHEDULE, SCHEDULE_ANYWAY = "DoNotSchedule", "ScheduleAnyway"
+
+
+class DefaultConstraint(ArgsModel):
+    """One of ``defaultConstraints``: a topologySpreadConstraint without a selector (the selector
+    is deduced for each pod from the objects that select it)."""
+
+    max_skew: int = Field(gt=0)
+    topology_key: str
+    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
+    min_domains: int = Field(default=1, ge=1)
+    node_affinity_policy: Literal["Honor", "Ignore"] = "Honor"
+    node_taints_policy: Literal["Honor", "Ignore"] = "Ignore"
+    #: accepted, and ignored as upstream does for default constraints
+    match_label_keys: tuple[str, ...] = ()
+    label_selector: Any = None
+
+    @field_validator("topology_key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        if not value:
+            raise ValueError("can not be empty")
+        try:
+            check_label_key(value)
+        except SelectorError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("label_selector")
+    @classmethod
+    def _no_selector(cls, value: Any) -> Any:
+        if value is not None:
+            raise ValueError("constraint must not define a selector, as they are deduced for each pod")
+        return value
+
+    def constraint(self) -> SpreadConstraint:
+        """As a pod's constraint, without a selector yet."""
+        return SpreadConstraint(
+            max_skew=self.max_skew,
+            topology_key=self.topology_key,
+            when_unsatisfiable=self.when_unsatisfiable,
+            selector=None,
+            min_domains=self.min_domains,
+            node_affinity_policy=self.node_affinity_policy,
+            node_taints_policy=self.node_taints_policy,
+        )
+
+
+class Args(ArgsModel):
+    """kube-scheduler's ``PodTopologySpreadArgs``."""
+
+    #: ``System``: kube-scheduler's built-in default constraints; ``List``: ``defaultConstraints``
+    defaulting_type: Literal["System", "List"] = "System"
+    default_constraints: tuple[DefaultConstraint, ...] = ()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Args:
+        if self.defaulting_type == "System" and self.default_constraints:
+            raise ValueError(
+                "defaultingType: System cannot be used with defaultConstraints (use List to list them)"
+            )
+        seen: set[tuple[str, str]] = set()
+        for i, c in enumerate(self.default_constraints):
+            pair = (c.topology_key, c.when_unsatisfiable)
+            if pair in seen:
+                raise ValueError(f"defaultConstraints[{i}]: duplicate {{{pair[0]}, {pair[1]}}}")
+            seen.add(pair)
+        return self
+
+
+#: kube-scheduler's system defaults (podtopologyspread/plugin.go ``systemDefaultConstraints``)
+SYSTEM_DEFAULT_CONSTRAINTS: tuple[SpreadConstraint, ...] = (
+    SpreadConstraint(max_skew=3, topology_key=HOSTNAME, when_unsatisfiable=SCHEDULE_ANYWAY, selector=None),
+    SpreadConstraint(max_skew=5, topology_key=ZONE, when_unsatisfiable=SCHEDULE_ANYWAY, selector=None),
+)
 
 
 def skew_ok(domain_count: int, self_match: int, min_count: int, max_skew: int) -> bool:
@@ -71,9 +156,8 @@ def _domain_counts(table: NodeTable, key: str, eligible: BoolArray, node_counts:
     """Matching pods per label value code of ``key``, over the eligible rows."""
     codes = table.label_column(key)
     size = len(table.label_values(key)) + 1
-    out: IntArray = np.bincount(codes[eligible], weights=node_counts[eligible], minlength=size).astype(
-        np.int64
-    )
+    rows = eligible & (codes >= 0)  # rows without the key count for no domain
+    out: IntArray = np.bincount(codes[rows], weights=node_counts[rows], minlength=size).astype(np.int64)
     return out
 
 
@@ -84,6 +168,9 @@ class _Constraints:
     eligible: list[BoolArray]
     #: matching pods per row, for each constraint
     node_counts: list[IntArray]
+    #: a node must carry every constraint's key to be counted and scored (False only for the
+    #: system defaults: a node without a zone label still spreads by hostname)
+    require_all: bool = True
 
 
 class PodTopologySpread:
@@ -92,14 +179,41 @@ class PodTopologySpread:
     needs_pre_filter = True
     needs_pre_score = True
 
-    def __init__(self, cache: ClusterCache) -> None:
+    def __init__(self, cache: ClusterCache, args: Args | None = None) -> None:
         self.cache = cache
+        args = args if args is not None else Args()
+        self.system_defaulted = args.defaulting_type == "System"
+        self.defaults: tuple[SpreadConstraint, ...] = (
+            SYSTEM_DEFAULT_CONSTRAINTS
+            if self.system_defaulted
+            else tuple(c.constraint() for c in args.default_constraints)
+        )
 
-    def _prepare(self, pod: PodInfo, items: tuple[SpreadConstraint, ...], table: NodeTable) -> _Constraints:
+    def constraints(self, pod: PodInfo, action: str) -> tuple[SpreadConstraint, ...]:
+        """The pod's constraints with this ``whenUnsatisfiable``: its own, or (it has none) the
+        default ones with the selector of the objects that select it (none: no constraints)."""
+        if pod.topology_spread:
+            return tuple(c for c in pod.topology_spread if c.when_unsatisfiable == action)
+        defaults = [c for c in self.defaults if c.when_unsatisfiable == action]
+        if not defaults:
+            return ()
+        selector = self.cache.spread_selectors.default_selector(pod.namespace, pod.labels, pod.controller)
+        if selector is None:
+            return ()
+        return tuple(dataclasses.replace(c, selector=selector) for c in defaults)
+
+    def implies_filter_requests(self, pod: PodInfo) -> bool:
+        """Default hard (DoNotSchedule) constraints apply to the pod: Filter counts other pods."""
+        return not pod.topology_spread and bool(self.constraints(pod, DO_NOT_SCHEDULE))
+
+    def _prepare(
+        self, pod: PodInfo, items: tuple[SpreadConstraint, ...], table: NodeTable, require_all: bool = True
+    ) -> _Constraints:
         n = table.n
         has_all = table.valid[:n].copy()
-        for c in items:
-            has_all &= table.label_column(c.topology_key) >= 0
+        if require_all:
+            for c in items:
+                has_all &= table.label_column(c.topology_key) >= 0
         affinity_ok: BoolArray | None = None
         taints_ok: BoolArray | None = None
         eligible: list[BoolArray] = []
@@ -125,7 +239,7 @@ class PodTopologySpread:
                 if row is not None:
                     for column in matching:
                         column[row] += count
-        return _Constraints(items, eligible, counts)
+        return _Constraints(items, eligible, counts, require_all)
 
     @staticmethod
     def _tolerated(pod: PodInfo, table: NodeTable) -> BoolArray:
@@ -141,7 +255,7 @@ class PodTopologySpread:
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         if pod.spread_error:
             return None, Status.unschedulable(f"parsing pod: {pod.spread_error}", resolvable=False)
-        hard = tuple(c for c in pod.topology_spread if c.when_unsatisfiable == "DoNotSchedule")
+        hard = self.constraints(pod, DO_NOT_SCHEDULE)
         if not hard:
             return None, Status.skip()
         state.write(FILTER_KEY, self._prepare(pod, hard, self.cache.table))
@@ -178,10 +292,14 @@ class PodTopologySpread:
 
     # -- PreScore / Score ----------------------------------------------------------------------
     def pre_score(self, state: CycleState, pod: PodInfo, rows: IntArray, table: NodeTable) -> Status:
-        soft = tuple(c for c in pod.topology_spread if c.when_unsatisfiable == "ScheduleAnyway")
-        if not soft or not len(table):
+        if not len(table):
             return Status.skip()
-        state.write(SCORE_KEY, self._prepare(pod, soft, table))
+        soft = self.constraints(pod, SCHEDULE_ANYWAY)
+        if not soft:
+            return Status.skip()
+        # as upstream: only the system defaults score a node that lacks one of the keys
+        require_all = bool(pod.topology_spread) or not self.system_defaulted
+        state.write(SCORE_KEY, self._prepare(pod, soft, table, require_all))
         return SUCCESS
 
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
@@ -190,7 +308,7 @@ class PodTopologySpread:
         scored = np.zeros(n, dtype=bool)
         scored[rows] = True
         ignored = np.zeros(n, dtype=bool)  # scored nodes missing a key: score 0 after normalising
-        for c in prepared.items:
+        for c in prepared.items if prepared.require_all else ():
             ignored |= scored & (table.label_column(c.topology_key) < 0)
         kept = scored & ~ignored
         total = np.zeros(n, dtype=np.float64)
@@ -231,8 +349,8 @@ class PodTopologySpread:
         )
 
 
-def new(args: None, handle: Handle) -> PodTopologySpread:
-    return PodTopologySpread(handle.cache)
+def new(args: Args | None, handle: Handle) -> PodTopologySpread:
+    return PodTopologySpread(handle.cache, args)
 
 
-ENTRY = PluginEntry(NAME, new, None, PodTopologySpread)
+ENTRY = PluginEntry(NAME, new, Args, PodTopologySpread)

@@ -344,6 +344,15 @@ class GangPlacementPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class ImpliesRequests(Plugin, Protocol):
+    def implies_filter_requests(self, pod: PodInfo) -> bool:
+        """Does this plugin's Filter weigh other pods against ``pod`` for a request the pod does
+        not spell out (PodTopologySpread's default hard constraints)? What-ifs (core/whatif.py)
+        then treat the pod as one that asks for more than resources."""
+        ...
+
+
+@runtime_checkable
 class ExplainsCosts(Plugin, Protocol):
     def explain_costs(self, pod: PodInfo, rows: Sequence[int]) -> dict[int, float]:
         """For ``shoal explain``: the raw cost per row behind this plugin's score (empty: none)."""

@@ -260,7 +260,10 @@ def _parse_plugin_config(
             args[cfg.name] = entry.parse_args(cfg.args)
         except ValidationError as exc:
             for e in exc.errors(include_url=False):
-                errors.append((_loc(f"{where}.args", tuple(e["loc"])), e["msg"]))
+                # a validator's own message, without pydantic's "Value error, " in front
+                errors.append(
+                    (_loc(f"{where}.args", tuple(e["loc"])), e["msg"].removeprefix("Value error, "))
+                )
         except ValueError as exc:
             errors.append((f"{where}.args", str(exc)))
     return args

@@ -104,6 +104,11 @@ def _check_key(key: str) -> None:
         raise SelectorError(f'key: Invalid value: "{key}": not a qualified label key ([prefix/]name)')
 
 
+def check_label_key(key: str) -> None:
+    """Raises SelectorError unless ``key`` is a qualified label key ([prefix/]name)."""
+    _check_key(key)
+
+
 def _check_values(key: str, values: Any) -> None:
     for i, value in enumerate(values):
         if len(value) > 63 or (value and not _NAME.fullmatch(value)):

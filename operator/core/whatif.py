@@ -22,7 +22,7 @@ import numpy as np
 
 from shoal.core import fastreprieve
 from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import BoolArray, Rejection
+from shoal.core.interfaces import BoolArray, ImpliesRequests, Rejection
 from shoal.core.objects import PodInfo
 from shoal.core.outcomes import FilterOutcome, FilterStep
 from shoal.core.runtime import Framework
@@ -57,6 +57,8 @@ def shared_pre_filter(fw: Framework, pod: PodInfo) -> CycleState | None:
     plugin evaluates against other pods (pod affinity, spreading, volumes, claims, a gang), and
     no placed pod has required anti-affinity. Otherwise None: each what-if runs PreFilter afresh."""
     if pod.group_key is not None or any(u.plugin not in POD_ONLY_PRE_FILTER for u in pod.fields_used):
+        return None
+    if implied_requests(fw, pod):
         return None
     if next(iter(fw.handle.cache.placed_sets.with_affinity(required_anti_only=True)), None) is not None:
         return None
@@ -123,15 +125,23 @@ def nominated_for(fw: Framework, pod: PodInfo, node: str) -> list[PodInfo]:
     ]
 
 
-def _plain(pod: PodInfo) -> bool:
+def _plain(fw: Framework, pod: PodInfo) -> bool:
     """The pod asks for nothing a Filter weighs against other pods but resources: no gang, no pod
-    affinity or spreading, no volumes or claims, no host ports, no GPU memory."""
+    affinity or spreading (its own or the profile's default constraints), no volumes or claims,
+    no host ports, no GPU memory."""
     return (
         pod.group_key is None
         and pod.gpu_memory_gb is None
         and not pod.host_ports
         and all(u.plugin in POD_ONLY_PRE_FILTER for u in pod.fields_used)
+        and not implied_requests(fw, pod)
     )
+
+
+def implied_requests(fw: Framework, pod: PodInfo) -> bool:
+    """A Filter of the profile weighs other pods against ``pod`` for a request the pod does not
+    spell out (:class:`ImpliesRequests`: PodTopologySpread's default hard constraints)."""
+    return any(isinstance(p, ImpliesRequests) and p.implies_filter_requests(pod) for p in fw.filter)
 
 
 def _nominated_verdict(fw: Framework, pod: PodInfo, row: int, node: str, others: list[PodInfo]) -> RowVerdict:
@@ -140,7 +150,7 @@ def _nominated_verdict(fw: Framework, pod: PodInfo, row: int, node: str, others:
     profile's Filters are blind to other pods but for resources, counting the nominated pods can
     change NodeResourcesFit's verdict only (the same answer, without a PreFilter and every Filter
     again per node: preemption leaves hundreds of nominated pods)."""
-    if fastreprieve.profile_allows(fw) and _plain(pod) and all(_plain(o) for o in others):
+    if fastreprieve.profile_allows(fw) and _plain(fw, pod) and all(_plain(fw, o) for o in others):
         short, _ = fastreprieve.fits_after_evictions(fw, pod, row, [], others)
         return RowVerdict(Status.unschedulable(*short, plugin="NodeResourcesFit")) if short else FITS
     return with_nominated(fw, pod, row, node, others)

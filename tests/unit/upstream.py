@@ -26,6 +26,7 @@ from shoal.core.cyclestate import CycleState
 from shoal.core.interfaces import Rejection
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import PodInfo
+from shoal.core.spreadselectors import SelectorOwner
 from shoal.core.status import Code, Status
 from tests.unit.helpers import all_rows, cache_with, handle_for, scores_by_name
 
@@ -43,6 +44,8 @@ class Case:
     expect: dict[str, Any]
     differs: str | None
     feature_gates: dict[str, bool]
+    #: Services, ReplicationControllers, ReplicaSets, StatefulSets (upstream's ``objs``)
+    objects: tuple[dict[str, Any], ...] = ()
 
 
 def node_verdicts(table: NodeTable, rejections: Iterable[Rejection]) -> dict[str, Any]:
@@ -67,6 +70,7 @@ def load(plugin: str) -> list[Case]:
     for raw in doc["cases"]:
         unknown = set(raw) - {
             "upstream", "pod", "nodes", "existing_pods", "args", "expect", "differs", "feature_gates", "note",
+            "objects",
         }  # fmt: skip
         assert not unknown, f"{raw.get('upstream')}: unknown keys {unknown}"
         out.append(
@@ -79,6 +83,7 @@ def load(plugin: str) -> list[Case]:
                 expect=raw["expect"],
                 differs=raw.get("differs"),
                 feature_gates=raw.get("feature_gates") or {},
+                objects=tuple(raw.get("objects") or ()),
             )
         )
     return out
@@ -108,6 +113,8 @@ def build(case: Case) -> World:
         obj.setdefault("metadata", {}).setdefault("name", f"existing-{i}")
         existing.append(obj)
     cache = cache_with(case.nodes, existing)
+    for obj in case.objects:
+        cache.spread_selectors.upsert(SelectorOwner.decode(str(obj["kind"]), obj))
     pod = PodInfo.from_dict(case.pod)
     pod.uid = "uid-incoming"
     return World(cache.table, pod, handle_for(cache))

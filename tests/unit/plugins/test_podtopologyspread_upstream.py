@@ -6,11 +6,11 @@ every node passes), then ``filter_nodes`` over every node of the cache's table, 
 ``expect.scores``; the other nodes of the case are in the cluster but failed Filter (upstream's
 ``failedNodes``) —, then ``score_nodes`` and ``normalize_scores``.
 
-shoal's PodTopologySpread takes no args and applies no default constraints: the cases where upstream
-gives a pod without constraints of its own default ones (and a Service, ReplicaSet, ... selects it)
-are marked ``differs``, and that is the only reason a case here may differ. Feature
-gates a case turns off (``feature_gates``) are on in 1.37 and in shoal; the table only keeps such a
-case when the pod uses none of the gated fields, which the runner checks.
+Each case's ``args`` (upstream's PodTopologySpreadArgs) are parsed by the plugin's own args model
+and its ``objects`` (the Services and ReplicaSets that select the pod) go into the cache, so the
+default-constraint cases run as upstream runs them; none differs. Feature gates a case turns off
+(``feature_gates``) are on in 1.37 and in shoal; the table only keeps such a case when the pod uses
+none of the gated fields, which the runner checks.
 """
 
 import re
@@ -39,10 +39,7 @@ def own_constraints(case: Case) -> list[dict[str, Any]]:
 
 
 def check_args_and_gates(case: Case) -> None:
-    args = case.args or {}
-    if case.differs:  # the one deliberate difference: kube-scheduler's default constraints
-        assert not own_constraints(case), "a pod with constraints of its own gets no default ones"
-        assert args.get("defaultConstraints") or args.get("defaultingType") == "System", case.upstream
+    assert not case.differs, "no PodTopologySpread case differs from upstream"
     for gate, on in case.feature_gates.items():
         assert gate in GATED_FIELDS, f"unknown gate {gate}"
         if not on:
@@ -74,7 +71,8 @@ def run_score(case: Case, world: World, plugin: Any) -> None:
 def test_upstream(case: Case) -> None:
     check_args_and_gates(case)
     world = build(case)
-    plugin = podtopologyspread.new(None, world.handle)
+    args = podtopologyspread.ENTRY.parse_args(case.args or {})
+    plugin = podtopologyspread.new(args, world.handle)
     run_filter(case, world, plugin, CycleState())
     run_score(case, world, plugin)
 
