@@ -201,12 +201,11 @@ class KubeScheduler:
 
 def same_work_profiles() -> list[dict[str, Any]]:
     """kube-scheduler doing shoal's work: every node scored, NodeResourcesFit's MostAllocated
-    strategy with shoal's resource weights, and shoal's Score plugins and weights (those kube has:
+    strategy with shoal's resource weights, PodTopologySpread without default constraints (as
+    shoal's profile), and shoal's Score plugins and weights (those kube has:
     GPUMemory and NetworkLatency are shoal's own, and score nothing for pods without GPUs or
     peers). Filters are the same already: shoal's default profile runs kube's default Filters."""
-    fit_args = next(
-        c["args"] for c in DEFAULT_PROFILE_SPEC["pluginConfig"] if c["name"] == "NodeResourcesFit"
-    )
+    args = {c["name"]: c["args"] for c in DEFAULT_PROFILE_SPEC["pluginConfig"]}
     kube_scores = {
         "NodeResourcesFit",
         "TaintToleration",
@@ -225,7 +224,8 @@ def same_work_profiles() -> list[dict[str, Any]]:
             "schedulerName": "default-scheduler",
             "percentageOfNodesToScore": 100,
             "plugins": {"score": {"disabled": [{"name": "*"}], "enabled": score}},
-            "pluginConfig": [{"name": "NodeResourcesFit", "args": fit_args}],
+            # the same NodeResourcesFit strategy, and no default spreading (defaultingType: List)
+            "pluginConfig": [{"name": n, "args": args[n]} for n in ("NodeResourcesFit", "PodTopologySpread")],
         }
     ]
 

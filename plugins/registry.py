@@ -220,5 +220,8 @@ DEFAULT_PROFILE_SPEC: dict[str, Any] = {
         },
         {"name": "GPUMemory", "args": {"labelKey": "gpu-memory-free-gb"}},
         {"name": "Coscheduling", "args": {"defaultScheduleTimeoutSeconds": 60}},
+        # no default spreading: pods spread only where they ask to (kube-scheduler's System
+        # defaults would spread Deployment / StatefulSet / Service pods against the packing)
+        {"name": "PodTopologySpread", "args": {"defaultingType": "List"}},
     ],
 }

@@ -603,6 +603,12 @@ async def test_chart_rbac_is_enough_and_no_more(
         await sa_custom.list_cluster_custom_object(*DRA, "resourceclaims")
         # DefaultPreemption: PDBs listed and watched; pods deleted (victims) -- as kube-scheduler's role
         await client.PolicyV1Api(sa_api).list_pod_disruption_budget_for_all_namespaces()
+        # PodTopologySpread's default constraints: what selects a pod, listed and watched only
+        sa_apps: Any = client.AppsV1Api(sa_api)
+        await sa_core.list_service_for_all_namespaces()
+        await sa_core.list_replication_controller_for_all_namespaces()
+        await sa_apps.list_replica_set_for_all_namespaces()
+        await sa_apps.list_stateful_set_for_all_namespaces()
         sp = ("shoal.dev", "v1alpha1", "schedulingprofiles")
         merge = {"_content_type": "application/merge-patch+json"}
         await sa_custom.patch_cluster_custom_object(
@@ -621,6 +627,9 @@ async def test_chart_rbac_is_enough_and_no_more(
             lambda: sa_core.read_namespaced_persistent_volume_claim("anything", "default"),
             lambda: sa_storage.delete_storage_class("anything"),
             lambda: sa_storage.read_csi_node("gpu-0"),
+            lambda: sa_core.delete_namespaced_service("anything", "default"),
+            lambda: sa_apps.read_namespaced_replica_set("anything", "default"),
+            lambda: sa_apps.patch_namespaced_stateful_set("anything", "default", {"spec": {}}),
             # DRA: read through the watch, claims patched; never deleted, slices never written
             lambda: sa_custom.delete_namespaced_custom_object(
                 *DRA, "default", "resourceclaims", "rbac-claim"
