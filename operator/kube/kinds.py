@@ -2,7 +2,8 @@
 
 Order matters where a list of kinds is primed: profiles first (a pod is only queued when its
 schedulerName has one), then PodGroups (of the three APIs), namespaces, nodes, the storage kinds and
-the DRA kinds (a pod's claims must be known before it is tried), and pods last.
+the DRA kinds (a pod's claims must be known before it is tried), the selectors of default topology
+spreading (before the pods they spread), and pods last.
 """
 
 from __future__ import annotations

@@ -154,6 +154,30 @@ def test_noderesourcesfit_args_and_percentage() -> None:
     validate_profile(profile["spec"], REGISTRY, DEFAULT_PLUGINS)
 
 
+def test_pod_topology_spread_args_are_kept() -> None:
+    """Cluster-level default constraints, as kube-scheduler's documentation configures them."""
+    args = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "PodTopologySpreadArgs",
+        "defaultConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "ScheduleAnyway",
+            }
+        ],
+        "defaultingType": "List",
+    }
+    (profile,) = run(one_profile(pluginConfig=[{"name": "PodTopologySpread", "args": args}])).profiles
+    (cfg,) = profile["spec"]["pluginConfig"]
+    assert cfg == {
+        "name": "PodTopologySpread",
+        "args": {"defaultConstraints": args["defaultConstraints"], "defaultingType": "List"},
+    }
+    validated = validate_profile(profile["spec"], REGISTRY, DEFAULT_PLUGINS)
+    assert validated.args["PodTopologySpread"].defaulting_type == "List"
+
+
 @pytest.mark.parametrize(
     ("profile", "note"),
     [

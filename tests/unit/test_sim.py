@@ -149,3 +149,27 @@ def test_simulate_cli_says_what_was_preempted(tmp_path: Path, capsys: pytest.Cap
     out = capsys.readouterr().out
     assert "default/high preempted default/low on n1" in out
     assert "1/1 pending pods placed on 1 nodes" in out
+
+
+def test_the_kinds_default_spreading_reads_load_and_submit() -> None:
+    """Services, ReplicationControllers, ReplicaSets and StatefulSets of a dump feed the
+    selectors of default topology spreading; one submitted later does too."""
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"selector": {"app": "web"}},
+    }
+    sim = Simulation(InMemoryCluster([make_node("n1"), service]))
+    store = sim.scheduler.cache.spread_selectors
+    assert store.get("Service", "shop", "web") is not None
+    sim.submit(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "db"},
+            "spec": {"selector": {"matchLabels": {"app": "db"}}},
+        }
+    )
+    db = store.get("StatefulSet", "default", "db")
+    assert db is not None and [r.key for r in db.requirements] == ["app"]
