@@ -8,14 +8,21 @@ operator) matches no node. PreFilter refuses a pod whose every term names nodes 
 conflict``). Score: the sum of the weights of the preferred terms a node matches, normalised to
 0..100; an unparsable preferred term is an error at PreScore, as in kube-scheduler.
 
+Args (kube-scheduler's ``NodeAffinityArgs``): ``addedAffinity``, a node affinity every pod of the
+profile gets besides its own. Its required terms are checked first: a node matching none is
+``node(s) didn't match scheduler-enforced node affinity`` (unresolvable); its preferred terms add
+their weights to every pod's score. A term kube-scheduler cannot parse refuses the profile.
+
 Vectorised: each requirement is an ``isin`` over the interned label column of its key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
+from pydantic import field_validator
 
 from shoal.core.cyclestate import CycleState
 from shoal.core.interfaces import (
@@ -27,17 +34,63 @@ from shoal.core.interfaces import (
     PreFilterResult,
     Rejection,
 )
-from shoal.core.nodeselectors import Requirement, SelectorTerm, parse_int64
+from shoal.core.nodeselectors import Requirement, SelectorTerm, parse_int64, parse_term
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import PodInfo
-from shoal.core.profile import PluginEntry
+from shoal.core.profile import ArgsModel, PluginEntry
 from shoal.core.scoring import default_normalize
 from shoal.core.status import SKIP, SUCCESS, Code, Status
 
 NAME = "NodeAffinity"
 REASON = "node(s) didn't match Pod's node affinity/selector"
 REASON_CONFLICT = "pod affinity terms conflict"
+REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 PREFERRED = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+_REQUIRED_KEY = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED_KEY = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _added_terms(
+    affinity: Mapping[str, Any],
+) -> tuple[tuple[SelectorTerm, ...] | None, tuple[tuple[int, SelectorTerm], ...]]:
+    """(required terms, None when there are none; weighted preferred terms) of ``addedAffinity``;
+    raises ValueError, naming the field, for what kube-scheduler's validation refuses."""
+    unknown = sorted(set(affinity) - {_REQUIRED_KEY, _PREFERRED_KEY})
+    if unknown:
+        raise ValueError(f"unknown field(s) {unknown}")
+    required = affinity.get(_REQUIRED_KEY)
+    terms: tuple[SelectorTerm, ...] | None = None
+    if required is not None:
+        if not isinstance(required, Mapping) or not isinstance(required.get("nodeSelectorTerms") or [], list):
+            raise ValueError(f"{_REQUIRED_KEY}: not a node selector with a list of nodeSelectorTerms")
+        terms = tuple(parse_term(t) for t in required.get("nodeSelectorTerms") or ())
+        for i, term in enumerate(terms):
+            if term.error:
+                raise ValueError(f"{_REQUIRED_KEY}.nodeSelectorTerms[{i}]: {term.error}")
+    preferred = []
+    for i, item in enumerate(affinity.get(_PREFERRED_KEY) or ()):
+        weight = item.get("weight") if isinstance(item, Mapping) else None
+        if not isinstance(weight, int) or isinstance(weight, bool):  # any integer, as upstream
+            raise ValueError(f"{_PREFERRED_KEY}[{i}].weight: an integer, not {weight!r}")
+        term = parse_term(item.get("preference"))
+        if term.error:
+            raise ValueError(f"{_PREFERRED_KEY}[{i}].preference: {term.error}")
+        preferred.append((weight, term))
+    return terms, tuple(preferred)
+
+
+class Args(ArgsModel):
+    """kube-scheduler's ``NodeAffinityArgs``."""
+
+    #: a v1 NodeAffinity (required and / or preferred terms) added to every pod of the profile
+    added_affinity: dict[str, Any] | None = None
+
+    @field_validator("added_affinity")
+    @classmethod
+    def _parsable(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            _added_terms(value)
+        return value
 
 
 def _int_or_nan(value: str) -> float:
@@ -127,11 +180,23 @@ def matches(pod: PodInfo, table: NodeTable) -> BoolArray:
     return mask
 
 
+def _any_term(table: NodeTable, terms: Sequence[SelectorTerm]) -> BoolArray:
+    out = np.zeros(table.n, dtype=bool)
+    for term in terms:
+        out |= term_mask(table, term)
+    return out
+
+
 class NodeAffinity:
     name = NAME
 
+    def __init__(self, args: Args | None = None) -> None:
+        added = args.added_affinity if args is not None else None
+        #: ``addedAffinity``: required terms (None: none) and weighted preferred terms
+        self.added_required, self.added_preferred = _added_terms(added) if added is not None else (None, ())
+
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
-        if not pod.node_selector and pod.required_terms is None:
+        if not pod.node_selector and pod.required_terms is None and self.added_required is None:
             return None, SKIP
         # kube-scheduler also returns the named nodes as a PreFilterResult; shoal's Filter looks at
         # every node anyway and rejects the others there, with this plugin's reason.
@@ -142,19 +207,27 @@ class NodeAffinity:
     def filter_nodes(
         self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
     ) -> Sequence[Rejection]:
-        if not pod.node_selector and pod.required_terms is None:
-            return ()
-        return (Rejection(~matches(pod, table), REASON, Code.UNSCHEDULABLE_AND_UNRESOLVABLE),)
+        out = []
+        enforced: BoolArray | None = None
+        if self.added_required is not None:  # checked first, as upstream
+            enforced = ~_any_term(table, self.added_required)
+            out.append(Rejection(enforced, REASON_ENFORCED, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+        if pod.node_selector or pod.required_terms is not None:
+            own = ~matches(pod, table)
+            if enforced is not None:
+                own &= ~enforced
+            out.append(Rejection(own, REASON, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+        return out
 
     def pre_score(self, state: CycleState, pod: PodInfo, rows: IntArray, table: NodeTable) -> Status:
         for i, (weight, term) in enumerate(pod.preferred_terms):
             if weight and not term.empty and term.error:
                 return Status.error(f"{PREFERRED}[{i}]: {term.error}")
-        return SUCCESS if pod.preferred_terms else SKIP
+        return SUCCESS if pod.preferred_terms or self.added_preferred else SKIP
 
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
         total = np.zeros(table.n, dtype=np.int64)
-        for weight, term in pod.preferred_terms:
+        for weight, term in (*self.added_preferred, *pod.preferred_terms):
             if weight and not term.error:
                 total += term_mask(table, term) * weight
         out: IntArray = total[rows]
@@ -167,8 +240,8 @@ class NodeAffinity:
         return (EventRegistration(EventKind.NODE_ADD | EventKind.NODE_UPDATE),)
 
 
-def new(args: None, handle: Handle) -> NodeAffinity:
-    return NodeAffinity()
+def new(args: Args | None, handle: Handle) -> NodeAffinity:
+    return NodeAffinity(args)
 
 
-ENTRY = PluginEntry(NAME, new, None, NodeAffinity)
+ENTRY = PluginEntry(NAME, new, Args, NodeAffinity)

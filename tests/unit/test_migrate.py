@@ -178,6 +178,21 @@ def test_pod_topology_spread_args_are_kept() -> None:
     assert validated.args["PodTopologySpread"].defaulting_type == "List"
 
 
+def test_node_affinity_added_affinity_is_kept() -> None:
+    """A profile confined to a node pool, as kube-scheduler's documentation writes it."""
+    added = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "scheduler-profile", "operator": "In", "values": ["foo"]}]}
+            ]
+        }
+    }
+    args = {"kind": "NodeAffinityArgs", "addedAffinity": added}
+    (profile,) = run(one_profile(pluginConfig=[{"name": "NodeAffinity", "args": args}])).profiles
+    assert profile["spec"]["pluginConfig"] == [{"name": "NodeAffinity", "args": {"addedAffinity": added}}]
+    validate_profile(profile["spec"], REGISTRY, DEFAULT_PLUGINS)
+
+
 @pytest.mark.parametrize(
     ("profile", "note"),
     [

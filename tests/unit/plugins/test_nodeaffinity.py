@@ -205,3 +205,115 @@ def test_unparsable_preferred_term_is_a_pre_score_error() -> None:
     status = nodeaffinity.NodeAffinity().pre_score(state(), pod(affinity=affinity), all_rows(table), table)
     assert status.code is Code.ERROR
     assert "bad key" in status.message
+
+
+# -- addedAffinity (NodeAffinityArgs) --------------------------------------------------------------
+POOL_TRAIN = {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["train", "serve"]}]}
+
+
+def added(**affinity: Any) -> nodeaffinity.NodeAffinity:
+    return nodeaffinity.NodeAffinity(nodeaffinity.ENTRY.parse_args({"addedAffinity": affinity}))
+
+
+def test_added_required_affinity_is_checked_first_and_named() -> None:
+    """A profile that keeps its pods on labelled pools: a node outside them is refused with the
+    scheduler's own reason, whatever the pod asks; the pod's own terms then narrow further."""
+    cache = cache_with(NODES)
+    table = cache.table
+    plugin = added(requiredDuringSchedulingIgnoredDuringExecution={"nodeSelectorTerms": [POOL_TRAIN]})
+    plain = pod()
+    assert plugin.pre_filter(state(), plain)[1].ok  # no longer skipped: the profile asks
+    rej = plugin.filter_nodes(state(), plain, table, table.valid_rows())
+    assert feasible(table, rej) == {"a1", "b1"}
+    assert [(r.reason, r.code) for r in rej] == [
+        (nodeaffinity.REASON_ENFORCED, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+    ]
+    zone_a = pod(node_selector={ZONE: "zone-a"})
+    by_reason = {
+        r.reason: {table.names[i] for i in r.mask.nonzero()[0]}
+        for r in plugin.filter_nodes(state(), zone_a, table, table.valid_rows())
+    }
+    assert by_reason == {nodeaffinity.REASON_ENFORCED: {"a2"}, nodeaffinity.REASON: {"b1"}}
+
+
+def test_added_preferred_affinity_scores_every_pod() -> None:
+    cache = cache_with(NODES)
+    table = cache.table
+    plugin = added(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 5, "preference": POOL_TRAIN}])
+    plain = pod()
+    assert plugin.pre_score(state(), plain, all_rows(table), table).ok
+    assert plugin.score_nodes(state(), plain, table, all_rows(table)).tolist() == [5, 0, 5]
+    assert plugin.pre_filter(state(), plain)[1].is_skip  # nothing required: Filter has nothing to do
+
+
+@pytest.mark.parametrize(
+    ("affinity", "message"),
+    [
+        pytest.param(  # upstream's TestValidateNodeAffinityArgs "invalid added affinity" (its first error)
+            {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "invalid/label/key", "operator": "In", "values": ["v"]}
+                            ]
+                        }
+                    ]
+                },
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 1,
+                        "preference": {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}
+                            ]
+                        },
+                    }
+                ],
+            },
+            "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]: 'invalid/label/key'",
+            id="invalid-key",
+        ),
+        pytest.param(
+            {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 1,
+                        "preference": {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}
+                            ]
+                        },
+                    }
+                ]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution[0].preference:",
+            id="match-fields-two-values",
+        ),
+        pytest.param(
+            {"requiredDuringSchedulingRequiredDuringExecution": {}}, "unknown field(s)", id="unknown"
+        ),
+        pytest.param(
+            {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": "high", "preference": POOL_TRAIN}
+                ]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution[0].weight: an integer",
+            id="weight",
+        ),
+    ],
+)
+def test_added_affinity_kube_scheduler_would_refuse_refuses_the_profile(
+    affinity: dict[str, Any], message: str
+) -> None:
+    from shoal.core.profile import ProfileError, validate_profile
+    from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
+
+    spec = {
+        "schedulerName": "s",
+        "pluginConfig": [{"name": "NodeAffinity", "args": {"addedAffinity": affinity}}],
+    }
+    with pytest.raises(ProfileError) as err:
+        validate_profile(spec, load_registry(), DEFAULT_PLUGINS)
+    assert "spec.pluginConfig[0].args.addedAffinity: " + message in str(err.value), str(err.value)
