@@ -89,13 +89,13 @@ async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any
         resp = await core.create_namespaced_service(ns, obj, _preload_content=False)
     elif kind == "ReplicationController":
         resp = await core.create_namespaced_replication_controller(ns, obj, _preload_content=False)
-    elif kind in ("ReplicaSet", "StatefulSet"):
+    elif kind in ("Deployment", "ReplicaSet", "StatefulSet"):
         apps: Any = client.AppsV1Api(api)
-        make = (
-            apps.create_namespaced_replica_set
-            if kind == "ReplicaSet"
-            else apps.create_namespaced_stateful_set
-        )
+        make = {
+            "Deployment": apps.create_namespaced_deployment,
+            "ReplicaSet": apps.create_namespaced_replica_set,
+            "StatefulSet": apps.create_namespaced_stateful_set,
+        }[kind]
         resp = await make(ns, obj, _preload_content=False)
     elif kind == "PriorityClass":
         sched: Any = client.SchedulingV1Api(api)

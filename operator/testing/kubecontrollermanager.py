@@ -1,7 +1,8 @@
 """kube-controller-manager of the same release, running only the controllers a test needs: the
 PersistentVolume binder for the volume tests (it binds claims to the PVs VolumeBinding chose, and
 marks them bind-completed), the resourceclaim controller for the DRA tests (it creates claims from
-ResourceClaimTemplates), as in a real cluster.
+ResourceClaimTemplates), the workload controllers for the default-spreading test (Deployments,
+ReplicaSets and StatefulSets make their pods), as in a real cluster.
 
 Started by PID with ``PR_SET_PDEATHSIG`` (it never outlives the test run), leader election off, as
 :mod:`shoal.testing.kubescheduler` starts kube-scheduler; ready when its ``/healthz`` answers.
@@ -19,6 +20,8 @@ CONTROLLERS = "persistentvolume-binder-controller"
 #: for the DRA tests: the resourceclaim controller makes a pod's claims from its
 #: ResourceClaimTemplates and records their names in the pod's status, as in a cluster
 DRA_CONTROLLERS = "resourceclaim-controller"
+#: for the default-spreading test: Deployments, ReplicaSets and StatefulSets make their pods
+WORKLOAD_CONTROLLERS = "deployment-controller,replicaset-controller,statefulset-controller"
 #: for benchmarks: the controller's client and workers must not be what limits pods/s (its
 #: defaults, 20 requests/s and 10 workers, would make claims from templates at ~10 pods/s)
 FAST_CLAIMS = ("--kube-api-qps=5000", "--kube-api-burst=5000", "--concurrent-resourceclaim-syncs=50")

@@ -56,8 +56,42 @@ WORKLOADS: tuple[Workload, ...] = (
 )
 
 
-def expected_counts(workload: Workload) -> tuple[int, ...]:
-    return workload.expected
+#: made by kube-controller-manager's deployment, replicaset and statefulset controllers from a
+#: Deployment and a StatefulSet (``podManagementPolicy: Parallel``: without kubelets no pod ever
+#: becomes Ready, which OrderedReady would wait for); their pods arrive in a burst
+CONTROLLER_WORKLOADS: tuple[Workload, ...] = (
+    Workload("web", "Deployment", 8, expected=(1, 1, 1, 1, 4)),
+    Workload("db", "StatefulSet", 8, expected=(1, 1, 1, 1, 4)),
+)
+
+
+def controller_objects(w: Workload, namespace: str, scheduler: str) -> list[dict[str, Any]]:
+    """The Deployment, or the StatefulSet and its headless Service, whose controllers make the pods."""
+    labels = {"app": w.name}
+    tpl = template(labels)
+    tpl["spec"]["schedulerName"] = scheduler
+    tpl["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m", "memory": "128Mi"}}
+    spec: dict[str, Any] = {"replicas": w.replicas, "selector": {"matchLabels": labels}, "template": tpl}
+    if w.kind == "Deployment":
+        return [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": _meta(w.name, namespace, labels),
+                "spec": spec,
+            }
+        ]
+    service = owner_objects(w, namespace)[0]
+    spec.update(serviceName=w.name, podManagementPolicy="Parallel")
+    return [
+        service,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": _meta(w.name, namespace, labels),
+            "spec": spec,
+        },
+    ]
 
 
 def _meta(name: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:

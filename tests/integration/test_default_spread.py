@@ -22,11 +22,14 @@ from kubernetes_asyncio import client
 
 from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import ControlPlane
+from shoal.testing.kubecontrollermanager import WORKLOAD_CONTROLLERS, KubeControllerManagerProcess
 from shoal.testing.kubescheduler import KubeSchedulerProcess
 from shoal.testing.objects import make_profile
 from tests.integration.default_spread_workloads import (
+    CONTROLLER_WORKLOADS,
     SCENARIO_NODES,
     WORKLOADS,
+    controller_objects,
     owner_objects,
     pods,
     scenario_nodes,
@@ -101,4 +104,51 @@ async def test_default_spreading_places_as_kube_scheduler(
     sched = f"spread-{uuid.uuid4().hex[:6]}"
     await create(api, make_profile(sched, spread_only_shoal(sched), scheduler_name=sched))
     shoal = await place(api, f"spread-shoal-{uuid.uuid4().hex[:6]}", sched)
+    assert shoal == kube
+
+
+async def place_by_controllers(
+    api: client.ApiClient, namespace: str, scheduler: str
+) -> dict[str, tuple[int, ...]]:
+    """Create the Deployment and the StatefulSet; their controllers make the pods (in a burst);
+    returns the pods per node of each once all are bound."""
+    core: Any = client.CoreV1Api(api)
+    await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    for w in CONTROLLER_WORKLOADS:
+        for obj in controller_objects(w, namespace, scheduler):
+            await create(api, obj)
+    want = sum(w.replicas for w in CONTROLLER_WORKLOADS)
+
+    async def all_bound() -> list[dict[str, Any]] | None:
+        items: list[dict[str, Any]] = await list_all(core.list_namespaced_pod, namespace)
+        bound = [p for p in items if p["spec"].get("nodeName")]
+        return bound if len(bound) == want else None
+
+    pods_now = await wait_for(all_bound, 120, interval=0.1, what=f"{scheduler}: {want} controller pods bound")
+    out = {}
+    for w in CONTROLLER_WORKLOADS:
+        placed = [p["spec"]["nodeName"] for p in pods_now if p["metadata"]["labels"].get("app") == w.name]
+        out[w.name] = tuple(placed.count(n) for n, _ in SCENARIO_NODES)
+    for p in pods_now:  # their controllers made them: a Deployment's pods come from its ReplicaSet
+        (ref,) = p["metadata"]["ownerReferences"]
+        assert ref["controller"] and ref["kind"] in ("ReplicaSet", "StatefulSet"), ref
+    return out
+
+
+async def test_pods_made_by_controllers_spread_as_kube_scheduler_spreads_them(
+    clean: client.ApiClient, crds: ControlPlane, operator: OperatorProcess, tmp_path: Path
+) -> None:
+    """The same with pods made by kube-controller-manager 1.37's deployment, replicaset and
+    statefulset controllers (owner references, pod-template-hash, ordinals as they write them)."""
+    api = clean
+    await create_many(api, scenario_nodes())
+    expected = {w.name: w.expected for w in CONTROLLER_WORKLOADS}
+    kcm = KubeControllerManagerProcess(crds.kubeconfig, tmp_path / "kcm", controllers=WORKLOAD_CONTROLLERS)
+    with kcm:
+        with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler", profiles=[SPREAD_ONLY_KUBE]):
+            kube = await place_by_controllers(api, f"ctl-kube-{uuid.uuid4().hex[:6]}", "default-scheduler")
+        assert kube == expected, "the workloads changed: kube-scheduler is the reference"
+        sched = f"ctl-{uuid.uuid4().hex[:6]}"
+        await create(api, make_profile(sched, spread_only_shoal(sched), scheduler_name=sched))
+        shoal = await place_by_controllers(api, f"ctl-shoal-{uuid.uuid4().hex[:6]}", sched)
     assert shoal == kube

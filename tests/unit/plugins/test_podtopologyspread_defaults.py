@@ -25,6 +25,7 @@ from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_r
 from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node
 from tests.integration.default_spread_workloads import (
+    CONTROLLER_WORKLOADS,
     SCENARIO_NODES,
     WORKLOADS,
     Workload,
@@ -276,7 +277,7 @@ def outcomes(workload: Workload) -> set[tuple[int, ...]]:
     return finals
 
 
-@pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.name)
+@pytest.mark.parametrize("workload", WORKLOADS + CONTROLLER_WORKLOADS, ids=lambda w: f"{w.kind}-{w.name}")
 def test_the_differential_scenario_does_not_depend_on_tie_breaks(workload: Workload) -> None:
     """Each workload of tests/integration/test_default_spread.py has one outcome, asserted there
     for kube-scheduler and shoal alike."""
