@@ -13,8 +13,10 @@ release 1.37):
   (``looking up PVC team/data: persistentvolumeclaim "data" not found``); an ephemeral claim
   another pod owns is an Error;
 * per node, volumes the node's placed pods already use are counted once (shared volumes are not
-  new); for each driver with a limit, ``attached + new > limit`` is ``node(s) exceed max volume
-  count`` (Unschedulable). A node without a CSINode, or whose CSINode sets no limit, fits.
+  new), and so are the node's VolumeAttachments of CSI PVs no placed pod uses (a volume still
+  attached for a pod that left; the new pod's own volumes are not matched against them, as
+  upstream); for each driver with a limit, ``attached + new > limit`` is ``node(s) exceed max
+  volume count`` (Unschedulable). A node without a CSINode, or whose CSINode sets no limit, fits.
 
 Only nodes whose CSINode limits a driver the pod uses are looked at, with the placed pods that have
 volumes. Checked against upstream's unit-test tables (tests/data/upstream/nodevolumelimits.yaml).
@@ -187,14 +189,18 @@ class NodeVolumeLimits:
                         Status.error(f"{exc.status.message} (node {table.name(row)})")
                     ) from None
         for row, limits in limited.items():
-            counts = _count(attached[row].values())
-            fresh = _count(d for name, d in new.items() if name not in attached[row])
+            by_pods = attached[row]
+            # VolumeAttachments on the node whose volume no placed pod uses (attached for a pod that
+            # left): counted too; as upstream, the new pod's own volumes are not matched against them
+            held = store.attachments.volumes(table.name(row), store.pvs)
+            counts = _count([*by_pods.values(), *(d for name, d in held.items() if name not in by_pods)])
+            fresh = _count(d for name, d in new.items() if name not in by_pods)
             if any(counts.get(d, 0) + n > limits[d] for d, n in fresh.items() if d in limits):
                 over[row] = True
         return over
 
     def events_to_register(self) -> Sequence[EventRegistration]:
-        # a CSINode raising a limit, a placed pod leaving, a claim created
+        # a CSINode raising a limit, a placed pod leaving, a claim created, a VolumeAttachment deleted
         return (EventRegistration(EventKind.STORAGE_CHANGE | EventKind.POD_DELETE | EventKind.NODE_ADD),)
 
 

@@ -69,7 +69,8 @@ class EventKind(Flag):
     POD_DELETE = auto()
     POD_GROUP_CHANGE = auto()
     PROFILE_CHANGE = auto()
-    #: a PersistentVolume, PersistentVolumeClaim, StorageClass or CSINode added, changed or deleted
+    #: a PersistentVolume, PersistentVolumeClaim, StorageClass or CSINode added, changed or deleted,
+    #: or a VolumeAttachment deleted
     STORAGE_CHANGE = auto()
     #: a namespace's labels changed (pod affinity's namespaceSelector)
     NAMESPACE_CHANGE = auto()

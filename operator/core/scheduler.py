@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from shoal.core.attachments import VolumeAttachmentInfo
 from shoal.core.cache import ClusterCache
 from shoal.core.cycle import Assumed, Cycle
 from shoal.core.cyclestate import CycleState
@@ -217,9 +218,11 @@ class Scheduler:
         self._event(EventKind.NAMESPACE_CHANGE, name)
 
     def on_storage(self, obj: StorageObject, deleted: bool = False) -> None:
-        """A PersistentVolume, claim, StorageClass or CSINode added, changed or deleted."""
+        """A PersistentVolume, claim, StorageClass, CSINode or VolumeAttachment added, changed or
+        deleted. A VolumeAttachment only frees room when it goes (upstream's only hint for it)."""
         self.cache.volumes.apply(obj, deleted)
-        self._event(EventKind.STORAGE_CHANGE, obj)
+        if deleted or not isinstance(obj, VolumeAttachmentInfo):
+            self._event(EventKind.STORAGE_CHANGE, obj)
 
     def on_dra(self, obj: DraObject, deleted: bool = False) -> None:
         """A DeviceClass, ResourceSlice or ResourceClaim added, changed or deleted."""

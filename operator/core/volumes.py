@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from shoal.core.attachments import Attachments, VolumeAttachmentInfo
 from shoal.core.nodeselectors import SelectorTerm, parse_term
 from shoal.core.quantity import QuantityError, to_int
 from shoal.core.selectors import LabelSelector, SelectorError, parse_selector
@@ -373,7 +374,7 @@ def migrated_source(source: JSON) -> tuple[str, str, str] | None:
     return None
 
 
-StorageObject = PVInfo | PVCInfo | StorageClassInfo | CSINodeInfo
+StorageObject = PVInfo | PVCInfo | StorageClassInfo | CSINodeInfo | VolumeAttachmentInfo
 
 
 class VolumeWriter(Protocol):
@@ -400,6 +401,7 @@ STORAGE_DECODERS: dict[str, Callable[[JSON], StorageObject]] = {
     "PersistentVolumeClaim": PVCInfo.from_dict,
     "StorageClass": StorageClassInfo.from_dict,
     "CSINode": CSINodeInfo.from_dict,
+    "VolumeAttachment": VolumeAttachmentInfo.from_dict,
 }
 
 
@@ -432,10 +434,14 @@ class VolumeStore:
     #: it is being provisioned for
     assumed_pvs: dict[str, str] = field(default_factory=dict)
     assumed_claims: dict[str, str] = field(default_factory=dict)
+    #: VolumeAttachments (NodeVolumeLimits counts them per node)
+    attachments: Attachments = field(default_factory=Attachments)
 
     def apply(self, obj: StorageObject, deleted: bool = False) -> None:
         """Record (or forget, when ``deleted``) one object."""
-        if isinstance(obj, PVCInfo):
+        if isinstance(obj, VolumeAttachmentInfo):
+            self.attachments.apply(obj, deleted)
+        elif isinstance(obj, PVCInfo):
             _put(self.pvcs, obj.key, obj, deleted)
         elif isinstance(obj, PVInfo):
             _put(self.pvs, obj.name, obj, deleted)

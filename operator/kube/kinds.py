@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shoal.core.attachments import VolumeAttachmentInfo
 from shoal.core.disruption import PDBInfo
 from shoal.core.dra import DeviceClassInfo, ResourceClaimInfo, ResourceSliceInfo
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo, parse_time
@@ -47,6 +48,7 @@ from shoal.kube.wire import (
     STATEFUL_SETS,
     STORAGE_CLASSES,
     VOLCANO_PODGROUPS,
+    VOLUME_ATTACHMENTS,
     name_of,
     namespaced_key,
     pod_uid,
@@ -127,8 +129,17 @@ KIND_STORAGE_CLASSES: Kind[StorageClassInfo] = Kind(
     STORAGE_CLASSES, StorageClassInfo.from_dict, identity=name_of
 )
 KIND_CSI_NODES: Kind[CSINodeInfo] = Kind(CSI_NODES, CSINodeInfo.from_dict, identity=name_of)
+KIND_VOLUME_ATTACHMENTS: Kind[VolumeAttachmentInfo] = Kind(
+    VOLUME_ATTACHMENTS, VolumeAttachmentInfo.from_dict, identity=name_of
+)
 #: every storage kind, in priming order
-STORAGE_KINDS: tuple[Kind[Any], ...] = (KIND_STORAGE_CLASSES, KIND_CSI_NODES, KIND_PVS, KIND_PVCS)
+STORAGE_KINDS: tuple[Kind[Any], ...] = (
+    KIND_STORAGE_CLASSES,
+    KIND_CSI_NODES,
+    KIND_PVS,
+    KIND_PVCS,
+    KIND_VOLUME_ATTACHMENTS,
+)
 # the DRA kinds the DynamicResources plugin reads (core/dra.py); optional: a cluster before 1.34
 # (or with resource.k8s.io/v1 off) serves none, and then no pod can use claims anyway
 KIND_DEVICE_CLASSES: Kind[DeviceClassInfo] = Kind(

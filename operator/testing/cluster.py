@@ -82,9 +82,14 @@ async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any
         resp = await core.create_persistent_volume(obj, _preload_content=False)
     elif kind == "PersistentVolumeClaim":
         resp = await core.create_namespaced_persistent_volume_claim(ns, obj, _preload_content=False)
-    elif kind == "StorageClass":
+    elif kind in ("StorageClass", "CSINode", "VolumeAttachment"):
         storage: Any = client.StorageV1Api(api)
-        resp = await storage.create_storage_class(obj, _preload_content=False)
+        make_storage = {
+            "StorageClass": storage.create_storage_class,
+            "CSINode": storage.create_csi_node,
+            "VolumeAttachment": storage.create_volume_attachment,
+        }[kind]
+        resp = await make_storage(obj, _preload_content=False)
     elif kind == "Service":
         resp = await core.create_namespaced_service(ns, obj, _preload_content=False)
     elif kind == "ReplicationController":

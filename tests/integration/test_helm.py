@@ -598,6 +598,7 @@ async def test_chart_rbac_is_enough_and_no_more(
         await sa_core.list_persistent_volume_claim_for_all_namespaces()
         await sa_storage.list_storage_class()
         await sa_storage.list_csi_node()
+        await sa_storage.list_volume_attachment()
         for plural in ("deviceclasses", "resourceslices"):
             await sa_custom.list_cluster_custom_object(*DRA, plural)
         await sa_custom.list_cluster_custom_object(*DRA, "resourceclaims")
@@ -627,6 +628,7 @@ async def test_chart_rbac_is_enough_and_no_more(
             lambda: sa_core.read_namespaced_persistent_volume_claim("anything", "default"),
             lambda: sa_storage.delete_storage_class("anything"),
             lambda: sa_storage.read_csi_node("gpu-0"),
+            lambda: sa_storage.delete_volume_attachment("anything"),
             lambda: sa_core.delete_namespaced_service("anything", "default"),
             lambda: sa_apps.read_namespaced_replica_set("anything", "default"),
             lambda: sa_apps.patch_namespaced_stateful_set("anything", "default", {"spec": {}}),

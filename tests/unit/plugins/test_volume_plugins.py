@@ -144,6 +144,117 @@ def test_node_volume_limits_only_where_the_csinode_limits_the_driver() -> None:
     )
 
 
+def volume_attachment(
+    name: str, node_name: str, pv: str, attacher: str = "ebs.csi.aws.com"
+) -> dict[str, Any]:
+    """As the attach-detach controller writes one (the status as the external attacher sets it)."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "VolumeAttachment",
+        "metadata": {"name": name, "finalizers": ["external-attacher/ebs-csi-aws-com"]},
+        "spec": {"attacher": attacher, "nodeName": node_name, "source": {"persistentVolumeName": pv}},
+        "status": {"attached": True, "attachmentMetadata": {"devicePath": "/dev/xvdaa"}},
+    }
+
+
+def test_volume_attachments_left_by_departed_pods_count_towards_the_limit() -> None:
+    """kube-scheduler 1.37 counts a node's VolumeAttachments: a volume stays attached (and counts)
+    after its pod left, until the attach-detach controller detaches it."""
+    pvs = []
+    for name in ("v1", "v2", "v3"):
+        pvs += [
+            {
+                "kind": "PersistentVolume",
+                "metadata": {"name": name},
+                "spec": {"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{name}"}},
+            },
+            {
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"volumeName": name},
+            },
+        ]
+    limit = {"name": "ebs.csi.aws.com", "nodeID": "i-0a", "allocatable": {"count": 2}}
+    existing = [with_volumes("user", claim_volume("v1"), node_name="a")]
+    cache = cache_with([node("a"), node("b")], existing)
+    storage(
+        cache,
+        *pvs,
+        *({"kind": "CSINode", "metadata": {"name": n}, "spec": {"drivers": [limit]}} for n in ("a", "b")),
+        volume_attachment("csi-1", "a", "v1"),  # the placed pod's own volume: not counted twice
+        volume_attachment("csi-2", "a", "v2"),  # left by a pod that is gone
+        volume_attachment("csi-x", "a", "unknown-pv"),  # a PV the cache does not hold: left out
+    )
+    plugin = NodeVolumeLimits(cache)
+
+    def rejected(claim: str) -> dict[str, set[str]]:
+        state, pod = CycleState(), pending(with_volumes("p", claim_volume(claim)))
+        assert plugin.pre_filter(state, pod)[1].ok
+        return rejected_names(
+            cache.table, plugin.filter_nodes(state, pod, cache.table, cache.table.valid_rows())
+        )
+
+    assert rejected("v3") == {"node(s) exceed max volume count": {"a"}}
+    # as upstream, the new pod's own volume is not matched against the attachments (v2 counts twice)
+    assert rejected("v2") == {"node(s) exceed max volume count": {"a"}}
+    assert rejected("v1") == {}  # used by the placed pod: not new
+    cache.volumes.apply(decode_storage(volume_attachment("csi-2", "a", "v2")), deleted=True)
+    assert rejected("v3") == {}
+    assert cache.volumes.attachments.by_node == {
+        "a": {
+            "csi-1": decode_storage(volume_attachment("csi-1", "a", "v1")),
+            "csi-x": decode_storage(volume_attachment("csi-x", "a", "unknown-pv")),
+        }
+    }
+
+
+def test_a_detached_volume_wakes_the_pod_it_kept_out() -> None:
+    """Only the attachment's deletion is an event (upstream's one hint for VolumeAttachments): a
+    pod over the limit is placed once the attach-detach controller removes the attachment."""
+    objs: list[dict[str, Any]] = [
+        node("a"),
+        {
+            "kind": "CSINode",
+            "metadata": {"name": "a"},
+            "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": "i-0a", "allocatable": {"count": 1}}]},
+        },
+    ]
+    for name in ("old", "new"):  # bound, as the PV controller leaves a claim and its volume
+        objs += [
+            {
+                "kind": "PersistentVolume",
+                "metadata": {"name": name},
+                "spec": {
+                    "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{name}"},
+                    "claimRef": {"namespace": "default", "name": name},
+                },
+                "status": {"phase": "Bound"},
+            },
+            {
+                "kind": "PersistentVolumeClaim",
+                "metadata": {
+                    "name": name,
+                    "namespace": "default",
+                    "annotations": {"pv.kubernetes.io/bind-completed": "yes"},
+                },
+                "spec": {"volumeName": name},
+                "status": {"phase": "Bound"},
+            },
+        ]
+    objs.append(volume_attachment("csi-old", "a", "old"))
+    pod = with_volumes("p", claim_volume("new"))
+    pod["metadata"]["uid"] = "uid-p"
+    sim = Simulation(InMemoryCluster([*objs, pod]), initial_backoff=0.01, max_backoff=0.01)
+    kept_out = sim.run_sync()["uid-p"]
+    assert kept_out.node is None and "exceed max volume count" in kept_out.message, kept_out
+    parked = sim.scheduler.queue.get("uid-p")
+    assert parked is not None and parked.where == "unschedulable"
+    sim.scheduler.on_storage(decode_storage(volume_attachment("csi-old", "a", "old")))  # an update
+    assert parked.where == "unschedulable"  # no event: the pod stays parked
+    sim.scheduler.on_storage(decode_storage(volume_attachment("csi-old", "a", "old")), deleted=True)
+    assert sim.run_sync()["uid-p"].node == "a"
+
+
 def test_default_profile_places_in_tree_disks_away_from_a_conflict() -> None:
     disk = {"name": "pd", "awsElasticBlockStore": {"volumeID": "vol-1"}}
     holder = with_volumes("holder", disk, node_name="a")
