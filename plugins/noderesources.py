@@ -8,6 +8,12 @@ and it has room for one more pod. Reasons, in kube-scheduler's words: ``Too many
 is ``Unschedulable``. ``ignoredResources`` / ``ignoredResourceGroups`` apply to extended resources
 only, as upstream.
 
+An extended resource that a node does not offer in its allocatable but a DeviceClass provides
+(``spec.extendedResourceName``, or the implicit ``deviceclass.resource.kubernetes.io/<class>``)
+is, for kube-scheduler 1.37, DRA's to allocate on that node (a claim it makes for the pod).
+shoal does not allocate those yet: such a node is refused, naming the class and saying so
+(unresolvable), rather than with a bare ``Insufficient``.
+
 Score strategies (kube-scheduler's formulas):
 
 * ``LeastAllocated`` — prefer emptier nodes (spreads);
@@ -32,6 +38,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from shoal.core.cache import ClusterCache
 from shoal.core.cyclestate import CycleState
 from shoal.core.interfaces import (
     MAX_NODE_SCORE,
@@ -178,8 +185,9 @@ def _at(column: IntArray, rows: IntArray, n: int) -> IntArray:
 class NodeResourcesFit:
     name = NAME
 
-    def __init__(self, args: Args) -> None:
+    def __init__(self, args: Args, cache: ClusterCache | None = None) -> None:
         self.args = args
+        self.cache = cache
         self.ignored = frozenset(args.ignored_resources)
         self.ignored_groups = frozenset(args.ignored_resource_groups)
         self.strategy = args.scoring_strategy
@@ -216,10 +224,28 @@ class NodeResourcesFit:
             # more than the whole node offers: no eviction there can make room
             too_big = short & insufficient(allocatable, amount)
             reason = f"Insufficient {resource}"
+            dra_class = self._dra_class(resource) if "/" in resource else None  # a scalar resource
+            if dra_class is not None and (dra_only := short & (allocatable <= 0)).any():
+                out.append(
+                    Rejection(dra_only, dra_reason(resource, dra_class), Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+                )
+                short, too_big = short & ~dra_only, too_big & ~dra_only
             out.append(Rejection(short & ~too_big, reason))
             if too_big.any():
                 out.append(Rejection(too_big, reason, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
         return out
+
+    def _dra_class(self, resource: str) -> str | None:
+        """The DeviceClass that provides ``resource`` through DRA (the first by name), or None."""
+        if self.cache is None:
+            return None
+        implicit = "deviceclass.resource.kubernetes.io/"
+        names = [
+            c.name
+            for c in self.cache.dra.classes.values()
+            if resource in (c.extended_resource_name, implicit + c.name)
+        ]
+        return min(names) if names else None
 
     # -- PreScore ------------------------------------------------------------------------------
     def pre_score(self, state: CycleState, pod: PodInfo, rows: IntArray, table: NodeTable) -> Status:
@@ -338,8 +364,15 @@ class NodeResourcesFit:
         return (EventRegistration(EventKind.NODE_ADD | EventKind.NODE_UPDATE | EventKind.POD_DELETE),)
 
 
+def dra_reason(resource: str, device_class: str) -> str:
+    return (
+        f"node(s) offer {resource} only through DRA (DeviceClass {device_class}), which shoal does not "
+        "allocate for extended resources yet"
+    )
+
+
 def new(args: Args, handle: Handle) -> NodeResourcesFit:
-    return NodeResourcesFit(args)
+    return NodeResourcesFit(args, handle.cache)
 
 
 ENTRY = PluginEntry(NAME, new, Args, NodeResourcesFit)

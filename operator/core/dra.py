@@ -21,16 +21,14 @@ from shoal.core.quantity import QuantityError, parse_quantity
 
 JSON = Mapping[str, Any]
 
-#: the annotation the resourceclaim controller sets on a claim it generated from a template
-POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
+POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"  # set on claims made from a template
 ALLOCATION_EXACT_COUNT, ALLOCATION_ALL = "ExactCount", "All"
 #: at most this many pods in a claim's reservedFor (ResourceClaimReservedForMaxSize)
 RESERVED_FOR_MAX = 256
 
 
 class DeviceId(NamedTuple):
-    """A device, unique in the cluster: driver, pool, device name (as the allocator's DeviceID). A
-    tuple: hashed in C, which matters where every device of every node is looked up per cycle."""
+    """A device, unique in the cluster (the allocator's DeviceID); a tuple: hashed in C."""
 
     driver: str
     pool: str
@@ -98,6 +96,8 @@ class DeviceClassInfo:
     resource_version: str = ""
     #: ``spec.config`` (opaque driver parameters), copied into an allocation as ``FromClass``
     config: tuple[JSON, ...] = ()
+    #: ``spec.extendedResourceName``: the extended resource it provides to pods' requests ("": none)
+    extended_resource_name: str = ""
 
     @classmethod
     def from_dict(cls, obj: JSON) -> DeviceClassInfo:
@@ -109,6 +109,7 @@ class DeviceClassInfo:
             selectors=_cel_selectors(spec.get("selectors")),
             resource_version=str(meta.get("resourceVersion") or ""),
             config=config,
+            extended_resource_name=str(spec.get("extendedResourceName") or ""),
         )
 
 

@@ -4,14 +4,25 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from shoal.core.dra import DeviceClassInfo
 from shoal.core.objects import PodInfo
+from shoal.core.status import Code
 from shoal.plugins import noderesources
 from shoal.testing.objects import make_node, make_pod
-from tests.unit.helpers import all_rows, cache_with, feasible, pod, rejected_names, scores_by_name, state
+from tests.unit.helpers import (
+    all_rows,
+    cache_with,
+    feasible,
+    handle_for,
+    pod,
+    rejected_names,
+    scores_by_name,
+    state,
+)
 
 
 def plugin(**args: Any) -> noderesources.NodeResourcesFit:
-    return noderesources.new(noderesources.Args.model_validate(args), None)  # type: ignore[arg-type]
+    return noderesources.new(noderesources.Args.model_validate(args), handle_for(cache_with([])))
 
 
 @pytest.mark.parametrize(
@@ -294,3 +305,46 @@ def test_vector_scores_equal_upstreams_per_node_arithmetic(strategy: str, gpus_e
         assert fit.score_nodes(state(), p, table, rows).tolist() == expected
         some = rows[::3]
         assert fit.score_nodes(state(), p, table, some).tolist() == expected[::3]
+
+
+def test_an_extended_resource_a_device_class_provides_is_named_not_insufficient() -> None:
+    """kube-scheduler 1.37 hands an extended resource that a node's allocatable lacks, and that a
+    DeviceClass provides (``extendedResourceName``, or the implicit
+    ``deviceclass.resource.kubernetes.io/<class>``), to DRA. shoal does not allocate those yet: the
+    node is refused, unresolvable, with a reason that says so, instead of a bare Insufficient."""
+
+    nodes = [
+        make_node("device-plugin", gpus=8),  # nvidia.com/gpu in allocatable: NodeResourcesFit's
+        make_node("dra-only"),  # the GPUs published as ResourceSlices only
+    ]
+    cache = cache_with(nodes)
+    fit = noderesources.new(noderesources.Args(), handle_for(cache))
+    gpu_pod = pod(gpus=1)
+
+    def verdicts(p: PodInfo) -> dict[str, set[str]]:
+        return rejected_names(
+            cache.table, fit.filter_nodes(state(), p, cache.table, cache.table.valid_rows())
+        )
+
+    assert verdicts(gpu_pod) == {"Insufficient nvidia.com/gpu": {"dra-only"}}  # no DeviceClass maps it
+    gpu_class = {  # as NVIDIA's DRA driver installs it, with the extended-resource mapping
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu.nvidia.com"},
+        "spec": {
+            "selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}],
+            "extendedResourceName": "nvidia.com/gpu",
+        },
+    }
+    cache.dra.apply(DeviceClassInfo.from_dict(gpu_class))
+    reason = noderesources.dra_reason("nvidia.com/gpu", "gpu.nvidia.com")
+    assert verdicts(gpu_pod) == {reason: {"dra-only"}}
+    (rejection,) = [
+        r for r in fit.filter_nodes(state(), gpu_pod, cache.table, cache.table.valid_rows()) if r.mask.any()
+    ]
+    assert rejection.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    implicit = pod(extra_requests={"deviceclass.resource.kubernetes.io/gpu.nvidia.com": "1"})
+    name = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
+    assert verdicts(implicit) == {
+        noderesources.dra_reason(name, "gpu.nvidia.com"): {"device-plugin", "dra-only"}
+    }

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from shoal.core.objects import PodInfo
 from shoal.core.status import Code
 from shoal.plugins import noderesources
-from tests.unit.helpers import all_rows, cache_with, scores_by_name, state
+from tests.unit.helpers import all_rows, cache_with, handle_for, scores_by_name, state
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "upstream" / "noderesources.yaml"
@@ -96,7 +96,7 @@ def _setup(case: Mapping[str, Any]) -> tuple[Any, PodInfo, noderesources.NodeRes
     pod.uid = "uid-incoming"
     assert not pod.problems, pod.problems
     args = noderesources.Args.model_validate(case.get("args", table.get("args") or {}))
-    return cache, pod, noderesources.new(args, None)  # type: ignore[arg-type]
+    return cache, pod, noderesources.new(args, handle_for(cache))
 
 
 def _filter(case: Mapping[str, Any]) -> None:
