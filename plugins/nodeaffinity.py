@@ -63,20 +63,40 @@ def _added_terms(
     if required is not None:
         if not isinstance(required, Mapping) or not isinstance(required.get("nodeSelectorTerms") or [], list):
             raise ValueError(f"{_REQUIRED_KEY}: not a node selector with a list of nodeSelectorTerms")
-        terms = tuple(parse_term(t) for t in required.get("nodeSelectorTerms") or ())
-        for i, term in enumerate(terms):
-            if term.error:
-                raise ValueError(f"{_REQUIRED_KEY}.nodeSelectorTerms[{i}]: {term.error}")
+        items = required.get("nodeSelectorTerms") or ()
+        terms = tuple(_term(t, f"{_REQUIRED_KEY}.nodeSelectorTerms[{i}]") for i, t in enumerate(items))
     preferred = []
-    for i, item in enumerate(affinity.get(_PREFERRED_KEY) or ()):
+    listed = affinity.get(_PREFERRED_KEY) or []
+    if not isinstance(listed, list):
+        raise ValueError(f"{_PREFERRED_KEY}: not a list of preferred scheduling terms")
+    for i, item in enumerate(listed):
         weight = item.get("weight") if isinstance(item, Mapping) else None
-        if not isinstance(weight, int) or isinstance(weight, bool):  # any integer, as upstream
-            raise ValueError(f"{_PREFERRED_KEY}[{i}].weight: an integer, not {weight!r}")
-        term = parse_term(item.get("preference"))
-        if term.error:
-            raise ValueError(f"{_PREFERRED_KEY}[{i}].preference: {term.error}")
-        preferred.append((weight, term))
+        if not isinstance(weight, int) or isinstance(weight, bool) or not -(2**31) <= weight < 2**31:
+            raise ValueError(f"{_PREFERRED_KEY}[{i}].weight: an int32, not {weight!r}")
+        term = _term(item.get("preference"), f"{_PREFERRED_KEY}[{i}].preference")
+        if weight and not term.empty:  # as upstream, a weight-0 or empty term is left out unread
+            if term.error:
+                raise ValueError(f"{_PREFERRED_KEY}[{i}].preference: {term.error}")
+            preferred.append((weight, term))
     return terms, tuple(preferred)
+
+
+def _term(raw: Any, where: str) -> SelectorTerm:
+    """A NodeSelectorTerm from args (which, unlike a pod, no API server checked the shape of);
+    ValueError naming ``where`` when it is not one, or for the required ones, when it is invalid."""
+    if raw is not None and not isinstance(raw, Mapping):
+        raise ValueError(f"{where}: not a node selector term")
+    for key in ("matchExpressions", "matchFields"):
+        items = (raw or {}).get(key) or []
+        if not isinstance(items, list) or not all(isinstance(r, Mapping) for r in items):
+            raise ValueError(f"{where}.{key}: not a list of requirements")
+        for r in items:
+            if not isinstance(r.get("values") or [], list):
+                raise ValueError(f"{where}.{key}: values must be a list")
+    term = parse_term(raw)
+    if term.error and not where.endswith(".preference"):
+        raise ValueError(f"{where}: {term.error}")
+    return term
 
 
 class Args(ArgsModel):

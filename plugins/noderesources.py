@@ -225,7 +225,10 @@ class NodeResourcesFit:
             too_big = short & insufficient(allocatable, amount)
             reason = f"Insufficient {resource}"
             dra_class = self._dra_class(resource) if "/" in resource else None  # a scalar resource
-            if dra_class is not None and (dra_only := short & (allocatable <= 0)).any():
+            if (
+                dra_class is not None
+                and (dra_only := self._with_slices(table, short & (allocatable <= 0))).any()
+            ):
                 out.append(
                     Rejection(dra_only, dra_reason(resource, dra_class), Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
                 )
@@ -233,6 +236,16 @@ class NodeResourcesFit:
             out.append(Rejection(short & ~too_big, reason))
             if too_big.any():
                 out.append(Rejection(too_big, reason, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+        return out
+
+    def _with_slices(self, table: NodeTable, rows: BoolArray) -> BoolArray:
+        """Those of ``rows`` whose node reaches a ResourceSlice (one without any: a plain shortage)."""
+        assert self.cache is not None
+        out = np.zeros_like(rows)
+        for row in np.flatnonzero(rows):
+            spec = table.specs[row]
+            found = self.cache.dra.slices_for(table.name(int(row)), spec.labels if spec is not None else {})
+            out[row] = next(found, None) is not None
         return out
 
     def _dra_class(self, resource: str) -> str | None:

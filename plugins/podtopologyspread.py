@@ -76,7 +76,8 @@ class DefaultConstraint(ArgsModel):
     max_skew: int = Field(gt=0)
     topology_key: str
     when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
-    min_domains: int = Field(default=1, ge=1)
+    #: as upstream's args, 0 is accepted (it acts as 1)
+    min_domains: int = Field(default=1, ge=0)
     node_affinity_policy: Literal["Honor", "Ignore"] = "Honor"
     node_taints_policy: Literal["Honor", "Ignore"] = "Ignore"
     #: accepted, and ignored as upstream does for default constraints

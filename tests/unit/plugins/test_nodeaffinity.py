@@ -293,13 +293,39 @@ def test_added_preferred_affinity_scores_every_pod() -> None:
         pytest.param(
             {"requiredDuringSchedulingRequiredDuringExecution": {}}, "unknown field(s)", id="unknown"
         ),
+        # shapes no API server checked (args are free-form in the CRD): refused, never a crash
+        pytest.param(
+            {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": ["x"]}},
+            "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]: not a node selector term",
+            id="term-not-a-mapping",
+        ),
+        pytest.param(
+            {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": "x"}]
+                }
+            },
+            "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+            ".matchExpressions: not a list",
+            id="expressions-not-a-list",
+        ),
+        pytest.param(
+            {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": "x"}]},
+            "preferredDuringSchedulingIgnoredDuringExecution[0].preference: not a node selector term",
+            id="preference-not-a-mapping",
+        ),
+        pytest.param(
+            {"preferredDuringSchedulingIgnoredDuringExecution": {"weight": 1}},
+            "preferredDuringSchedulingIgnoredDuringExecution: not a list",
+            id="preferred-not-a-list",
+        ),
         pytest.param(
             {
                 "preferredDuringSchedulingIgnoredDuringExecution": [
                     {"weight": "high", "preference": POOL_TRAIN}
                 ]
             },
-            "preferredDuringSchedulingIgnoredDuringExecution[0].weight: an integer",
+            "preferredDuringSchedulingIgnoredDuringExecution[0].weight: an int32",
             id="weight",
         ),
     ],
@@ -317,3 +343,17 @@ def test_added_affinity_kube_scheduler_would_refuse_refuses_the_profile(
     with pytest.raises(ProfileError) as err:
         validate_profile(spec, load_registry(), DEFAULT_PLUGINS)
     assert "spec.pluginConfig[0].args.addedAffinity: " + message in str(err.value), str(err.value)
+
+
+def test_a_weight_zero_added_preference_is_left_out_unread() -> None:
+    """As upstream's NewPreferredSchedulingTerms: a term of weight 0 (or an empty one) is skipped
+    before it is parsed, so even an unparsable one does not refuse the profile."""
+    bad = {"matchExpressions": [{"key": "invalid/label/key", "operator": "In", "values": ["v"]}]}
+    plugin = added(
+        preferredDuringSchedulingIgnoredDuringExecution=[
+            {"weight": 0, "preference": bad},
+            {"weight": 4, "preference": {}},
+            {"weight": 2, "preference": POOL_TRAIN},
+        ]
+    )
+    assert [w for w, _ in plugin.added_preferred] == [2]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from shoal.core.dra import DeviceClassInfo
+from shoal.core.dra import DeviceClassInfo, ResourceSliceInfo
 from shoal.core.objects import PodInfo
 from shoal.core.status import Code
 from shoal.plugins import noderesources
@@ -310,14 +310,30 @@ def test_vector_scores_equal_upstreams_per_node_arithmetic(strategy: str, gpus_e
 def test_an_extended_resource_a_device_class_provides_is_named_not_insufficient() -> None:
     """kube-scheduler 1.37 hands an extended resource that a node's allocatable lacks, and that a
     DeviceClass provides (``extendedResourceName``, or the implicit
-    ``deviceclass.resource.kubernetes.io/<class>``), to DRA. shoal does not allocate those yet: the
-    node is refused, unresolvable, with a reason that says so, instead of a bare Insufficient."""
-
+    ``deviceclass.resource.kubernetes.io/<class>``), to DRA. shoal does not allocate those yet: a
+    node that publishes ResourceSlices is refused, unresolvable, with a reason that says so; a
+    node without any keeps the plain Insufficient (upstream's DRA would find no device there)."""
     nodes = [
         make_node("device-plugin", gpus=8),  # nvidia.com/gpu in allocatable: NodeResourcesFit's
         make_node("dra-only"),  # the GPUs published as ResourceSlices only
+        make_node("cpu-only"),
     ]
     cache = cache_with(nodes)
+    gpu_slice = {  # as NVIDIA's DRA driver publishes a node's GPUs
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "dra-only-gpu.nvidia.com-x7k2q"},
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "nodeName": "dra-only",
+            "pool": {"name": "dra-only", "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {"name": f"gpu-{i}", "attributes": {"productName": {"string": "NVIDIA H100"}}}
+                for i in range(8)
+            ],
+        },
+    }
+    cache.dra.apply(ResourceSliceInfo.from_dict(gpu_slice))
     fit = noderesources.new(noderesources.Args(), handle_for(cache))
     gpu_pod = pod(gpus=1)
 
@@ -326,7 +342,8 @@ def test_an_extended_resource_a_device_class_provides_is_named_not_insufficient(
             cache.table, fit.filter_nodes(state(), p, cache.table, cache.table.valid_rows())
         )
 
-    assert verdicts(gpu_pod) == {"Insufficient nvidia.com/gpu": {"dra-only"}}  # no DeviceClass maps it
+    # no DeviceClass maps it
+    assert verdicts(gpu_pod) == {"Insufficient nvidia.com/gpu": {"dra-only", "cpu-only"}}
     gpu_class = {  # as NVIDIA's DRA driver installs it, with the extended-resource mapping
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
@@ -338,13 +355,14 @@ def test_an_extended_resource_a_device_class_provides_is_named_not_insufficient(
     }
     cache.dra.apply(DeviceClassInfo.from_dict(gpu_class))
     reason = noderesources.dra_reason("nvidia.com/gpu", "gpu.nvidia.com")
-    assert verdicts(gpu_pod) == {reason: {"dra-only"}}
-    (rejection,) = [
-        r for r in fit.filter_nodes(state(), gpu_pod, cache.table, cache.table.valid_rows()) if r.mask.any()
-    ]
-    assert rejection.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    implicit = pod(extra_requests={"deviceclass.resource.kubernetes.io/gpu.nvidia.com": "1"})
+    assert verdicts(gpu_pod) == {reason: {"dra-only"}, "Insufficient nvidia.com/gpu": {"cpu-only"}}
+    codes = {
+        r.reason: r.code for r in fit.filter_nodes(state(), gpu_pod, cache.table, cache.table.valid_rows())
+    }
+    assert codes[reason] is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     name = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
+    implicit = pod(extra_requests={name: "1"})
     assert verdicts(implicit) == {
-        noderesources.dra_reason(name, "gpu.nvidia.com"): {"device-plugin", "dra-only"}
+        noderesources.dra_reason(name, "gpu.nvidia.com"): {"dra-only"},
+        f"Insufficient {name}": {"device-plugin", "cpu-only"},
     }

@@ -224,6 +224,9 @@ def test_args_as_kube_scheduler_writes_them() -> None:
         (HOST, 2, 2),
     ]
     assert not plugin.system_defaulted
+    # minDomains 0 is accepted, as by kube-scheduler's args validation (it acts as 1)
+    zero = podtopologyspread.ENTRY.parse_args(listed(hard(minDomains=0)))
+    assert zero.default_constraints[0].min_domains == 0
     system = podtopologyspread.PodTopologySpread(cache_with([]), None)
     assert system.system_defaulted and [(c.topology_key, c.max_skew) for c in system.defaults] == [
         (HOST, 3),
