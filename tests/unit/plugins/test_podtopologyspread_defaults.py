@@ -285,3 +285,32 @@ def test_the_differential_scenario_does_not_depend_on_tie_breaks(workload: Workl
     """Each workload of tests/integration/test_default_spread.py has one outcome, asserted there
     for kube-scheduler and shoal alike."""
     assert outcomes(workload) == {workload.expected}
+
+
+def test_the_constraints_upstream_expects_for_a_pod_a_service_selects() -> None:
+    """upstream's ``want`` preFilterState of filtering_test.go TestPreFilterState "default
+    constraints and a service" (the table case has no nodes, so only its status is compared
+    there): the hard defaults, in order, each with the Service's selector."""
+    args = podtopologyspread.ENTRY.parse_args(
+        listed(
+            hard("node", maxSkew=3),
+            {"maxSkew": 2, "topologyKey": "node", "whenUnsatisfiable": "ScheduleAnyway"},
+            hard("rack", maxSkew=5),
+        )
+    )
+    cache = cache_with([])
+    service = {"apiVersion": "v1", "kind": "Service", "spec": {"selector": {"foo": "bar"}}}
+    cache.spread_selectors.upsert(SelectorOwner.decode("Service", service))
+    plugin = podtopologyspread.PodTopologySpread(cache, args)
+    pod = PodInfo.from_dict({"metadata": {"name": "p", "labels": {"foo": "bar", "baz": "kar"}}})
+    hard_ones = plugin.constraints(pod, "DoNotSchedule")
+    assert [(c.topology_key, c.max_skew, c.min_domains) for c in hard_ones] == [
+        ("node", 3, 1),
+        ("rack", 5, 1),
+    ]
+    for c in hard_ones:
+        assert c.selector is not None and [
+            (r.key, r.operator, r.values) for r in c.selector.requirements
+        ] == [("foo", "In", frozenset({"bar"}))]
+        assert (c.node_affinity_policy, c.node_taints_policy) == ("Honor", "Ignore")
+    assert [c.max_skew for c in plugin.constraints(pod, "ScheduleAnyway")] == [2]
