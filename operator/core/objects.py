@@ -214,7 +214,7 @@ class PodInfo:
         problems: dict[str, str] = {}
         labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
         annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
-        requests, nonzero_cpu, nonzero_mem = pod_requests(spec, problems)
+        requests, nonzero_cpu, nonzero_mem = pod_requests(spec, problems, status)
         required_terms, preferred = _node_affinity(spec)
         gpu_mem, why = parse_gpu_memory(annotations.get(GPU_MEMORY_ANNOTATION))
         if why:

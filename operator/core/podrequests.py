@@ -3,6 +3,14 @@
 Containers and sidecars (restartable init containers) run together and are summed; a plain init
 container runs alone beside the sidecars started before it; overhead comes on top. Scoring uses
 the same sum with kube-scheduler's non-zero defaults for a container that leaves cpu or memory out.
+
+In-place resize (GA since 1.35): a pod's requests are, per resource, the largest of three sums
+over its containers: the spec's, what the kubelet allocated (``containerStatuses[].allocatedResources``)
+and what it actuated (``containerStatuses[].resources.requests``), each falling back to the next
+where the status says nothing; the pod-level status maps (``status.allocatedResources``,
+``status.resources``), when the kubelet writes them, replace the containers' two. A resize the
+kubelet found infeasible (``PodResizePending``, reason ``Infeasible``) leaves the spec out. So a
+pod being resized down still counts what it holds, as kube-scheduler counts it.
 """
 
 from __future__ import annotations
@@ -118,18 +126,74 @@ def _pod_level_requests(spec: JSON, problems: dict[str, str]) -> dict[str, int]:
     return out
 
 
-def pod_requests(spec: JSON, problems: dict[str, str]) -> tuple[dict[str, int], int, int]:
-    """Effective requests as kube-scheduler computes them (containers, sidecars, init, overhead).
+def _quantities(items: Any, problems: dict[str, str], where: str) -> dict[str, int] | None:
+    """A resource list from a status (None when absent)."""
+    if not isinstance(items, Mapping):
+        return None
+    out: dict[str, int] = {}
+    for name, value in items.items():
+        try:
+            out[str(name)] = to_int(str(name), value)
+        except QuantityError as exc:
+            problems[f"{where}.{name}"] = str(exc)
+    return out
+
+
+def _resize_infeasible(status: JSON) -> bool:
+    return any(
+        isinstance(c, Mapping) and c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible"
+        for c in status.get("conditions") or ()
+    )
+
+
+def _max_of(*lists: Mapping[str, int] | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for one in lists:
+        _max(out, one or {})
+    return out
+
+
+Views = tuple[dict[str, int], dict[str, int], dict[str, int]]
+
+
+class _ContainerViews:
+    """A container's (spec, allocated, actuated) requests; a value its status lacks falls back as
+    upstream's ``containerAllocatedRequests`` / ``containerActuatedRequests`` do."""
+
+    def __init__(self, status: JSON, problems: dict[str, str], infeasible: bool) -> None:
+        self.problems, self.infeasible = problems, infeasible
+        self.statuses = {
+            str(cs.get("name") or ""): cs
+            for key in ("containerStatuses", "initContainerStatuses")
+            for cs in status.get(key) or ()
+            if isinstance(cs, Mapping)
+        }
+
+    def __call__(self, c: JSON) -> Views:
+        own = _container_requests(c, self.problems)
+        cs = self.statuses.get(str(c.get("name") or "")) or {}
+        allocated = _quantities(cs.get("allocatedResources"), self.problems, "status.allocatedResources")
+        actuated = _quantities((cs.get("resources") or {}).get("requests"), self.problems, "status.resources")
+        allocated_or = allocated if allocated is not None else ({} if self.infeasible else own)
+        return own, allocated_or, actuated if actuated is not None else allocated_or
+
+
+def pod_requests(
+    spec: JSON, problems: dict[str, str], status: JSON | None = None
+) -> tuple[dict[str, int], int, int]:
+    """Effective requests as kube-scheduler computes them (containers, sidecars, init, overhead,
+    in-place resizes: see the module docstring).
 
     Returns (requests without zeros, non-zero cpu, non-zero memory). The non-zero
     figures are what scoring and the node table's ``nonzero_requested`` count: the same sum with
     kube-scheduler's defaults for a container that leaves cpu or memory out.
     """
-    containers = [_container_requests(c, problems) for c in spec.get("containers") or ()]
-    init: list[tuple[dict[str, int], bool]] = []
-    for c in spec.get("initContainers") or ():
-        # a sidecar (restartPolicy: Always) runs beside the app containers
-        init.append((_container_requests(c, problems), c.get("restartPolicy") == "Always"))
+    status = status or {}
+    infeasible = _resize_infeasible(status)
+    views = _ContainerViews(status, problems, infeasible)
+    containers = [views(c) for c in spec.get("containers") or ()]
+    # a sidecar (restartPolicy: Always) runs beside the app containers
+    init = [(views(c), c.get("restartPolicy") == "Always") for c in spec.get("initContainers") or ()]
     overhead: dict[str, int] = {}
     for k, v in (spec.get("overhead") or {}).items():
         try:
@@ -137,10 +201,34 @@ def pod_requests(spec: JSON, problems: dict[str, str]) -> tuple[dict[str, int], 
         except QuantityError as exc:
             problems[f"overhead.{k}"] = str(exc)
     pod_level = _pod_level_requests(spec, problems)
-    total = aggregate_requests(containers, init, overhead, pod_level=pod_level)
-    nonzero = aggregate_requests(containers, init, overhead, NON_MISSING_DEFAULTS, pod_level=pod_level)
+    pod_allocated = _quantities(status.get("allocatedResources"), problems, "status.allocatedResources")
+    pod_actuated = _quantities((status.get("resources") or {}).get("requests"), problems, "status.resources")
+    if pod_level and status.get("resources") is not None:  # InPlacePodLevelResourcesVerticalScaling
+        pod_level = {
+            k: v
+            for k, v in _max_of(None if infeasible else pod_level, pod_actuated, pod_allocated).items()
+            if is_pod_level_resource(k)
+        }
+
+    # a pod the kubelet has not reported on (every pending pod): the three views are the spec's
+    views_differ = infeasible or bool(views.statuses) or pod_allocated is not None
+
+    def total(defaults: Mapping[str, int] | None) -> dict[str, int]:
+        sums = [
+            aggregate_requests([c[i] for c in containers], [(c[i], r) for c, r in init], {}, defaults)
+            for i in range(3 if views_differ else 1)
+        ]
+        sums += [sums[0]] * (3 - len(sums))
+        if pod_allocated is not None and pod_actuated is not None:  # the kubelet's pod-level maps
+            sums[1:] = [pod_allocated, pod_actuated]
+        out = _max_of(*([] if infeasible else [sums[0]]), sums[1], sums[2])
+        out.update(pod_level or {})
+        _add(out, overhead)
+        return out
+
+    nonzero = total(NON_MISSING_DEFAULTS)
     return (
-        {k: v for k, v in total.items() if v > 0},
+        {k: v for k, v in total(None).items() if v > 0},
         nonzero.get("cpu", 0),
         nonzero.get("memory", 0),
     )
