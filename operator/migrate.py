@@ -65,8 +65,6 @@ KUBE_DEFAULTS: tuple[tuple[str, int | None], ...] = (
 
 #: why a plugin of kube-scheduler or scheduler-plugins has no shoal equivalent, where known
 WHY_MISSING = {
-    "NodeResourcesBalancedAllocation": "shoal has BalancedAllocation as a NodeResourcesFit "
-    "scoringStrategy type, not a plugin of its own",
     "CapacityScheduling": "shoal does not read ElasticQuotas",
     "NodeResourceTopologyMatch": "shoal does not read NodeResourceTopology (NUMA) objects",
     "NodeResourcesAllocatable": "not a shoal plugin (NodeResourcesFit's scoringStrategy is the closest)",

@@ -23,6 +23,7 @@ from typing import Any
 
 from shoal.core.profile import PluginEntry, PluginSet
 from shoal.plugins import (
+    balancedallocation,
     coscheduling,
     defaultbinder,
     defaultpreemption,
@@ -54,6 +55,7 @@ BUILTIN: tuple[PluginEntry, ...] = (
     nodename.ENTRY,
     nodeunschedulable.ENTRY,
     noderesources.ENTRY,
+    balancedallocation.ENTRY,
     tainttoleration.ENTRY,
     nodeaffinity.ENTRY,
     nodeports.ENTRY,

@@ -20,10 +20,6 @@ from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 DATA = Path(__file__).resolve().parents[1] / "data" / "scheduler-plugins"
 REGISTRY = load_registry(third_party=False)
 KSC = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
-MISSING_DEFAULTS = [
-    "profiles[0].plugins: plugin NodeResourcesBalancedAllocation (multiPoint) left out: shoal has "
-    "BalancedAllocation as a NodeResourcesFit scoringStrategy type, not a plugin of its own",
-]
 
 
 def run(config: dict[str, Any]) -> Conversion:
@@ -55,12 +51,12 @@ def test_scheduler_plugins_chart_configuration(capsys: pytest.CaptureFixture[str
     assert run_points["queueSort"] == [("PrioritySort", None)]
     # kube-scheduler's weights, not shoal's defaults (TaintToleration 3, NodeResourcesFit 1)
     assert ("TaintToleration", 3) in run_points["score"] and ("NodeResourcesFit", 1) in run_points["score"]
+    assert ("NodeResourcesBalancedAllocation", 1) in run_points["score"]  # kube's default, kept
     assert "GPUMemory" not in {n for refs in run_points.values() for n, _ in refs}  # not in the source
     lines = [line.removeprefix("not carried over: ") for line in err.splitlines()]
     assert lines == [
         "leaderElection: not a profile setting (shoal's equivalent: the chart's leaderElection values / "
         "`shoal run --lease-*`)",
-        *MISSING_DEFAULTS,
         "profiles[0].plugins: plugin CapacityScheduling (multiPoint) left out: shoal does not read "
         "ElasticQuotas",
         "profiles[0].plugins: plugin NodeResourceTopologyMatch (multiPoint) left out: shoal does not read "
