@@ -1,10 +1,13 @@
 """NodeResourcesBalancedAllocation (PreScore, Score): kube-scheduler's separate plugin, in its
 default profile at weight 1 beside NodeResourcesFit's LeastAllocated.
 
-A node scores higher the more even the fractions of its resources (``resources``, by default cpu
-and memory) would be with the pod on it: 100 × (1 − the standard deviation of the fractions), as
-NodeResourcesFit's ``BalancedAllocation`` strategy computes it (the same code: a resource the node
-lacks is left out; a pod that requests none of the resources is skipped at PreScore). Having it as
+A node scores higher the more the pod would even out the fractions of its resources
+(``resources``, by default cpu and memory). As kube-scheduler 1.37: a node's balance is
+100 × (1 − the standard deviation of the fractions), and the score is
+50 + (50 + balance with the pod − balance without it) / 2 — 75 when the pod changes nothing,
+towards 100 when it evens the node out, towards 50 when it tips it over. NodeResourcesFit's
+``BalancedAllocation`` strategy computes the same (the same code: a resource the node lacks is left
+out; a pod that requests none of the resources is skipped at PreScore). Having it as
 a plugin of its own lets a profile score balance *and* packing, as kube-scheduler's default profile
 does; ``shoal profiles from-config`` keeps it.
 

@@ -19,8 +19,9 @@ Score strategies (kube-scheduler's formulas):
 * ``LeastAllocated`` — prefer emptier nodes (spreads);
 * ``MostAllocated`` — prefer fuller nodes (packs; with ``nvidia.com/gpu`` weighted high, keeps
   whole 8-GPU nodes free for 8-GPU pods);
-* ``BalancedAllocation`` — prefer nodes whose resource fractions stay even. This is
-  kube-scheduler's separate ``NodeResourcesBalancedAllocation`` plugin, offered here as a strategy.
+* ``BalancedAllocation`` — prefer nodes whose resource fractions the pod evens out (1.37 scores
+  the change in balance the pod makes, 75 for none). This is kube-scheduler's separate
+  ``NodeResourcesBalancedAllocation`` plugin, offered here as a strategy.
 
 Least/MostAllocated count cpu and memory with kube-scheduler's non-zero defaults (100m, 200Mi) for
 a container that leaves the key out (an explicit ``"0"`` stays 0); BalancedAllocation counts
@@ -36,6 +37,7 @@ from itertools import pairwise
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import Field, field_validator, model_validator
 
 from shoal.core.cache import ClusterCache
@@ -345,36 +347,52 @@ class NodeResourcesFit:
         return out
 
     def _balanced(self, table: NodeTable, pod: PodInfo, rows: IntArray) -> IntArray:
-        """1 - the standard deviation of the resource fractions (each capped at 1), x 100.
+        """How much the pod would improve each node's balance, as kube-scheduler 1.37 scores it.
 
-        As upstream: a resource the node lacks is left out; with two fractions the deviation is
-        half their difference, with more it is the root of the mean squared deviation, with fewer 0.
+        A node's balance is 100 x (1 - the standard deviation of its resource fractions, each
+        capped at 1): a resource the node lacks is left out; with two fractions the deviation is
+        half their difference, with more it is the root of the mean squared deviation, with fewer
+        0. The score is 50 + (50 + balance with the pod - balance without it) / 2 (integer parts,
+        as upstream's int64 arithmetic): 75 when the pod changes nothing, towards 100 when it
+        evens the node out, towards 50 when it tips it over.
         """
-        fractions = []
+        with_pod = []
+        without_pod = []
         present = []
         for rw in self.strategy.resources:
             usage = self._usage(table, pod, rw.name, rows)
             if usage is None:
                 continue
             req, alloc = usage
+            before = req - pod.requests.get(rw.name, 0)
             counts = alloc > 0
-            fractions.append(np.where(counts, np.minimum(req / np.where(counts, alloc, 1), 1.0), 0.0))
+            divisor = np.where(counts, alloc, 1)
+            with_pod.append(np.where(counts, np.minimum(req / divisor, 1.0), 0.0))
+            without_pod.append(np.where(counts, np.minimum(before / divisor, 1.0), 0.0))
             present.append(counts)
-        if not fractions:
-            return np.full(len(rows), MAX_NODE_SCORE, dtype=np.int64)
-        f = np.vstack(fractions)
+        if not present:
+            return np.full(len(rows), MAX_NODE_SCORE // 2 + MAX_NODE_SCORE // 4, dtype=np.int64)
         p = np.vstack(present)
-        k = p.sum(axis=0)
-        kk = np.maximum(k, 1)
-        mean = np.where(p, f, 0.0).sum(axis=0) / kk
-        spread = np.sqrt(np.where(p, (f - mean) ** 2, 0.0).sum(axis=0) / kk)
-        pair = (np.where(p, f, -np.inf).max(axis=0) - np.where(p, f, np.inf).min(axis=0)) / 2
-        std = np.where(k == 2, pair, np.where(k > 2, spread, 0.0))
-        out: IntArray = ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)
+        after = _balance(np.vstack(with_pod), p)
+        before_score = _balance(np.vstack(without_pod), p)
+        change = MAX_NODE_SCORE // 2 + after - before_score  # in [0, 100]: both are in [50, 100]
+        out: IntArray = MAX_NODE_SCORE // 2 + np.fix(change / 2).astype(np.int64)
         return out
 
     def events_to_register(self) -> Sequence[EventRegistration]:
         return (EventRegistration(EventKind.NODE_ADD | EventKind.NODE_UPDATE | EventKind.POD_DELETE),)
+
+
+def _balance(f: npt.NDArray[np.float64], p: BoolArray) -> IntArray:
+    """100 x (1 - std) of the fractions ``f`` (resources x nodes) where ``p`` (truncated)."""
+    k = p.sum(axis=0)
+    kk = np.maximum(k, 1)
+    mean = np.where(p, f, 0.0).sum(axis=0) / kk
+    spread = np.sqrt(np.where(p, (f - mean) ** 2, 0.0).sum(axis=0) / kk)
+    pair = (np.where(p, f, -np.inf).max(axis=0) - np.where(p, f, np.inf).min(axis=0)) / 2
+    std = np.where(k == 2, pair, np.where(k > 2, spread, 0.0))
+    out: IntArray = ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)
+    return out
 
 
 def dra_reason(resource: str, device_class: str) -> str:

@@ -116,19 +116,26 @@ def test_gpu_weight_packs_gpus_and_ignores_gpu_for_cpu_pods() -> None:
     assert np.all(cpu_scores == 0)
 
 
-def test_balanced_allocation_prefers_even_fractions() -> None:
-    busy = make_pod("cpu-heavy", cpu="8", memory="1Gi", node_name="skewed")
+def test_balanced_allocation_scores_the_change_in_balance() -> None:
+    """kube-scheduler 1.37 scores how much the pod evens a node out, not the balance it leaves."""
+    busy = make_pod("cpu-heavy", cpu="8", memory="0", node_name="skewed")
     cache = cache_with(
-        [make_node("skewed", cpu="16", memory="64Gi"), make_node("even", cpu="16", memory="64Gi")], [busy]
+        [make_node("skewed", cpu="16", memory="64Gi"), make_node("empty", cpu="16", memory="64Gi")], [busy]
     )
     table = cache.table
-    scores = scores_by_name(
-        table,
-        plugin(scoringStrategy={"type": "BalancedAllocation"}).score_nodes(
-            state(), pod(cpu="1", memory="4Gi"), table, all_rows(table)
-        ),
-    )
-    assert scores["even"] > scores["skewed"]
+    fit = plugin(scoringStrategy={"type": "BalancedAllocation"})
+
+    def scores(p: PodInfo) -> dict[str, int]:
+        return scores_by_name(table, fit.score_nodes(state(), p, table, all_rows(table)))
+
+    # memory-only pod: on `skewed` it evens 50%/0% out to 50%/50% (75 -> 100: 50 + (50 + 25) / 2);
+    # on `empty` it unbalances 0%/0% to 0%/50% (100 -> 75: 50 + 25 / 2)
+    evening = scores(pod(cpu="0", memory="32Gi"))
+    assert evening == {"skewed": 87, "empty": 62}
+    # a pod that leaves each node as (un)balanced as it was scores 75 on both: the balance the node
+    # already had does not count (scoring only the balance with the pod, `empty` would win 100 to 75)
+    unchanged = scores(pod(cpu="1", memory="4Gi"))
+    assert unchanged == {"skewed": 75, "empty": 75}
 
 
 @pytest.mark.parametrize(

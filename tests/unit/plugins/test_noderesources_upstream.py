@@ -177,5 +177,5 @@ def test_tables_are_all_there() -> None:
         "TestFitScore": 11,
         "TestLeastAllocatedScoringStrategy": 16,
         "TestMostAllocatedScoringStrategy": 14,
-        "TestNodeResourcesBalancedAllocation": 10,
+        "TestNodeResourcesBalancedAllocation": 11,
     }
