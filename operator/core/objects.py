@@ -24,6 +24,7 @@ from shoal.core.nodeselectors import SelectorTerm, parse_term
 from shoal.core.podrequests import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
+    as_mapping,
     pod_host_ports,
     pod_requests,
 )
@@ -210,7 +211,7 @@ class PodInfo:
     def from_dict(cls, obj: JSON) -> PodInfo:
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
-        status = obj.get("status") or {}
+        status = as_mapping(obj.get("status"))
         problems: dict[str, str] = {}
         labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
         annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}

@@ -139,10 +139,20 @@ def _quantities(items: Any, problems: dict[str, str], where: str) -> dict[str, i
     return out
 
 
+def as_mapping(value: Any) -> JSON:
+    """A status field that should be an object, or {} when it is absent or malformed."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _objects(value: Any) -> list[JSON]:
+    """The objects of a status field that should be a list of them (malformed entries left out)."""
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list | tuple) else []
+
+
 def _resize_infeasible(status: JSON) -> bool:
     return any(
-        isinstance(c, Mapping) and c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible"
-        for c in status.get("conditions") or ()
+        c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible"
+        for c in _objects(status.get("conditions"))
     )
 
 
@@ -165,15 +175,16 @@ class _ContainerViews:
         self.statuses = {
             str(cs.get("name") or ""): cs
             for key in ("containerStatuses", "initContainerStatuses")
-            for cs in status.get(key) or ()
-            if isinstance(cs, Mapping)
+            for cs in _objects(status.get(key))
         }
 
     def __call__(self, c: JSON) -> Views:
         own = _container_requests(c, self.problems)
         cs = self.statuses.get(str(c.get("name") or "")) or {}
         allocated = _quantities(cs.get("allocatedResources"), self.problems, "status.allocatedResources")
-        actuated = _quantities((cs.get("resources") or {}).get("requests"), self.problems, "status.resources")
+        actuated = _quantities(
+            as_mapping(cs.get("resources")).get("requests"), self.problems, "status.resources"
+        )
         allocated_or = allocated if allocated is not None else ({} if self.infeasible else own)
         return own, allocated_or, actuated if actuated is not None else allocated_or
 
@@ -188,7 +199,7 @@ def pod_requests(
     figures are what scoring and the node table's ``nonzero_requested`` count: the same sum with
     kube-scheduler's defaults for a container that leaves cpu or memory out.
     """
-    status = status or {}
+    status = as_mapping(status)
     infeasible = _resize_infeasible(status)
     views = _ContainerViews(status, problems, infeasible)
     containers = [views(c) for c in spec.get("containers") or ()]
@@ -202,8 +213,10 @@ def pod_requests(
             problems[f"overhead.{k}"] = str(exc)
     pod_level = _pod_level_requests(spec, problems)
     pod_allocated = _quantities(status.get("allocatedResources"), problems, "status.allocatedResources")
-    pod_actuated = _quantities((status.get("resources") or {}).get("requests"), problems, "status.resources")
-    if pod_level and status.get("resources") is not None:  # InPlacePodLevelResourcesVerticalScaling
+    pod_actuated = _quantities(
+        as_mapping(status.get("resources")).get("requests"), problems, "status.resources"
+    )
+    if pod_level and isinstance(status.get("resources"), Mapping):  # InPlacePodLevelResourcesVerticalScaling
         pod_level = {
             k: v
             for k, v in _max_of(None if infeasible else pod_level, pod_actuated, pod_allocated).items()

@@ -43,6 +43,8 @@ def parse_quantity(value: str | int | float) -> Decimal:
         if isinstance(value, float) and not math.isfinite(value):
             raise QuantityError(f"invalid quantity {value!r}")
         return Decimal(str(value))
+    if not isinstance(value, str):  # null, a list or an object where a quantity belongs
+        raise QuantityError(f"invalid quantity {value!r}")
     text = value.strip()
     match = _QUANTITY.match(text)
     if not match:

@@ -156,3 +156,29 @@ def test_a_malformed_status_quantity_is_a_problem_not_a_crash() -> None:
         spec, problems, {"containerStatuses": [status("app", allocated={"cpu": "lots"})]}
     )
     assert requests == {"cpu": 1000} and "status.allocatedResources.cpu" in problems
+
+
+MALFORMED_STATUSES: list[tuple[str, Any]] = [
+    ("status-a-list", ["Running"]),
+    ("resources-a-string", {"resources": "big"}),
+    ("container-resources-a-list", {"containerStatuses": [{"name": "app", "resources": ["cpu"]}]}),
+    ("container-statuses-an-object", {"containerStatuses": {"name": "app"}}),
+    ("conditions-a-string", {"conditions": "PodResizePending"}),
+    ("quantity-null", {"containerStatuses": [{"name": "app", "allocatedResources": {"cpu": None}}]}),
+    ("quantity-an-object", {"allocatedResources": {"cpu": {"value": 2}}, "resources": {"requests": {}}}),
+]
+
+
+@pytest.mark.parametrize(
+    "pod_status", [c[1] for c in MALFORMED_STATUSES], ids=[c[0] for c in MALFORMED_STATUSES]
+)
+def test_a_malformed_status_never_crashes_the_pod_table(pod_status: Any) -> None:
+    """The status is the kubelet's to write; whatever shape it takes, the pod keeps its spec's
+    requests (or a named problem) instead of an exception in the watch handler."""
+    obj: dict[str, Any] = {
+        "metadata": {"name": "api-0", "namespace": "shop", "uid": "u1"},
+        "spec": {"containers": [container("app", "1")]},
+        "status": pod_status,
+    }
+    pod = PodInfo.from_dict(obj)
+    assert pod.requests.get("cpu") == 1000 or pod.problems
