@@ -380,7 +380,12 @@ class NodeResourcesFit:
         return out
 
     def events_to_register(self) -> Sequence[EventRegistration]:
-        return (EventRegistration(EventKind.NODE_ADD | EventKind.NODE_UPDATE | EventKind.POD_DELETE),)
+        # a pod deleted or resized down (UpdatePodScaleDown) frees room, as upstream registers
+        return (
+            EventRegistration(
+                EventKind.NODE_ADD | EventKind.NODE_UPDATE | EventKind.POD_DELETE | EventKind.POD_SCALE_DOWN
+            ),
+        )
 
 
 def _balance(f: npt.NDArray[np.float64], p: BoolArray) -> IntArray:

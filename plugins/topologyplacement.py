@@ -148,7 +148,12 @@ class TopologyPlacement:
         return (Rejection(outside, REASON, Code.UNSCHEDULABLE),) if outside.any() else ()
 
     def events_to_register(self) -> Sequence[EventRegistration]:
-        return (EventRegistration(EventKind.NODE_ADD | EventKind.NODE_UPDATE | EventKind.POD_DELETE),)
+        # a pod deleted or resized down frees room
+        return (
+            EventRegistration(
+                EventKind.NODE_ADD | EventKind.NODE_UPDATE | EventKind.POD_DELETE | EventKind.POD_SCALE_DOWN
+            ),
+        )
 
 
 def new(args: Args, handle: Handle) -> TopologyPlacement:

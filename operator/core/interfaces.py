@@ -67,6 +67,8 @@ class EventKind(Flag):
     POD_ADD = auto()
     POD_UPDATE = auto()
     POD_DELETE = auto()
+    #: a bound pod now holds less of some resource (an in-place resize down the kubelet reported)
+    POD_SCALE_DOWN = auto()
     POD_GROUP_CHANGE = auto()
     PROFILE_CHANGE = auto()
     #: a PersistentVolume, PersistentVolumeClaim, StorageClass or CSINode added, changed or deleted,
@@ -78,7 +80,7 @@ class EventKind(Flag):
     DRA_CHANGE = auto()
 
     ANY_NODE = NODE_ADD | NODE_UPDATE | NODE_DELETE
-    ANY_POD = POD_ADD | POD_UPDATE | POD_DELETE
+    ANY_POD = POD_ADD | POD_UPDATE | POD_DELETE | POD_SCALE_DOWN
     ALL = (
         ANY_NODE
         | ANY_POD

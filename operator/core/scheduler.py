@@ -191,9 +191,12 @@ class Scheduler:
             self.queue.delete(pod.uid)
             if old is None or not old.bound:
                 self._event(EventKind.POD_ADD, pod)
-            elif (old.labels, old.terminating, old.node_name) != (pod.labels, pod.terminating, pod.node_name):
+                return
+            if (old.labels, old.terminating, old.node_name) != (pod.labels, pod.terminating, pod.node_name):
                 # relabelled or being deleted: pod affinity and spread see it differently now
                 self._event(EventKind.POD_UPDATE, pod)
+            if _scaled_down(old, pod):
+                self._event(EventKind.POD_SCALE_DOWN, pod)
             return
         fw = self.profiles.get(pod.scheduler_name)
         if fw is not None and not pod.terminating and not self.cache.is_assumed(pod.uid):
@@ -489,3 +492,9 @@ class Scheduler:
                 for row, note in plugin.explain_nodes(pod, every).items():
                     result.notes.setdefault(table.name(row), {})[plugin.name] = note
         return result
+
+
+def _scaled_down(old: PodInfo, new: PodInfo) -> bool:
+    """Whether a bound pod now holds less of some resource (kube-scheduler's UpdatePodScaleDown)."""
+    less = any(new.requests.get(k, 0) < v for k, v in old.requests.items())
+    return less or new.nonzero_cpu < old.nonzero_cpu or new.nonzero_memory < old.nonzero_memory

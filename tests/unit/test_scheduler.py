@@ -328,6 +328,33 @@ def test_a_node_whose_images_alone_change_requeues_nothing() -> None:
     assert sim.scheduler.queue.counts()["unschedulable"] == 0
 
 
+def test_a_bound_pod_resized_down_requeues_the_pods_it_crowded_out() -> None:
+    """kube-scheduler requeues on UpdatePodScaleDown: once the kubelet reports a bound pod's resize
+    from 6 to 2 CPUs done, a 4-CPU pod parked for Insufficient cpu fits, without waiting for the
+    periodic flush."""
+    cluster = InMemoryCluster([make_node("n1", cpu="8")])
+    sim = Simulation(cluster)
+    held = sim.submit(make_pod("held", cpu="6", node_name="n1"))
+    stored = sim.submit(make_pod("p", cpu="4", scheduler_name="gpu-scheduler"))
+    asyncio.run(sim.run())
+    assert sim.scheduler.queue.counts()["unschedulable"] == 1
+    held["metadata"]["labels"] = {"seen": "yes"}  # an update that frees nothing requeues nothing
+    sim.scheduler.on_pod(PodInfo.from_dict(held))
+    assert sim.scheduler.queue.counts()["unschedulable"] == 1
+    held["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"  # resize asked: still holds 6
+    name = held["spec"]["containers"][0]["name"]
+    six = {"name": name, "allocatedResources": {"cpu": "6"}, "resources": {"requests": {"cpu": "6"}}}
+    held["status"] = {"phase": "Running", "containerStatuses": [six]}
+    sim.scheduler.on_pod(PodInfo.from_dict(held))
+    assert sim.scheduler.queue.counts()["unschedulable"] == 1
+    two = {"name": name, "allocatedResources": {"cpu": "2"}, "resources": {"requests": {"cpu": "2"}}}
+    held["status"]["containerStatuses"] = [two]  # the kubelet actuated it
+    sim.scheduler.on_pod(PodInfo.from_dict(held))
+    assert sim.scheduler.queue.counts()["unschedulable"] == 0
+    asyncio.run(sim.run())
+    assert stored["spec"]["nodeName"] == "n1"
+
+
 def test_a_namespace_relabelled_requeues_pods_whose_affinity_selects_namespaces() -> None:
     cluster = InMemoryCluster([make_node("n1", cpu="8")])
     sim = Simulation(cluster)
