@@ -173,9 +173,12 @@ def test_tables_are_all_there() -> None:
         "TestEnoughRequests": 49,
         "TestNotEnoughRequests": 4,
         "TestStorageRequests": 4,
-        "TestRestartableInitContainers": 6,
+        "TestRestartableInitContainers": 4,
         "TestFitScore": 11,
         "TestLeastAllocatedScoringStrategy": 16,
         "TestMostAllocatedScoringStrategy": 14,
+        "TestRequestedToCapacityRatioScoringStrategy": 3,
+        "TestResourceBinPackingSingleExtended": 4,
+        "TestResourceBinPackingMultipleExtended": 4,
         "TestNodeResourcesBalancedAllocation": 11,
     }
