@@ -106,7 +106,13 @@ def broken_linear(points: Sequence[tuple[int, int]], utilization: IntArray) -> I
 
 class ResourceWeight(ArgsModel):
     name: str = Field(min_length=1, max_length=253)
-    weight: int = Field(default=1, ge=1, le=100)
+    #: 0 (or absent) reads as 1, as kube-scheduler's v1 defaulting has it
+    weight: int = Field(default=1, ge=0, le=100)
+
+    @field_validator("weight")
+    @classmethod
+    def _zero_is_one(cls, value: int) -> int:
+        return value or 1
 
 
 def _default_resources() -> list[ResourceWeight]:
@@ -115,13 +121,16 @@ def _default_resources() -> list[ResourceWeight]:
 
 class ScoringStrategy(ArgsModel):
     type: Strategy = "LeastAllocated"
-    resources: list[ResourceWeight] = Field(default_factory=_default_resources, min_length=1, max_length=32)
+    #: an empty list reads as cpu and memory at weight 1, as kube-scheduler's v1 defaulting has it
+    resources: list[ResourceWeight] = Field(default_factory=_default_resources, max_length=32)
     requested_to_capacity_ratio: RequestedToCapacityRatioArgs | None = None
 
     @model_validator(mode="after")
     def _shape_for_ratio(self) -> ScoringStrategy:
         if self.type == "RequestedToCapacityRatio" and self.requested_to_capacity_ratio is None:
             raise ValueError("type RequestedToCapacityRatio needs requestedToCapacityRatio.shape")
+        if self.type != "RequestedToCapacityRatio" and self.requested_to_capacity_ratio is not None:
+            raise ValueError(f"requestedToCapacityRatio must be left out when type is {self.type}")
         return self
 
     @field_validator("resources")
@@ -130,7 +139,7 @@ class ScoringStrategy(ArgsModel):
         names = [r.name for r in value]
         if len(set(names)) != len(names):
             raise ValueError("resource names must be unique")
-        return value
+        return value or _default_resources()
 
 
 class Args(ArgsModel):

@@ -142,17 +142,39 @@ def test_balanced_allocation_scores_the_change_in_balance() -> None:
     "args",
     [
         pytest.param({"scoringStrategy": {"type": "Fastest"}}, id="unknown-strategy"),
-        pytest.param({"scoringStrategy": {"resources": [{"name": "cpu", "weight": 0}]}}, id="zero-weight"),
+        pytest.param(
+            {"scoringStrategy": {"resources": [{"name": "cpu", "weight": -1}]}}, id="negative-weight"
+        ),
+        pytest.param(
+            {
+                "scoringStrategy": {
+                    "type": "MostAllocated",
+                    "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 10}]},
+                }
+            },
+            id="ratio-for-another-type",
+        ),
         pytest.param(
             {"scoringStrategy": {"resources": [{"name": "cpu"}, {"name": "cpu"}]}}, id="duplicate-resource"
         ),
-        pytest.param({"scoringStrategy": {"resources": []}}, id="no-resources"),
         pytest.param({"bogus": 1}, id="unknown-field"),
     ],
 )
 def test_bad_args(args: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         noderesources.Args.model_validate(args)
+
+
+def test_args_default_as_kube_schedulers_v1_api() -> None:
+    """An empty resource list is cpu and memory, a weight of 0 is 1 (SetDefaults_NodeResourcesFitArgs):
+    a MostAllocated profile written that way keeps its strategy instead of being refused."""
+    args = noderesources.Args.model_validate({"scoringStrategy": {"type": "MostAllocated", "resources": []}})
+    assert args.scoring_strategy.type == "MostAllocated"
+    assert [(r.name, r.weight) for r in args.scoring_strategy.resources] == [("cpu", 1), ("memory", 1)]
+    zero = noderesources.Args.model_validate(
+        {"scoringStrategy": {"resources": [{"name": "cpu", "weight": 0}]}}
+    )
+    assert [(r.name, r.weight) for r in zero.scoring_strategy.resources] == [("cpu", 1)]
 
 
 def _spec_pod(spec: dict[str, Any]) -> PodInfo:
