@@ -27,7 +27,7 @@ kube-scheduler's semantics (pkg/scheduler/framework/plugins/volumebinding, relea
   default); a claim provisioned for another node, or a PV whose claimRef was reset, fails it.
 
 Differences, all documented in docs/architecture.md: no CSIStorageCapacity check (storage is taken
-as sufficient), no storage-capacity scoring (the StorageCapacityScoring gate is off in 1.37), an
+as sufficient), no storage-capacity scoring (StorageCapacityScoring is beta and on in 1.37: not yet), an
 in-tree PV's node affinity is not derived from its zone labels by CSI translation.
 """
 
