@@ -125,15 +125,22 @@ def feasible_rows(feasible: BoolArray) -> IntArray:
 
 
 def sample_rows(fw: Framework, feasible: BoolArray) -> IntArray:
-    """Feasible rows to score: all by default, or the profile's percentageOfNodesToScore (at least
-    100) from a start that rotates over the rows, so every node gets its turn."""
+    """Feasible rows to score: all by default; with the profile's percentageOfNodesToScore, as
+    kube-scheduler's ``numFeasibleNodesToFind``: that share of *all* nodes (at least 100; every
+    node below 100), the first feasible ones from a start that rotates over the nodes, the next
+    cycle starting after the last node looked at, so every node gets its turn."""
     rows = feasible_rows(feasible)
-    if fw.percentage >= 100 or len(rows) <= MIN_FEASIBLE_NODES_TO_SCORE:
+    n_all = len(fw.handle.cache.table)
+    if fw.percentage >= 100 or n_all < MIN_FEASIBLE_NODES_TO_SCORE:
         return rows
-    want = max(MIN_FEASIBLE_NODES_TO_SCORE, (len(rows) * fw.percentage) // 100)
-    start = fw.next_start % len(rows)
-    fw.next_start = start + want
-    sampled: IntArray = np.roll(rows, -start)[:want]
+    want = max(MIN_FEASIBLE_NODES_TO_SCORE, (n_all * fw.percentage) // 100)
+    if want >= len(rows):
+        return rows  # upstream looks at every node and finds fewer: its start stays where it was
+    start = fw.next_start % len(feasible)
+    order = np.roll(np.arange(len(feasible), dtype=np.int64), -start)
+    found = np.flatnonzero(feasible[order])[:want]
+    fw.next_start = (start + int(found[-1]) + 1) % len(feasible)
+    sampled: IntArray = order[found]
     return sampled
 
 

@@ -93,6 +93,23 @@ def test_sampling_rotates_over_the_feasible_rows() -> None:
     assert len(sample_rows(fw, feasible)) == 100  # never fewer than 100
 
 
+def test_sampling_takes_a_share_of_all_nodes_not_of_the_feasible_ones() -> None:
+    """kube-scheduler's numFeasibleNodesToFind: 30% of 400 nodes is 120 feasible nodes to find,
+    however many of the 400 pass; the search goes on where the last one stopped."""
+    fw = build({}, [], nodes=400)
+    fw.percentage = 30
+    every_other = fw.handle.cache.table.valid_rows().copy()
+    every_other[1::2] = False  # 200 feasible
+    first = sample_rows(fw, every_other)
+    assert len(first) == 120 and first[0] == 0 and first[-1] == 238
+    second = sample_rows(fw, every_other)
+    assert len(second) == 120 and second[0] == 240  # after node 238, the next feasible: 240
+    assert set(second) >= {398, 0}  # wraps around
+    few = fw.handle.cache.table.valid_rows().copy()
+    few[100:] = False  # 100 feasible, fewer than the 120 to find: all of them
+    assert len(sample_rows(fw, few)) == 100
+
+
 def test_select_host_breaks_ties_at_random_or_takes_the_first() -> None:
     scores = ScoreOutcome(np.array([4, 7, 9], dtype=np.int64), np.array([5, 8, 8], dtype=np.int64))
     assert select_host(scores, None) == 7
