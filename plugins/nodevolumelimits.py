@@ -16,7 +16,12 @@ release 1.37):
   new), and so are the node's VolumeAttachments of CSI PVs no placed pod uses (a volume still
   attached for a pod that left; the new pod's own volumes are not matched against them, as
   upstream); for each driver with a limit, ``attached + new > limit`` is ``node(s) exceed max
-  volume count`` (Unschedulable). A node without a CSINode, or whose CSINode sets no limit, fits.
+  volume count`` (Unschedulable). A node without a CSINode, or whose CSINode sets no limit, fits;
+* VolumeLimitScaling (beta and on in 1.37): a driver of the pod's volumes whose CSIDriver sets
+  ``preventPodSchedulingIfMissing: true`` must be installed on the node (listed in its CSINode;
+  a node without a CSINode has none): ``ebs.csi.aws.com CSI driver is not installed on the node``
+  (Unschedulable), checked before the limits. A driver without a CSIDriver object is taken to be
+  installed, as upstream.
 
 Only nodes whose CSINode limits a driver the pod uses are looked at, with the placed pods that have
 volumes. Checked against upstream's unit-test tables (tests/data/upstream/nodevolumelimits.yaml).
@@ -42,6 +47,8 @@ from shoal.core.volumes import MIGRATED_PROVISIONERS, PVCInfo, VolumeStore, not_
 NAME = "NodeVolumeLimits"
 STATE_KEY = f"PreFilter{NAME}"
 REASON = "node(s) exceed max volume count"
+#: after the driver's name (VolumeLimitScaling)
+MISSING_DRIVER = "CSI driver is not installed on the node"
 
 #: unique volume name (``driver/handle``) -> driver
 Volumes = dict[str, str]
@@ -159,12 +166,51 @@ class NodeVolumeLimits:
                     raise PluginFailed(volumes)
                 if rows.any():
                     out.append(Rejection(rows, volumes.message, volumes.code))
+        missing = self._drivers_missing(st, table, has_csi & candidates, ~has_csi & candidates)
+        for driver, rows in missing:
+            out.append(Rejection(rows, f"{driver} {MISSING_DRIVER}", Code.UNSCHEDULABLE))
         if isinstance(st.with_csi, Status) or not st.with_csi:
             return out
-        over = self._over_limit(st.with_csi, table, has_csi & candidates)
+        checked = has_csi & candidates
+        for _, rows in missing:
+            checked &= ~rows  # upstream stops at the first failing check
+        over = self._over_limit(st.with_csi, table, checked)
         if over.any():
             out.append(Rejection(over, REASON, Code.UNSCHEDULABLE))
         return out
+
+    def _drivers_missing(
+        self, st: _State, table: NodeTable, with_csi: BoolArray, without_csi: BoolArray
+    ) -> list[tuple[str, BoolArray]]:
+        """VolumeLimitScaling: nodes where a driver of the pod's volumes that sets
+        ``preventPodSchedulingIfMissing`` is not installed (not in the node's CSINode; a node
+        without one has none), one driver per node (the first by name; upstream takes the first of
+        a map, in no set order). A driver without a CSIDriver object is taken to be installed."""
+        store = self.cache.volumes
+        out: list[tuple[str, BoolArray]] = []
+        taken = np.zeros(table.n, dtype=bool)
+        for volumes, rows in ((st.with_csi, with_csi), (st.without_csi, without_csi)):
+            if isinstance(volumes, Status) or not rows.any():
+                continue
+            for driver in sorted(set(volumes.values())):
+                info = store.csi_drivers.get(driver)
+                if info is None or not info.prevent_scheduling_if_missing:
+                    continue
+                lacking = rows & ~taken & ~self._installed(driver, table)
+                if lacking.any():
+                    taken |= lacking
+                    out.append((driver, lacking))
+        return out
+
+    def _installed(self, driver: str, table: NodeTable) -> BoolArray:
+        csi_nodes = self.cache.volumes.csi_nodes
+        return np.array(
+            [
+                n is not None and n in csi_nodes and driver in csi_nodes[n].drivers
+                for n in table.names[: table.n]
+            ],
+            dtype=bool,
+        )
 
     def _over_limit(self, new: Volumes, table: NodeTable, rows: BoolArray) -> BoolArray:
         """Nodes (with a CSINode) where a limited driver would exceed its count."""

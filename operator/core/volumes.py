@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from shoal.core.attachments import Attachments, VolumeAttachmentInfo
+from shoal.core.csidrivers import CSIDriverInfo
 from shoal.core.nodeselectors import SelectorTerm, parse_term
 from shoal.core.quantity import QuantityError, to_int
 from shoal.core.selectors import LabelSelector, SelectorError, parse_selector
@@ -374,7 +375,7 @@ def migrated_source(source: JSON) -> tuple[str, str, str] | None:
     return None
 
 
-StorageObject = PVInfo | PVCInfo | StorageClassInfo | CSINodeInfo | VolumeAttachmentInfo
+StorageObject = PVInfo | PVCInfo | StorageClassInfo | CSINodeInfo | VolumeAttachmentInfo | CSIDriverInfo
 
 
 class VolumeWriter(Protocol):
@@ -402,6 +403,7 @@ STORAGE_DECODERS: dict[str, Callable[[JSON], StorageObject]] = {
     "StorageClass": StorageClassInfo.from_dict,
     "CSINode": CSINodeInfo.from_dict,
     "VolumeAttachment": VolumeAttachmentInfo.from_dict,
+    "CSIDriver": CSIDriverInfo.from_dict,
 }
 
 
@@ -436,6 +438,8 @@ class VolumeStore:
     assumed_claims: dict[str, str] = field(default_factory=dict)
     #: VolumeAttachments (NodeVolumeLimits counts them per node)
     attachments: Attachments = field(default_factory=Attachments)
+    #: CSIDrivers by name (NodeVolumeLimits: ``preventPodSchedulingIfMissing``)
+    csi_drivers: dict[str, CSIDriverInfo] = field(default_factory=dict)
 
     def apply(self, obj: StorageObject, deleted: bool = False) -> None:
         """Record (or forget, when ``deleted``) one object."""
@@ -447,6 +451,8 @@ class VolumeStore:
             _put(self.pvs, obj.name, obj, deleted)
         elif isinstance(obj, StorageClassInfo):
             _put(self.classes, obj.name, obj, deleted)
+        elif isinstance(obj, CSIDriverInfo):
+            _put(self.csi_drivers, obj.name, obj, deleted)
         else:
             _put(self.csi_nodes, obj.name, obj, deleted)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shoal.core.attachments import VolumeAttachmentInfo
+from shoal.core.csidrivers import CSIDriverInfo
 from shoal.core.disruption import PDBInfo
 from shoal.core.dra import DeviceClassInfo, ResourceClaimInfo, ResourceSliceInfo
 from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo, parse_time
@@ -28,6 +29,7 @@ from shoal.core.volumes import CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
 from shoal.core.workloads import native_pod_group
 from shoal.kube.informer import Kind
 from shoal.kube.wire import (
+    CSI_DRIVERS,
     CSI_NODES,
     DEVICE_CLASSES,
     LIVE_PODS_SELECTOR,
@@ -132,6 +134,7 @@ KIND_CSI_NODES: Kind[CSINodeInfo] = Kind(CSI_NODES, CSINodeInfo.from_dict, ident
 KIND_VOLUME_ATTACHMENTS: Kind[VolumeAttachmentInfo] = Kind(
     VOLUME_ATTACHMENTS, VolumeAttachmentInfo.from_dict, identity=name_of
 )
+KIND_CSI_DRIVERS: Kind[CSIDriverInfo] = Kind(CSI_DRIVERS, CSIDriverInfo.from_dict, identity=name_of)
 #: every storage kind, in priming order
 STORAGE_KINDS: tuple[Kind[Any], ...] = (
     KIND_STORAGE_CLASSES,
@@ -139,6 +142,7 @@ STORAGE_KINDS: tuple[Kind[Any], ...] = (
     KIND_PVS,
     KIND_PVCS,
     KIND_VOLUME_ATTACHMENTS,
+    KIND_CSI_DRIVERS,
 )
 # the DRA kinds the DynamicResources plugin reads (core/dra.py); optional: a cluster before 1.34
 # (or with resource.k8s.io/v1 off) serves none, and then no pod can use claims anyway

@@ -71,6 +71,7 @@ PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", namespac
 STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses")
 CSI_NODES = Resource("storage.k8s.io", "v1", "csinodes")
 VOLUME_ATTACHMENTS = Resource("storage.k8s.io", "v1", "volumeattachments")
+CSI_DRIVERS = Resource("storage.k8s.io", "v1", "csidrivers")
 PROFILES = Resource(PROFILE_GROUP, PROFILE_VERSION, PROFILE_PLURAL)
 PODGROUPS = Resource(PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL, namespaced=True)
 #: Kubernetes' native PodGroups (1.37 beta; served with the GenericWorkload gate and the version on)

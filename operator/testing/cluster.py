@@ -82,12 +82,13 @@ async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any
         resp = await core.create_persistent_volume(obj, _preload_content=False)
     elif kind == "PersistentVolumeClaim":
         resp = await core.create_namespaced_persistent_volume_claim(ns, obj, _preload_content=False)
-    elif kind in ("StorageClass", "CSINode", "VolumeAttachment"):
+    elif kind in ("StorageClass", "CSINode", "VolumeAttachment", "CSIDriver"):
         storage: Any = client.StorageV1Api(api)
         make_storage = {
             "StorageClass": storage.create_storage_class,
             "CSINode": storage.create_csi_node,
             "VolumeAttachment": storage.create_volume_attachment,
+            "CSIDriver": storage.create_csi_driver,
         }[kind]
         resp = await make_storage(obj, _preload_content=False)
     elif kind == "Service":

@@ -1,8 +1,11 @@
-"""VolumeAttachments count towards a node's CSI attach limit, on the real API server, with
-kube-scheduler 1.37 as the reference: a volume still attached to a node after its pod left takes
-the node's last slot, so a pod with another volume waits; when the attachment is deleted (the
-attach-detach controller detached the volume), the pod is placed. The claims are bound by the real
-PV binder (kube-controller-manager of the same release), as in a cluster."""
+"""NodeVolumeLimits on the real API server, with kube-scheduler 1.37 as the reference.
+
+VolumeAttachments count towards a node's CSI attach limit: a volume still attached to a node after
+its pod left takes the node's last slot, so a pod with another volume waits; when the attachment
+is deleted (the attach-detach controller detached the volume), the pod is placed. And a CSIDriver
+with ``preventPodSchedulingIfMissing`` (VolumeLimitScaling, beta and on in 1.37) keeps pods using
+its volumes off nodes whose CSINode lacks it. The claims are bound by the real PV binder
+(kube-controller-manager of the same release), as in a cluster."""
 
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ def pv_binder(
         yield kcm
 
 
-def csi_volume(name: str, namespace: str) -> list[dict[str, Any]]:
+def csi_volume(name: str, namespace: str, driver: str = DRIVER) -> list[dict[str, Any]]:
     """A CSI PV pre-bound to its claim (as a static provisioning admin writes them)."""
     pv = {
         "apiVersion": "v1",
@@ -46,7 +49,7 @@ def csi_volume(name: str, namespace: str) -> list[dict[str, Any]]:
             "accessModes": ["ReadWriteOnce"],
             "persistentVolumeReclaimPolicy": "Retain",
             "storageClassName": "",
-            "csi": {"driver": DRIVER, "volumeHandle": f"vol-{name}", "fsType": "ext4"},
+            "csi": {"driver": driver, "volumeHandle": f"vol-{name}", "fsType": "ext4"},
             "claimRef": {"namespace": namespace, "name": name},
         },
     }
@@ -145,3 +148,92 @@ async def test_attachments_count_towards_the_limit_as_with_kube_scheduler(
     assert "1 node(s) exceed max volume count" in kube_message, kube_message
     assert "1 node(s) exceed max volume count" in shoal_message, shoal_message
     assert kube_node == shoal_node == "va-node"
+
+
+GUARDED = "efs.csi.aws.com"  # a driver of its own: the CSIDriver below outlives no other test
+
+
+async def driver_missing_run(api: client.ApiClient, scheduler: str) -> tuple[str | None, str]:
+    """(where a pod using the guarded driver's volume goes, the FailedScheduling note of one pinned
+    to a node whose CSINode lacks the driver)."""
+    core: Any = client.CoreV1Api(api)
+    ns = f"vls-{uuid.uuid4().hex[:6]}"
+    await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    vol = f"{ns}-data"
+    await create_many(api, csi_volume(vol, ns, GUARDED))
+
+    async def bound() -> bool:
+        pvc = await core.read_namespaced_persistent_volume_claim(vol, ns)
+        return bool((pvc.metadata.annotations or {}).get("pv.kubernetes.io/bind-completed"))
+
+    await wait_for(bound, 60, what="the PV binder binds the claim")
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": vol}}]
+    free = make_pod("free", namespace=ns, scheduler_name=scheduler)
+    pinned = make_pod("pinned", namespace=ns, scheduler_name=scheduler, node_selector={"vls": "no-efs"})
+    for pod in (free, pinned):
+        pod["spec"]["volumes"] = volumes
+    await create_many(api, [free, pinned])
+    events: Any = client.EventsV1Api(api)
+
+    async def placed() -> str | None:
+        name: str | None = (await core.read_namespaced_pod("free", ns)).spec.node_name
+        return name
+
+    async def refused() -> str | None:
+        for e in await list_all(events.list_namespaced_event, ns):
+            if e.get("reason") == "FailedScheduling" and e["regarding"]["name"] == "pinned":
+                return str(e.get("note") or "")
+        return None
+
+    where = await wait_for(placed, 60, what=f"{scheduler}: placed where the driver is")
+    note = await wait_for(refused, 60, what=f"{scheduler}: pinned pod refused")
+    await core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+    return where, note
+
+
+async def test_a_driver_missing_on_a_node_keeps_pods_off_it_as_with_kube_scheduler(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    operator: OperatorProcess,
+    pv_binder: KubeControllerManagerProcess,
+    tmp_path: Path,
+) -> None:
+    api = clean
+    storage: Any = client.StorageV1Api(api)
+    driver = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIDriver",
+        "metadata": {"name": GUARDED},
+        "spec": {"attachRequired": True, "preventPodSchedulingIfMissing": True},
+    }
+    csinodes: list[dict[str, Any]] = [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSINode",
+            "metadata": {"name": name},
+            "spec": {"drivers": [{"name": d, "nodeID": f"i-{name}"} for d in drivers]},
+        }
+        for name, drivers in (("vls-has-efs", [GUARDED, DRIVER]), ("vls-no-efs", [DRIVER]))
+    ]
+    nodes = [
+        make_node("vls-has-efs", labels={"vls": "has-efs"}),
+        make_node("vls-no-efs", labels={"vls": "no-efs"}),
+        make_node("vls-bare", labels={"vls": "bare"}),  # no CSINode at all
+    ]
+    await create_many(api, [driver, *csinodes, *nodes])
+    try:
+        stored = await storage.read_csi_driver(GUARDED)
+        assert stored.spec.prevent_pod_scheduling_if_missing is True, "the API server dropped the field"
+        with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
+            kube = await driver_missing_run(api, "default-scheduler")
+        sched = f"vls-{uuid.uuid4().hex[:6]}"
+        await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+        shoal = await driver_missing_run(api, sched)
+    finally:
+        await storage.delete_csi_driver(GUARDED)
+        for c in csinodes:
+            await storage.delete_csi_node(c["metadata"]["name"])
+    assert kube[0] == shoal[0] == "vls-has-efs"
+    missing = f"1 {GUARDED} CSI driver is not installed on the node"
+    for note in (kube[1], shoal[1]):
+        assert missing in note and "2 node(s) didn't match Pod's node affinity/selector" in note, note

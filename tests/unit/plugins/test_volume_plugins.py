@@ -255,6 +255,113 @@ def test_a_detached_volume_wakes_the_pod_it_kept_out() -> None:
     assert sim.run_sync()["uid-p"].node == "a"
 
 
+def csi_driver(name: str, prevent_if_missing: bool | None) -> dict[str, Any]:
+    """As a driver's Helm chart installs its CSIDriver (the API server's defaults filled in)."""
+    spec: dict[str, Any] = {
+        "attachRequired": True,
+        "podInfoOnMount": False,
+        "requiresRepublish": False,
+        "storageCapacity": False,
+        "fsGroupPolicy": "ReadWriteOnceWithFSType",
+        "volumeLifecycleModes": ["Persistent"],
+        "seLinuxMount": False,
+    }
+    if prevent_if_missing is not None:
+        spec["preventPodSchedulingIfMissing"] = prevent_if_missing
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name}, "spec": spec}
+
+
+def test_a_driver_that_prevents_scheduling_if_missing_keeps_pods_off_nodes_without_it() -> None:
+    """VolumeLimitScaling (beta, on in 1.37): a CSIDriver with preventPodSchedulingIfMissing keeps
+    pods using its volumes off nodes whose CSINode does not list it, or that have no CSINode."""
+    ebs = "ebs.csi.aws.com"
+    cache = cache_with([node("with-driver"), node("other-driver"), node("no-csinode")], [])
+    storage(
+        cache,
+        {
+            "kind": "PersistentVolume",
+            "metadata": {"name": "v1"},
+            "spec": {"csi": {"driver": ebs, "volumeHandle": "vol-1"}},
+        },
+        {
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "v1", "namespace": "default"},
+            "spec": {"volumeName": "v1"},
+        },
+        {
+            "kind": "CSINode",
+            "metadata": {"name": "with-driver"},
+            "spec": {"drivers": [{"name": ebs, "nodeID": "i-1"}]},
+        },
+        {
+            "kind": "CSINode",
+            "metadata": {"name": "other-driver"},
+            "spec": {"drivers": [{"name": "efs.csi.aws.com", "nodeID": "i-2"}]},
+        },
+    )
+    plugin = NodeVolumeLimits(cache)
+
+    def rejected() -> dict[str, set[str]]:
+        state, pod = CycleState(), pending(with_volumes("p", claim_volume("v1")))
+        assert plugin.pre_filter(state, pod)[1].ok
+        return rejected_names(
+            cache.table, plugin.filter_nodes(state, pod, cache.table, cache.table.valid_rows())
+        )
+
+    assert rejected() == {}  # no CSIDriver object: taken to be installed everywhere
+    storage(cache, csi_driver(ebs, None))
+    assert rejected() == {}  # the flag unset: the node's CSINode is not consulted
+    storage(cache, csi_driver(ebs, True))
+    assert rejected() == {f"{ebs} CSI driver is not installed on the node": {"other-driver", "no-csinode"}}
+    storage(
+        cache,
+        {
+            "kind": "CSINode",
+            "metadata": {"name": "no-csinode"},
+            "spec": {"drivers": [{"name": ebs, "nodeID": "i-3"}]},
+        },
+    )
+    assert rejected() == {f"{ebs} CSI driver is not installed on the node": {"other-driver"}}
+
+
+def test_a_csidriver_change_wakes_the_pod_it_kept_out() -> None:
+    """A CSIDriver edit is a storage event: a pod kept out by preventPodSchedulingIfMissing is
+    placed once the driver stops asking for it (or the driver is installed)."""
+    ebs = "ebs.csi.aws.com"
+    objs: list[dict[str, Any]] = [
+        node("a"),
+        {  # bound, as the PV controller leaves a claim and its volume
+            "kind": "PersistentVolume",
+            "metadata": {"name": "v1"},
+            "spec": {
+                "csi": {"driver": ebs, "volumeHandle": "vol-1"},
+                "claimRef": {"namespace": "default", "name": "v1"},
+            },
+            "status": {"phase": "Bound"},
+        },
+        {
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": "v1",
+                "namespace": "default",
+                "annotations": {"pv.kubernetes.io/bind-completed": "yes"},
+            },
+            "spec": {"volumeName": "v1"},
+            "status": {"phase": "Bound"},
+        },
+        csi_driver(ebs, True),
+    ]
+    pod = with_volumes("p", claim_volume("v1"))
+    pod["metadata"]["uid"] = "uid-p"
+    sim = Simulation(InMemoryCluster([*objs, pod]), initial_backoff=0.01, max_backoff=0.01)
+    kept_out = sim.run_sync()["uid-p"]
+    assert kept_out.node is None and f"{ebs} CSI driver is not installed on the node" in kept_out.message
+    parked = sim.scheduler.queue.get("uid-p")
+    assert parked is not None and parked.where == "unschedulable"
+    sim.scheduler.on_storage(decode_storage(csi_driver(ebs, False)))
+    assert sim.run_sync()["uid-p"].node == "a"
+
+
 def test_default_profile_places_in_tree_disks_away_from_a_conflict() -> None:
     disk = {"name": "pd", "awsElasticBlockStore": {"volumeID": "vol-1"}}
     holder = with_volumes("holder", disk, node_name="a")
