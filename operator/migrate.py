@@ -40,12 +40,14 @@ API_VERSIONS = ("kubescheduler.config.k8s.io/v1", "kubescheduler.config.k8s.io/v
 KIND = "KubeSchedulerConfiguration"
 MULTI_POINT = "multiPoint"
 
-#: kube-scheduler 1.37's default plugins (all at multiPoint, in its order) and score weights
+#: kube-scheduler 1.37's default plugins (all at multiPoint, in its order) and score weights, with
+#: the gates 1.37 turns on by default (DynamicResourceAllocation puts DynamicResources before
+#: DefaultPreemption at weight 2; NodeDeclaredFeatures, GA, comes last); default_plugins.go
 KUBE_DEFAULTS: tuple[tuple[str, int | None], ...] = (
     ("SchedulingGates", None),
     ("PrioritySort", None),
-    ("NodeUnschedulable", None),
     ("NodeName", None),
+    ("NodeUnschedulable", None),
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodePorts", None),
@@ -56,12 +58,23 @@ KUBE_DEFAULTS: tuple[tuple[str, int | None], ...] = (
     ("VolumeZone", None),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
+    ("DynamicResources", 2),
     ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
     ("DefaultBinder", None),
-    ("DynamicResources", None),
+    ("NodeDeclaredFeatures", None),
 )
+
+#: extension points kube-scheduler 1.37's plugin implements and shoal's of the same name does not
+#: (a multiPoint entry of these is noted, not silently narrowed)
+UPSTREAM_ONLY_POINTS: Mapping[str, tuple[tuple[str, ...], str]] = {
+    "VolumeBinding": (("preScore", "score"), "shoal does not score storage capacity"),
+    "DynamicResources": (
+        ("postFilter", "score"),
+        "shoal neither scores firstAvailable subrequests nor deallocates claims at PostFilter",
+    ),
+}
 
 #: why a plugin of kube-scheduler or scheduler-plugins has no shoal equivalent, where known
 WHY_MISSING = {
@@ -162,6 +175,16 @@ def resolve(
         if ref.name not in registry:
             why = WHY_MISSING.get(ref.name, "not a shoal plugin")
             notes.append(f"{where}: plugin {ref.name} (multiPoint) left out: {why}")
+            continue
+        upstream_points, why = UPSTREAM_ONLY_POINTS.get(ref.name, ((), ""))
+        lacking = [
+            p
+            for p in upstream_points
+            if p not in registry[ref.name].points()
+            and not {r.name for r in _refs((plugins.get(p) or {}).get("disabled"), where)} & {ref.name, "*"}
+        ]
+        if lacking:
+            notes.append(f"{where}: {ref.name} (multiPoint) runs without {' and '.join(lacking)}: {why}")
     points: dict[str, list[Ref]] = {}
     for point in POINTS:
         own = plugins.get(point) or {}

@@ -33,6 +33,7 @@ from shoal.plugins import (
     interpodaffinity,
     networklatency,
     nodeaffinity,
+    nodedeclaredfeatures,
     nodename,
     nodeports,
     noderesources,
@@ -74,6 +75,7 @@ BUILTIN: tuple[PluginEntry, ...] = (
     dynamicresources.ENTRY,
     topologyplacement.ENTRY,
     defaultpreemption.ENTRY,
+    nodedeclaredfeatures.ENTRY,
 )
 DEFAULT_SCHEDULER_NAME = "gpu-scheduler"
 
@@ -156,6 +158,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "PodTopologySpread",
         "InterPodAffinity",
         "Coscheduling",
+        "NodeDeclaredFeatures",
     ),
     "filter": _refs(
         "NodeUnschedulable",
@@ -173,6 +176,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "PodTopologySpread",
         "InterPodAffinity",
         "TopologyPlacement",
+        "NodeDeclaredFeatures",
     ),
     "postFilter": _refs("DefaultPreemption"),
     "preScore": _refs(

@@ -42,6 +42,7 @@ VICTIM_BLIND_FILTERS = frozenset(
         "PodTopologySpread",
         "InterPodAffinity",
         "TopologyPlacement",
+        "NodeDeclaredFeatures",
         # a pod with claims never gets here (its PreFilter is not shared: whatif.shared_pre_filter);
         # for one without, DynamicResources' Filter passes every node whatever it holds
         "DynamicResources",

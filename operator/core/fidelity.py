@@ -21,6 +21,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shoal.core.declaredfeatures import inferred_features
 from shoal.core.status import Code, Status
 
 #: the name diagnoses and queueing hints see for this check (no plugin registers events for it)
@@ -107,6 +108,8 @@ def fields_used(
         for source, plugins in VOLUME_PLUGINS.items():
             if volume.get(source) is not None:
                 out += [FieldUse(f"spec.volumes[{i}].{source}", plugin) for plugin in plugins]
+    # a feature the pod needs its node to declare (restart rules, user namespaces on the host network, ...)
+    out += [FieldUse(path, "NodeDeclaredFeatures") for path in inferred_features(spec).values()]
     return tuple(out)
 
 

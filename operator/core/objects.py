@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from shoal.core import grouplinks
+from shoal.core.declaredfeatures import declared_features, required_features
 from shoal.core.dra import PodClaim, pod_claims
 from shoal.core.fidelity import FieldUse, fields_used
 from shoal.core.grouplinks import pod_group_link
@@ -190,6 +191,7 @@ class PodInfo:
     nominated_node: str = ""
     start_time: float | None = None
     preempted: bool = False
+    required_features: frozenset[str] = frozenset()  # a node must declare them (NodeDeclaredFeatures)
 
     @property
     def key(self) -> str:
@@ -220,7 +222,6 @@ class PodInfo:
         gpu_mem, why = parse_gpu_memory(annotations.get(GPU_MEMORY_ANNOTATION))
         if why:
             problems[GPU_MEMORY_ANNOTATION] = f"annotation {GPU_MEMORY_ANNOTATION}: {why}"
-        priority = spec.get("priority")
         namespace = str(meta.get("namespace") or "default")
         pod_affinity, affinity_error = _pod_affinity(spec, namespace)
         spread, spread_error = _spread(spec, labels)
@@ -236,7 +237,7 @@ class PodInfo:
             scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
             node_name=str(spec.get("nodeName") or ""),
             phase=str(status.get("phase") or "Pending"),
-            priority=int(priority) if isinstance(priority, int) else 0,
+            priority=int(spec["priority"]) if isinstance(spec.get("priority"), int) else 0,
             created=parse_time(meta.get("creationTimestamp")),
             labels=labels,
             annotations=annotations,
@@ -266,6 +267,7 @@ class PodInfo:
             controller=controller_ref(meta),
             volumes=pod_volumes(str(meta.get("name") or ""), spec),
             resource_claims=pod_claims(spec, status),
+            required_features=required_features(spec),
             **_preemption_fields(spec, status),
         )
 
@@ -361,6 +363,7 @@ class NodeSpec:
     problems: dict[str, str] = field(default_factory=dict)
     #: ``status.images``: every name of an image the node holds -> its size in bytes
     images: dict[str, int] = field(default_factory=dict)
+    declared_features: frozenset[str] = frozenset()  # ``status.declaredFeatures`` (NodeDeclaredFeatures)
 
     @classmethod
     def from_dict(cls, obj: JSON) -> NodeSpec:
@@ -386,6 +389,7 @@ class NodeSpec:
             unschedulable=bool(spec.get("unschedulable")),
             problems=problems,
             images=node_images(status.get("images")),
+            declared_features=declared_features(status.get("declaredFeatures")),
         )
 
 
@@ -490,7 +494,3 @@ class PodGroupInfo:
             generation=int(meta.get("generation") or 0),
             **topology_annotations(meta.get("annotations") or {}),
         )
-
-
-def format_taints(taints: Sequence[Taint]) -> str:
-    return ", ".join(str(t) for t in taints)

@@ -47,7 +47,7 @@ FITS = RowVerdict(Status())
 #: plugins whose PreFilter reads only the pod itself (and node columns Filter reads afresh), so
 #: evicting or nominating other pods cannot change its result
 POD_ONLY_PRE_FILTER = frozenset(
-    {"NodeAffinity", "NodePorts", "SchedulingGates", "GPUMemory", "TaintToleration"}
+    {"NodeAffinity", "NodePorts", "SchedulingGates", "GPUMemory", "TaintToleration", "NodeDeclaredFeatures"}
 )
 
 

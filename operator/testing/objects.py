@@ -19,6 +19,14 @@ GPU_MEMORY_ANNOTATION = "shoal.dev/gpu-memory-gb"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 RACK_LABEL = "topology.shoal.dev/rack"
+#: what a 1.37 kubelet with default feature gates declares (``status.declaredFeatures``, sorted):
+#: the features of k8s.io/component-helpers' registry whose gates are on by default
+KUBELET_1_37_DECLARED_FEATURES = (
+    "ExtendWebSocketsToKubelet",
+    "InPlacePodLevelResourcesVerticalScaling",
+    "InPlacePodVerticalScalingInitContainers",
+    "RestartAllContainersOnContainerExits",
+)
 
 
 def make_node(
@@ -39,8 +47,11 @@ def make_node(
     unschedulable: bool = False,
     ready: bool = True,
     extra_resources: Mapping[str, str] | None = None,
+    declared_features: Sequence[str] = (),
 ) -> JSON:
-    """A Node as a kubelet (and GFD, when ``gpus`` > 0) would register it."""
+    """A Node as a kubelet (and GFD, when ``gpus`` > 0) would register it; ``declared_features``
+    go to ``status.declaredFeatures`` sorted, as the kubelet writes them (none: the field is left
+    out, as a kubelet before 1.36 leaves it: its gate was off by default)."""
     node_labels: dict[str, str] = {
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
@@ -91,6 +102,7 @@ def make_node(
                 }
             ],
             "nodeInfo": {"kubeletVersion": "v1.37.2", "operatingSystem": "linux", "architecture": "amd64"},
+            **({"declaredFeatures": sorted(set(declared_features))} if declared_features else {}),
         },
     }
 

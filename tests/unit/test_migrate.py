@@ -57,6 +57,10 @@ def test_scheduler_plugins_chart_configuration(capsys: pytest.CaptureFixture[str
     assert lines == [
         "leaderElection: not a profile setting (shoal's equivalent: the chart's leaderElection values / "
         "`shoal run --lease-*`)",
+        "profiles[0].plugins: VolumeBinding (multiPoint) runs without preScore and score: shoal does not "
+        "score storage capacity",
+        "profiles[0].plugins: DynamicResources (multiPoint) runs without postFilter and score: shoal neither "
+        "scores firstAvailable subrequests nor deallocates claims at PostFilter",
         "profiles[0].plugins: plugin CapacityScheduling (multiPoint) left out: shoal does not read "
         "ElasticQuotas",
         "profiles[0].plugins: plugin NodeResourceTopologyMatch (multiPoint) left out: shoal does not read "
@@ -282,3 +286,24 @@ def test_a_missing_file_fails_with_one_line(tmp_path: Path, capsys: pytest.Captu
 def test_load_config_refuses_two_configs() -> None:
     with pytest.raises(ConfigError, match="found 2"):
         load_config(yaml.safe_dump_all([KSC, KSC]), "f")
+
+
+def test_points_upstream_has_and_shoal_lacks_are_said_unless_disabled() -> None:
+    """kube-scheduler 1.37 scores with VolumeBinding (StorageCapacityScoring) and DynamicResources;
+    shoal's have no Score, which a converted default profile says, and a source that disables
+    those points itself has nothing to be told."""
+    said = run(one_profile()).notes
+    assert any(
+        n.startswith("profiles[0].plugins: VolumeBinding (multiPoint) runs without preScore") for n in said
+    )
+    assert any(n.startswith("profiles[0].plugins: DynamicResources (multiPoint) runs without") for n in said)
+    quiet = run(
+        one_profile(
+            plugins={
+                "score": {"disabled": [{"name": "VolumeBinding"}, {"name": "DynamicResources"}]},
+                "preScore": {"disabled": [{"name": "*"}]},
+                "postFilter": {"disabled": [{"name": "DynamicResources"}]},
+            }
+        )
+    ).notes
+    assert not any("runs without" in n for n in quiet), quiet

@@ -15,7 +15,7 @@ from shoal.testing.objects import make_node, make_pod
 def test_builtins_are_registered_once() -> None:
     registry = load_registry(third_party=False)
     assert set(registry) == {e.name for e in BUILTIN}
-    assert len(BUILTIN) == 23
+    assert len(BUILTIN) == 24
 
 
 def test_duplicate_name_is_an_error() -> None:

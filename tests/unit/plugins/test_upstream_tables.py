@@ -7,7 +7,14 @@ import pytest
 
 from tests.unit.upstream import DATA, load
 
-PLUGINS = ["tainttoleration", "nodeaffinity", "nodeports", "nodename", "nodeunschedulable"]
+PLUGINS = [
+    "tainttoleration",
+    "nodeaffinity",
+    "nodeports",
+    "nodename",
+    "nodeunschedulable",
+    "nodedeclaredfeatures",
+]
 ARCHITECTURE = Path(__file__).resolve().parents[3] / "docs" / "architecture.md"
 SECTION = "## Where shoal differs from kube-scheduler on purpose"
 
