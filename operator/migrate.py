@@ -70,10 +70,7 @@ KUBE_DEFAULTS: tuple[tuple[str, int | None], ...] = (
 #: (a multiPoint entry of these is noted, not silently narrowed)
 UPSTREAM_ONLY_POINTS: Mapping[str, tuple[tuple[str, ...], str]] = {
     "VolumeBinding": (("preScore", "score"), "shoal does not score storage capacity"),
-    "DynamicResources": (
-        ("postFilter", "score"),
-        "shoal neither scores firstAvailable subrequests nor deallocates claims at PostFilter",
-    ),
+    "DynamicResources": (("postFilter",), "shoal does not deallocate claims at PostFilter"),
 }
 
 #: why a plugin of kube-scheduler or scheduler-plugins has no shoal equivalent, where known

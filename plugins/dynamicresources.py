@@ -1,4 +1,4 @@
-"""DynamicResources (PreEnqueue, PreFilter, Filter, Reserve, Unreserve, PreBind): a pod's
+"""DynamicResources (PreEnqueue, PreFilter, Filter, Score, Reserve, Unreserve, PreBind): a pod's
 ResourceClaims are allocated on the node it goes to, as kube-scheduler 1.37 allocates them.
 
 kube-scheduler's semantics (pkg/scheduler/framework/plugins/dynamicresources, structured
@@ -23,6 +23,9 @@ parameters; read, not ported):
   :mod:`shoal.core.draalloc`: class and request CEL selectors, ``exactly`` with ``count`` and
   ``allocationMode: All``, ``firstAvailable``, ``constraints[].matchAttribute``. A selector that
   cannot be evaluated is an Error naming the claim and the expression, never a match.
+* **Score** prefers the node where a ``firstAvailable`` request gets an earlier subrequest: ``8 - i``
+  per request allocated by its subrequest ``i``, normalised to 0..100 by the best node
+  (:mod:`shoal.core.drascore`); a pod without ``firstAvailable`` scores 0 everywhere, at no cost.
 * **Reserve** holds the allocation in the cache's DRA store (the devices are taken for every later
   cycle); **Unreserve** drops it.
 * **PreBind** writes, per claim, what kube-scheduler writes: the ``delete-protection`` finalizer and
@@ -50,7 +53,6 @@ from shoal.core.dra import (
     RESERVED_FOR_MAX,
     AllocatedDevice,
     Device,
-    DeviceRequest,
     DraStore,
     ResourceClaimInfo,
 )
@@ -62,12 +64,15 @@ from shoal.core.draalloc import (
     allocate,
     allocation_config,
 )
+from shoal.core.draexplain import describe_request, node_request
+from shoal.core.drascore import Allocation, score_rows
 from shoal.core.interfaces import (
     BoolArray,
     ClusterEvent,
     EventKind,
     EventRegistration,
     Handle,
+    IntArray,
     PreFilterResult,
     Rejection,
     the_pod_itself,
@@ -76,6 +81,7 @@ from shoal.core.invoker import PluginFailed
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import NodeSpec, PodInfo
 from shoal.core.profile import PluginEntry
+from shoal.core.scoring import default_normalize
 from shoal.core.status import SUCCESS, Code, Status
 
 NAME = "DynamicResources"
@@ -293,6 +299,23 @@ class DynamicResources:
             st.to_allocate, devices, store.classes, lambda d: store.taken_by(d) is not None, self.matcher
         )
 
+    # -- Score ---------------------------------------------------------------------------------
+    def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
+        """Upstream's Score (:mod:`shoal.core.drascore`): 0 everywhere unless a claim left to
+        allocate has ``firstAvailable``; else each node's allocation as Filter kept it, searched
+        again here only on a node Filter did not search (rare: such pods are few)."""
+        st: _State | None = state.read(STATE_KEY)  # None: PreFilter skipped (no claims)
+        if st is None:
+            return np.zeros(len(rows), dtype=np.int64)
+        return score_rows(st.allocated, st.to_allocate, rows, lambda row: self._allocation_at(st, table, row))
+
+    def _allocation_at(self, st: _State, table: NodeTable, row: int) -> Allocation | None:
+        found = st.by_node.get(table.name(row))
+        return found if found is not None else self._allocate(st, table, row)
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        return default_normalize(scores)
+
     # -- Reserve / Unreserve ---------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         st: _State | None = state.read(STATE_KEY)
@@ -381,7 +404,9 @@ class DynamicResources:
                     f"claim {claim.key}: allocated{where} ({devices}), {len(claim.reserved_for)} consumer(s)"
                 )
             else:
-                out += [self._describe_request(claim, req) for alts in claim.requests for req in alts]
+                out += [
+                    describe_request(store, self.matcher, claim, r) for alts in claim.requests for r in alts
+                ]
         return out
 
     def explain_nodes(self, pod: PodInfo, rows: Sequence[int]) -> dict[int, str]:
@@ -394,50 +419,12 @@ class DynamicResources:
         for row in rows if pending else ():
             devices = [d for d in self.node_devices(self.cache.table, row) if not d.unsupported]
             out[row] = "; ".join(
-                self._node_request(claim, req, devices)
+                node_request(self.cache.dra, self.matcher, claim, req, devices)
                 for claim in pending
                 for alternatives in claim.requests
                 for req in alternatives
             )
         return out
-
-    def _node_request(self, claim: ResourceClaimInfo, req: DeviceRequest, devices: Sequence[Device]) -> str:
-        store = self.cache.dra
-        cls = store.classes.get(req.device_class)
-        if cls is None:
-            return f"request {req.name}: device class {req.device_class} does not exist"
-        try:
-            matching = [d for d in devices if self.matcher.request_matches(claim, req, cls, d)]
-        except AllocationError as exc:
-            return f"request {req.name}: {exc}"
-        free = sum(1 for d in matching if store.taken_by(d.id) is None)
-        selectors = " && ".join(f"({e})" for e in (*cls.selectors, *req.selectors))
-        wanted = "all" if req.mode != ALLOCATION_EXACT_COUNT else str(req.count)
-        what = f"device class {req.device_class}" + (f" where {selectors}" if selectors else "")
-        found = f"{len(matching)} of {len(devices)} devices match, {free} free, {wanted} wanted"
-        return f"claim {claim.key}, request {req.name} ({what}): {found}"
-
-    def _describe_request(self, claim: ResourceClaimInfo, req: DeviceRequest) -> str:
-        store = self.cache.dra
-        what = f"claim {claim.key}, request {req.name} (device class {req.device_class}, "
-        what += "all" if req.mode != ALLOCATION_EXACT_COUNT else f"count {req.count}"
-        cls = store.classes.get(req.device_class)
-        if cls is None:
-            return f"{what}): device class {req.device_class} does not exist"
-        newest: dict[tuple[str, str], int] = {}
-        for s in store.slices.values():
-            newest[(s.driver, s.pool)] = max(newest.get((s.driver, s.pool), s.generation), s.generation)
-        devices = [
-            d for s in store.slices.values() if s.generation == newest[(s.driver, s.pool)] for d in s.devices
-        ]
-        try:
-            matching = [
-                d for d in devices if not d.unsupported and self.matcher.request_matches(claim, req, cls, d)
-            ]
-        except AllocationError as exc:
-            return f"{what}): {exc}"
-        free = sum(1 for d in matching if store.taken_by(d.id) is None)
-        return f"{what}): {len(matching)} of {len(devices)} devices match, {free} of them free"
 
     def events_to_register(self) -> Sequence[EventRegistration]:
         # a claim created, allocated or deallocated, a slice or class published, a node added;

@@ -195,6 +195,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         ("GPUMemory", 1),
         ("PodTopologySpread", 2),
         ("InterPodAffinity", 2),
+        ("DynamicResources", 2),
         ("ImageLocality", 1),
         ("NetworkLatency", 1),
     ),

@@ -59,8 +59,8 @@ def test_scheduler_plugins_chart_configuration(capsys: pytest.CaptureFixture[str
         "`shoal run --lease-*`)",
         "profiles[0].plugins: VolumeBinding (multiPoint) runs without preScore and score: shoal does not "
         "score storage capacity",
-        "profiles[0].plugins: DynamicResources (multiPoint) runs without postFilter and score: shoal neither "
-        "scores firstAvailable subrequests nor deallocates claims at PostFilter",
+        "profiles[0].plugins: DynamicResources (multiPoint) runs without postFilter: shoal does not "
+        "deallocate claims at PostFilter",
         "profiles[0].plugins: plugin CapacityScheduling (multiPoint) left out: shoal does not read "
         "ElasticQuotas",
         "profiles[0].plugins: plugin NodeResourceTopologyMatch (multiPoint) left out: shoal does not read "
@@ -289,9 +289,9 @@ def test_load_config_refuses_two_configs() -> None:
 
 
 def test_points_upstream_has_and_shoal_lacks_are_said_unless_disabled() -> None:
-    """kube-scheduler 1.37 scores with VolumeBinding (StorageCapacityScoring) and DynamicResources;
-    shoal's have no Score, which a converted default profile says, and a source that disables
-    those points itself has nothing to be told."""
+    """kube-scheduler 1.37's VolumeBinding scores (StorageCapacityScoring) and its DynamicResources
+    deallocates at PostFilter; shoal's do not, which a converted default profile says, and a source
+    that disables those points itself has nothing to be told."""
     said = run(one_profile()).notes
     assert any(
         n.startswith("profiles[0].plugins: VolumeBinding (multiPoint) runs without preScore") for n in said

@@ -30,6 +30,7 @@ OWN_RUNNERS = {
     "nodevolumelimits",
     "volumebinding",
     "defaultpreemption",
+    "dynamicresources",
 }
 
 
