@@ -404,3 +404,79 @@ async def test_a_gang_of_two_gpu_claims_is_all_or_nothing(
         )
         assert not (got.get("status") or {}).get("allocation"), got
     await clear_slices(custom)
+
+
+async def first_available_run(api: client.ApiClient, scheduler: str) -> list[str]:
+    """Four pods whose template claim asks for an H100, else an A10 (``firstAvailable``), on a
+    cluster with a node of each: the nodes they go to."""
+    core: Any = client.CoreV1Api(api)
+    custom: Any = client.CustomObjectsApi(api)
+    ns = f"fa-{uuid.uuid4().hex[:6]}"
+    await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+
+    def choice(name: str, product: str) -> dict[str, Any]:
+        cel = f'device.attributes["{GPU}"].productName == "{product}"'
+        return {"name": name, "deviceClassName": GPU, "selectors": [{"cel": {"expression": cel}}]}
+
+    request = {
+        "name": "gpu",
+        "firstAvailable": [choice("h100", "NVIDIA H100 80GB HBM3"), choice("a10", "NVIDIA A10")],
+    }
+    template = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "prefer-h100"},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+    await custom.create_namespaced_custom_object(GROUP, VERSION, ns, "resourceclaimtemplates", template)
+    names = [f"train-{i}" for i in range(4)]
+    for name in names:  # one at a time: each sees the devices the one before took
+        await create(api, gpu_pod(name, ns, scheduler, "prefer-h100"))
+
+        async def bound(name: str = name) -> str | None:
+            node: str | None = (await core.read_namespaced_pod(name, ns)).spec.node_name
+            return node
+
+        await wait_for(bound, 60, what=f"{scheduler}: {name} bound")
+    pods = await list_all(core.list_namespaced_pod, ns)
+    await core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+    for c in await list_all(custom.list_namespaced_custom_object, GROUP, VERSION, ns, "resourceclaims"):
+        await custom.delete_namespaced_custom_object(
+            GROUP, VERSION, ns, "resourceclaims", c["metadata"]["name"]
+        )
+    return sorted(p["spec"]["nodeName"] for p in pods)
+
+
+async def test_first_available_prefers_the_first_choice_as_kube_scheduler_does(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    operator: OperatorProcess,
+    claim_controller: KubeControllerManagerProcess,
+    tmp_path: Path,
+) -> None:
+    """kube-scheduler 1.37's DynamicResources scores a node where a claim's first alternative fits
+    above one where only the second does (weight 2): both schedulers put every pod on the H100
+    node."""
+    custom: Any = client.CustomObjectsApi(clean)
+    run = uuid.uuid4().hex[:6]
+    await clear_slices(custom)
+    await ensure_class(custom)
+    await create_many(clean, [make_node(n, gpus=0) for n in ("gpu-h100", "gpu-a10")])
+    await custom.create_cluster_custom_object(
+        GROUP, VERSION, "resourceslices", gpu_slice("gpu-h100", run, "NVIDIA H100 80GB HBM3", "80Gi")
+    )
+    await custom.create_cluster_custom_object(
+        GROUP, VERSION, "resourceslices", gpu_slice("gpu-a10", run, "NVIDIA A10", "24Gi")
+    )
+    # some CPU already in use on the A10 node: enough that shoal's packing (NodeResourcesFit
+    # MostAllocated, weight 3) would go there without the DRA score, too little to outweigh it
+    busy = f"busy-{run}"
+    await create(clean, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": busy}})
+    await create(clean, make_pod("cpu-user", namespace=busy, cpu="4", memory=None, node_name="gpu-a10"))
+    with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
+        kube = await first_available_run(clean, "default-scheduler")
+    sched = f"fa-{uuid.uuid4().hex[:6]}"
+    await create(clean, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+    shoal = await first_available_run(clean, sched)
+    await clear_slices(custom)
+    assert kube == shoal == ["gpu-h100"] * 4
