@@ -213,7 +213,7 @@ def same_work_profiles() -> list[dict[str, Any]]:
         "PodTopologySpread",
         "InterPodAffinity",
     }
-    kube_scores |= {"ImageLocality"}
+    kube_scores |= {"ImageLocality", "VolumeBinding", "DynamicResources"}
     score = [
         {"name": ref["name"], "weight": ref.get("weight", 1)}
         for ref in DEFAULT_PLUGINS_SPEC["score"]

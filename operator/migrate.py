@@ -69,7 +69,6 @@ KUBE_DEFAULTS: tuple[tuple[str, int | None], ...] = (
 #: extension points kube-scheduler 1.37's plugin implements and shoal's of the same name does not
 #: (a multiPoint entry of these is noted, not silently narrowed)
 UPSTREAM_ONLY_POINTS: Mapping[str, tuple[tuple[str, ...], str]] = {
-    "VolumeBinding": (("preScore", "score"), "shoal does not score storage capacity"),
     "DynamicResources": (("postFilter",), "shoal does not deallocate claims at PostFilter"),
 }
 

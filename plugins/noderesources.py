@@ -33,7 +33,6 @@ is never scored, as upstream.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import pairwise
 from typing import Literal
 
 import numpy as np
@@ -55,6 +54,7 @@ from shoal.core.interfaces import (
 from shoal.core.nodetable import CPU, MEMORY, PODS, NodeTable
 from shoal.core.objects import PodInfo
 from shoal.core.profile import ArgsModel, PluginEntry
+from shoal.core.scoring import ShapePoint, broken_linear, check_increasing, shape_points
 from shoal.core.status import SKIP, SUCCESS, Code, Status
 
 NAME = "NodeResourcesFit"
@@ -62,13 +62,6 @@ STATE_KEY = f"PreFilter{NAME}"
 TOO_MANY_PODS = "Too many pods"
 
 Strategy = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio", "BalancedAllocation"]
-#: a shape point's score is 0-10 (kube-scheduler's MaxCustomPriorityScore), scaled to 0-100
-MAX_CUSTOM_SCORE = 10
-
-
-class ShapePoint(ArgsModel):
-    utilization: int = Field(ge=0, le=100)
-    score: int = Field(ge=0, le=MAX_CUSTOM_SCORE)
 
 
 class RequestedToCapacityRatioArgs(ArgsModel):
@@ -77,31 +70,8 @@ class RequestedToCapacityRatioArgs(ArgsModel):
     @field_validator("shape")
     @classmethod
     def _increasing(cls, value: list[ShapePoint]) -> list[ShapePoint]:
-        if any(b.utilization <= a.utilization for a, b in pairwise(value)):
-            raise ValueError("utilization values must be sorted in increasing order, without repeats")
+        check_increasing(value)
         return value
-
-
-def shape_points(shape: Sequence[ShapePoint]) -> list[tuple[int, int]]:
-    """(utilization, score scaled to 0-100) per point, as kube-scheduler scales them."""
-    return [(p.utilization, p.score * (MAX_NODE_SCORE // MAX_CUSTOM_SCORE)) for p in shape]
-
-
-def broken_linear(points: Sequence[tuple[int, int]], utilization: IntArray) -> IntArray:
-    """kube-scheduler's broken-linear function (``helper.BuildBrokenLinearFunction``) over
-    utilizations, in integer arithmetic truncated toward zero as Go's."""
-    out = np.full(len(utilization), points[-1][1], dtype=np.int64)
-    done = np.zeros(len(utilization), dtype=bool)
-    for i, (u, s) in enumerate(points):
-        here = ~done & (utilization <= u)
-        if i == 0:
-            out[here] = s
-        else:
-            (u0, s0) = points[i - 1]
-            num = (s - s0) * (utilization[here] - u0)
-            out[here] = s0 + np.where(num >= 0, num // (u - u0), -((-num) // (u - u0)))
-        done |= here
-    return out
 
 
 class ResourceWeight(ArgsModel):

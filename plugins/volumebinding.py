@@ -1,5 +1,5 @@
-"""VolumeBinding (PreFilter, Filter, Reserve, PreBind, Unreserve): a pod's claims are bound, or can
-be bound, on the node it goes to.
+"""VolumeBinding (PreFilter, Filter, PreScore, Score, Reserve, PreBind, Unreserve): a pod's claims
+are bound, or can be bound, on the node it goes to; nodes whose volumes fit the claims best are preferred.
 
 kube-scheduler's semantics (pkg/scheduler/framework/plugins/volumebinding, release 1.37):
 
@@ -19,6 +19,14 @@ kube-scheduler's semantics (pkg/scheduler/framework/plugins/volumebinding, relea
   ``kubernetes.io/no-provisioner``, or the class's ``allowedTopologies`` exclude the node; or the
   claim's ``volume.kubernetes.io/selected-node`` names another node);
   ``node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)``.
+* **PreScore/Score** (StorageCapacityScoring, beta and on by default in 1.37): on each node, the
+  claims Filter matched to existing PVs there are grouped by the PV's class, summing the claims'
+  requests and the PVs' capacities; a class's utilization (requested x 100 / capacity, 100 when
+  the capacity is 0 or short) maps through ``shape`` (scores 0-10, scaled to 0-100; by default
+  100 at 0 % down to 0 at 100 %: the PV that leaves the most room wins), and the node scores the
+  rounded mean over its classes, 0 without any. Upstream scores a node with no such match by the
+  CSIStorageCapacity of the classes it would provision; shoal does not watch CSIStorageCapacity,
+  so those nodes score 0. PreScore Skips when no node to score has a match (all would score 0).
 * **Reserve** holds the node's matches in memory (the cache's volume store), so the next pods do
   not pick the same PVs; **Unreserve** drops them (as upstream, nothing written is undone).
 * **PreBind** writes what kube-scheduler writes — the PV's ``claimRef`` for a static match, the
@@ -26,9 +34,9 @@ kube-scheduler's semantics (pkg/scheduler/framework/plugins/volumebinding, relea
   the watch keeps, until the PV controller has bound every claim (``bindTimeoutSeconds``, 600 by
   default); a claim provisioned for another node, or a PV whose claimRef was reset, fails it.
 
-Differences, all documented in docs/architecture.md: no CSIStorageCapacity check (storage is taken
-as sufficient), no storage-capacity scoring (StorageCapacityScoring is beta and on in 1.37: not yet), an
-in-tree PV's node affinity is not derived from its zone labels by CSI translation.
+Differences, all documented in docs/architecture.md: no CSIStorageCapacity (provisioning is taken to
+have enough storage, and is not scored), an in-tree PV's node affinity is not derived from its zone
+labels by CSI translation.
 """
 
 from __future__ import annotations
@@ -39,16 +47,32 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from shoal.core.cache import ClusterCache
 from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import BoolArray, EventKind, EventRegistration, Handle, PreFilterResult, Rejection
+from shoal.core.interfaces import (
+    BoolArray,
+    EventKind,
+    EventRegistration,
+    Handle,
+    IntArray,
+    PreFilterResult,
+    Rejection,
+)
 from shoal.core.invoker import PluginFailed
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import PodInfo
 from shoal.core.profile import ArgsModel, PluginEntry
-from shoal.core.status import SUCCESS, Code, Status
+from shoal.core.scoring import (
+    MAX_CUSTOM_SCORE,
+    MAX_UTILIZATION,
+    ShapePoint,
+    check_increasing,
+    class_mean_scores,
+    shape_points,
+)
+from shoal.core.status import SKIP, SUCCESS, Code, Status
 from shoal.core.volumes import (
     BIND_COMPLETED,
     SELECTED_NODE,
@@ -71,17 +95,37 @@ PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-exist
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 
 
+#: ``SetDefaults_VolumeBindingArgs`` with StorageCapacityScoring on: 10 at 0 % used, 0 at 100 %
+DEFAULT_SHAPE = ({"utilization": 0, "score": MAX_CUSTOM_SCORE}, {"utilization": MAX_UTILIZATION, "score": 0})
+
+
 class Args(ArgsModel):
     #: how long PreBind waits for the PV controller to bind the claims (kube-scheduler: 600)
     bind_timeout_seconds: int = Field(default=600, ge=0)
+    #: storage utilization (0-100 %) -> score (0-10) of the PVs a node's claims would get; absent or
+    #: empty: :data:`DEFAULT_SHAPE`, as kube-scheduler's v1 defaulting has it
+    shape: list[ShapePoint] = Field(default_factory=lambda: [ShapePoint(**p) for p in DEFAULT_SHAPE])
+
+    @field_validator("shape", mode="before")
+    @classmethod
+    def _default_shape(cls, value: object) -> object:
+        return value if value else list(DEFAULT_SHAPE)
+
+    @field_validator("shape")
+    @classmethod
+    def _increasing(cls, value: list[ShapePoint]) -> list[ShapePoint]:
+        check_increasing(value)
+        return value
 
 
 @dataclass
 class PodVolumes:
-    """What one node needs: (PV, claim) to bind, claims to provision there."""
+    """What one node needs: (PV, claim) to bind, claims to provision there; and, per binding, the
+    PV's class, the claim's request and the PV's capacity (bytes) as Filter saw them (for Score)."""
 
     bindings: list[tuple[str, str]] = field(default_factory=list)
     provisions: list[str] = field(default_factory=list)
+    sizes: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -156,6 +200,7 @@ class VolumeBinding:
         self.args = args
         self.handle = handle
         self.cache: ClusterCache = handle.cache
+        self.points = shape_points(args.shape)
 
     # -- PreFilter --------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
@@ -258,6 +303,7 @@ class VolumeBinding:
                 continue
             chosen.add(pv.name)
             out.bindings.append((pv.name, pvc.key))
+            out.sizes.append((pv.storage_class, pvc.request, pv.capacity or 0))
         for pvc in to_provision:
             if not pvc.storage_class:
                 return Status.error(f'no class for claim "{pvc.key}"')
@@ -298,6 +344,33 @@ class VolumeBinding:
             fitting.append((pv, self._affinity(pv, table)))
         fitting.sort(key=lambda item: item[0].capacity or 0)
         return _Pool(fitting=fitting)
+
+    # -- PreScore / Score ----------------------------------------------------------------------
+    def pre_score(self, state: CycleState, pod: PodInfo, rows: IntArray, table: NodeTable) -> Status:
+        """Skip unless a node to score has a claim matched to an existing PV: every node would
+        score 0 (a pod without unbound delayed-binding claims never has one)."""
+        st: _State | None = state.read(STATE_KEY)
+        if st is None or not st.by_node:
+            return SKIP
+        names, by_node = table.names, st.by_node
+        matched = (by_node.get(names[row] or "") for row in rows.tolist())
+        return SUCCESS if any(v is not None and v.bindings for v in matched) else SKIP
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
+        """Per node, the rounded mean over the matched PVs' classes of ``shape(utilization)``."""
+        st: _State | None = state.read(STATE_KEY)
+        by_node = st.by_node if st is not None else {}
+        groups: dict[tuple[int, str], list[int]] = {}  # (position in rows, class) -> requested, capacity
+        for i, row in enumerate(rows.tolist() if by_node else ()):
+            volumes = by_node.get(table.names[row] or "")
+            for cls, req, cap in volumes.sizes if volumes is not None else ():
+                sums = groups.setdefault((i, cls), [0, 0])
+                sums[0] += req
+                sums[1] += cap
+        sizes = list(groups.values())
+        return class_mean_scores(
+            self.points, [i for i, _ in groups], [r for r, _ in sizes], [c for _, c in sizes], len(rows)
+        )
 
     # -- Reserve / Unreserve ------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:

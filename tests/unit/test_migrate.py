@@ -57,8 +57,6 @@ def test_scheduler_plugins_chart_configuration(capsys: pytest.CaptureFixture[str
     assert lines == [
         "leaderElection: not a profile setting (shoal's equivalent: the chart's leaderElection values / "
         "`shoal run --lease-*`)",
-        "profiles[0].plugins: VolumeBinding (multiPoint) runs without preScore and score: shoal does not "
-        "score storage capacity",
         "profiles[0].plugins: DynamicResources (multiPoint) runs without postFilter: shoal does not "
         "deallocate claims at PostFilter",
         "profiles[0].plugins: plugin CapacityScheduling (multiPoint) left out: shoal does not read "
@@ -289,13 +287,14 @@ def test_load_config_refuses_two_configs() -> None:
 
 
 def test_points_upstream_has_and_shoal_lacks_are_said_unless_disabled() -> None:
-    """kube-scheduler 1.37's VolumeBinding scores (StorageCapacityScoring) and its DynamicResources
-    deallocates at PostFilter; shoal's do not, which a converted default profile says, and a source
-    that disables those points itself has nothing to be told."""
-    said = run(one_profile()).notes
-    assert any(
-        n.startswith("profiles[0].plugins: VolumeBinding (multiPoint) runs without preScore") for n in said
-    )
+    """kube-scheduler 1.37's DynamicResources deallocates at PostFilter; shoal's does not, which a
+    converted default profile says, and a source that disables those points itself has nothing to be
+    told. VolumeBinding scores (StorageCapacityScoring) in both: nothing to say."""
+    converted = run(one_profile())
+    said = converted.notes
+    assert not any(n.startswith("profiles[0].plugins: VolumeBinding") for n in said), said
+    run_points = points(converted.profiles[0])
+    assert ("VolumeBinding", None) in run_points["preScore"] and ("VolumeBinding", 1) in run_points["score"]
     assert any(n.startswith("profiles[0].plugins: DynamicResources (multiPoint) runs without") for n in said)
     quiet = run(
         one_profile(

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from shoal.core import scoring
 from shoal.core.dra import DeviceClassInfo, ResourceSliceInfo
 from shoal.core.objects import PodInfo
 from shoal.core.status import Code
@@ -242,7 +243,7 @@ def test_pods_is_never_scored() -> None:
 def test_broken_linear_as_upstream(points: list[tuple[int, int]], cases: dict[int, int]) -> None:
     """noderesources/requested_to_capacity_ratio_test.go TestBrokenLinearFunction, every assertion."""
     utilization = np.array(list(cases), dtype=np.int64)
-    assert noderesources.broken_linear(points, utilization).tolist() == list(cases.values())
+    assert scoring.broken_linear(points, utilization).tolist() == list(cases.values())
 
 
 def test_requested_to_capacity_ratio_needs_a_shape() -> None:

@@ -2,9 +2,11 @@
 run through the plugins (tests/data/upstream/<plugin>.yaml).
 
 A case is the pod, the nodes (and pods already on them), the storage objects upstream's fake listers
-hold (``storage``: PVs, claims, StorageClasses, CSINodes, API-shaped with their kind), and what
-kube-scheduler expects of PreFilter and of Filter per node. The storage objects go into the cache as
-the watch would put them; PreFilter, then (unless it stopped the pod) Filter over every node.
+hold (``storage``: PVs, claims, StorageClasses, CSINodes, API-shaped with their kind), the plugin's
+``args`` (VolumeBinding only) and what kube-scheduler expects of PreFilter and of Filter per node
+(VolumeBinding: of PreScore, ``pre_score``, and of Score per node, ``scores``, too). The storage
+objects go into the cache as the watch would put them; PreFilter, then (unless it stopped the pod)
+Filter over every node, then PreScore and Score over every node, as upstream's test.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
@@ -26,12 +29,14 @@ from tests.unit.helpers import cache_with, handle_for
 from tests.unit.plugins.test_upstream_tables import ARCHITECTURE, SECTION
 from tests.unit.upstream import DATA, FITS, node_verdicts
 
-KEYS = {"upstream", "pod", "nodes", "existing_pods", "storage", "expect", "differs", "note"}
+KEYS = {"upstream", "pod", "nodes", "existing_pods", "storage", "args", "expect", "differs", "note"}
 PLUGINS: dict[str, Any] = {
     "volumezone": volumezone.VolumeZone,
     "volumerestrictions": volumerestrictions.VolumeRestrictions,
     "nodevolumelimits": nodevolumelimits.NodeVolumeLimits,
-    "volumebinding": lambda cache: volumebinding.VolumeBinding(volumebinding.Args(), handle_for(cache)),
+    "volumebinding": lambda cache, args: volumebinding.VolumeBinding(
+        volumebinding.Args.model_validate(args), handle_for(cache)
+    ),
 }
 #: upstream's fake listers say ``persistentvolumeclaims "x" not found``; the real ones (and shoal)
 #: the singular ``persistentvolumeclaim "x" not found``
@@ -98,7 +103,11 @@ def test_upstream_case(plugin: str, case: Case) -> None:
     pod = PodInfo.from_dict(raw["pod"])
     if not (raw["pod"].get("metadata") or {}).get("uid"):
         pod.uid = "uid-incoming"
-    plug = PLUGINS[plugin](cache)
+    if plugin == "volumebinding":
+        plug = PLUGINS[plugin](cache, raw.get("args") or {})
+    else:
+        assert "args" not in raw, f"{plugin} takes no args"
+        plug = PLUGINS[plugin](cache)
     state = CycleState()
     expect = raw["expect"]
     _, status = plug.pre_filter(state, pod)
@@ -125,6 +134,20 @@ def test_upstream_case(plugin: str, case: Case) -> None:
         if want_v != FITS and "reasons" not in want_v and got[name] != FITS:
             got[name] = {"code": got[name]["code"]}
         assert got[name] == want_v, f"Filter on {name}: got {got[name]}, want {want_v}"
+    if "pre_score" in expect or "scores" in expect:
+        _check_scores(plug, state, pod, table, expect)
+
+
+def _check_scores(plug: Any, state: CycleState, pod: PodInfo, table: Any, expect: dict[str, Any]) -> None:
+    """PreScore, then Score over every node (upstream's test scores the nodes Filter rejected too)."""
+    rows = np.flatnonzero(table.valid_rows()).astype(np.int64)
+    status = plug.pre_score(state, pod, rows, table)
+    want = _want(expect.get("pre_score"))
+    assert _got(status, want) == want, f"PreScore: {status.code.title} {status.reasons}"
+    if "scores" in expect:
+        scores = plug.score_nodes(state, pod, table, rows)
+        got = {table.name(int(r)): int(s) for r, s in zip(rows, scores, strict=True)}
+        assert got == expect["scores"], f"Score: got {got}, want {expect['scores']}"
 
 
 def test_tables_name_their_source_and_differences_are_documented() -> None:
