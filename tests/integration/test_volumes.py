@@ -1,6 +1,8 @@
 """Volumes on the real API server, with the real PV binder (kube-controller-manager of the same
 release): a training pod whose claim waits for its first consumer is placed on its local PV's
-node and the claim ends bound to that PV — by kube-scheduler 1.37 and by shoal alike."""
+node and the claim ends bound to that PV — by kube-scheduler 1.37 and by shoal alike; and with a
+matching local PV on each of two nodes, both prefer the one the claim fills least
+(StorageCapacityScoring)."""
 
 from __future__ import annotations
 
@@ -34,14 +36,14 @@ def pv_binder(
         yield kcm
 
 
-def local_pv(name: str, node: str, storage_class: str) -> dict[str, Any]:
+def local_pv(name: str, node: str, storage_class: str, size: str = "100Gi") -> dict[str, Any]:
     term = {"matchExpressions": [{"key": HOST, "operator": "In", "values": [node]}]}
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
         "metadata": {"name": name},
         "spec": {
-            "capacity": {"storage": "100Gi"},
+            "capacity": {"storage": size},
             "accessModes": ["ReadWriteOnce"],
             "persistentVolumeReclaimPolicy": "Retain",
             "storageClassName": storage_class,
@@ -132,3 +134,76 @@ async def test_local_pv_claim_binds_on_the_pv_node_as_with_kube_scheduler(
     for pv in (kube_pv, shoal_pv):
         await core.delete_persistent_volume(pv)
     await storage.delete_storage_class(storage_class)
+
+
+async def test_the_roomier_local_pv_wins_as_with_kube_scheduler(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    namespace: str,
+    operator: OperatorProcess,
+    pv_binder: KubeControllerManagerProcess,
+    tmp_path: Path,
+) -> None:
+    """A 50Gi claim matches a 60Gi PV on `tight` (83 % used: score 17) and a 500Gi one on `roomy`
+    (10 %: score 90); VolumeBinding's capacity score (1.37's default shape) picks `roomy` for both
+    schedulers, though every other score is even."""
+    api = clean
+    core: Any = client.CoreV1Api(api)
+    run = uuid.uuid4().hex[:6]
+    storage_class = f"local-{run}"
+    await create_many(api, [make_node(n, gpus=0, labels={HOST: n}) for n in ("tight", "roomy")])
+    await create(
+        api,
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": storage_class},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+    )
+
+    async def place(scheduler: str, suffix: str) -> tuple[str, str]:
+        pvs = [
+            local_pv(f"tight-{suffix}", "tight", storage_class, "60Gi"),
+            local_pv(f"roomy-{suffix}", "roomy", storage_class, "500Gi"),
+        ]
+        await create_many(api, pvs)
+
+        async def available() -> bool:
+            phases = [(await core.read_persistent_volume(p["metadata"]["name"])).status.phase for p in pvs]
+            return phases == ["Available", "Available"]
+
+        await wait_for(available, 30, what="the PV controller to see the PVs")
+        await create(api, claim(f"data-{suffix}", namespace, storage_class))
+        pod = make_pod(f"trainer-{suffix}", namespace=namespace, scheduler_name=scheduler, gpus=0)
+        pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-{suffix}"}}]
+        await create(api, pod)
+
+        async def bound() -> tuple[str, str] | None:
+            got = await core.read_namespaced_pod(f"trainer-{suffix}", namespace)
+            pvc = await core.read_namespaced_persistent_volume_claim(f"data-{suffix}", namespace)
+            if got.spec.node_name and pvc.status.phase == "Bound":
+                return str(got.spec.node_name), str(pvc.spec.volume_name)
+            return None
+
+        where: tuple[str, str] = await wait_for(bound, 60, what=f"trainer-{suffix} placed, claim bound")
+        await core.delete_namespaced_pod(f"trainer-{suffix}", namespace, grace_period_seconds=0)
+        await core.delete_namespaced_persistent_volume_claim(f"data-{suffix}", namespace)
+        for p in pvs:
+            await core.delete_persistent_volume(p["metadata"]["name"])
+        return where
+
+    # some CPU in use on `tight`: shoal's packing (MostAllocated, weight 3) would go there without
+    # the capacity score, far too little to outweigh it
+    await create(
+        api, make_pod(f"cpu-user-{run}", namespace=namespace, cpu="4", memory=None, node_name="tight")
+    )
+    with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
+        kube = await place("default-scheduler", f"k{run}")
+    sched = f"s-{run}"
+    await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+    shoal = await place(sched, f"s{run}")
+    assert kube == ("roomy", f"roomy-k{run}"), "kube-scheduler is the reference"
+    assert shoal == ("roomy", f"roomy-s{run}")
+    await client.StorageV1Api(api).delete_storage_class(storage_class)
