@@ -14,6 +14,8 @@ PLUGINS = [
     "nodename",
     "nodeunschedulable",
     "nodedeclaredfeatures",
+    "schedulinggates",
+    "helper",
 ]
 ARCHITECTURE = Path(__file__).resolve().parents[3] / "docs" / "architecture.md"
 SECTION = "## Where shoal differs from kube-scheduler on purpose"
@@ -31,6 +33,7 @@ OWN_RUNNERS = {
     "volumebinding",
     "defaultpreemption",
     "dynamicresources",
+    "queuesort",
 }
 
 
