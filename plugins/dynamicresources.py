@@ -14,13 +14,13 @@ parameters; read, not ported):
   (``resourceclaim in use``); unallocated but being allocated for another pod right now (``resource
   claim ns/c is in the process of being allocated``); a request naming a DeviceClass that does not
   exist (``request gpu: device class x does not exist``). No claims: Skip.
-* **Filter**: an allocated claim restricts the pod to the node its allocation is on (``resourceclaim
-  not available on the node``); the unallocated claims must all be allocatable on the node from the
-  devices it reaches (its own slices, ``allNodes`` and ``nodeSelector`` slices), excluding every
-  device already allocated to any claim, by anyone, and those shoal holds for pods in flight (``cannot
-  allocate all claims``). Every rejection is UnschedulableAndUnresolvable, as upstream's: evicting
-  pods does not free their claims' devices, so preemption cannot help. The allocator is
-  :mod:`shoal.core.draalloc`: class and request CEL selectors, ``exactly`` with ``count`` and
+* **Filter**: an allocated claim restricts the pod to the nodes its allocation's node selector picks
+  (``resourceclaim not available on the node``); the unallocated claims must all be allocatable on
+  the node from the devices it reaches (its own slices, ``allNodes`` and ``nodeSelector`` slices),
+  excluding every device already allocated to any claim, by anyone, and those shoal holds for pods
+  in flight (``cannot allocate all claims``). Every rejection is UnschedulableAndUnresolvable, as
+  upstream's: evicting pods does not free their claims' devices, so preemption cannot help. The
+  allocator is :mod:`shoal.core.draalloc`: class and request CEL selectors, ``exactly`` with ``count`` and
   ``allocationMode: All``, ``firstAvailable``, ``constraints[].matchAttribute``. A selector that
   cannot be evaluated is an Error naming the claim and the expression, never a match.
 * **Score** prefers the node where a ``firstAvailable`` request gets an earlier subrequest: ``8 - i``
@@ -192,14 +192,7 @@ class DynamicResources:
         self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
     ) -> Sequence[Rejection]:
         st: _State = state.require(STATE_KEY)
-        unavailable = np.zeros(table.n, dtype=bool)
-        for claim in st.allocated:
-            if claim.allocated_node:
-                here = table.index.get(claim.allocated_node)
-                mask = np.ones(table.n, dtype=bool)
-                if here is not None:
-                    mask[here] = False
-                unavailable |= mask
+        unavailable = _unavailable(st, table, candidates)
         out = []
         if unavailable.any():
             out.append(Rejection(unavailable, NOT_AVAILABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
@@ -461,6 +454,25 @@ def claim_consumers(event: ClusterEvent) -> tuple[str, ...] | None:
 
 def _same_pod(pod: PodInfo, event: ClusterEvent) -> bool:
     return isinstance(event.obj, PodInfo) and event.obj.uid == pod.uid
+
+
+def _unavailable(st: _State, table: NodeTable, candidates: BoolArray) -> BoolArray:
+    """The nodes an allocated claim's node selector leaves out (upstream's availableOnNodes): all
+    but its node for a node-local allocation, else the candidates none of its terms match."""
+    out = np.zeros(table.n, dtype=bool)
+    for claim in st.allocated:
+        if claim.allocated_node:
+            here = table.index.get(claim.allocated_node)
+            mask = np.ones(table.n, dtype=bool)
+            if here is not None:
+                mask[here] = False
+            out |= mask
+        elif claim.allocated_terms:
+            for row in np.flatnonzero(candidates & ~out):
+                spec = table.specs[row]
+                labels = spec.labels if spec is not None else {}
+                out[row] = not any(t.matches(table.name(int(row)), labels) for t in claim.allocated_terms)
+    return out
 
 
 def _simple(st: _State) -> bool:

@@ -79,11 +79,8 @@ def _device(driver: str, pool: str, raw: JSON, problems: dict[str, str]) -> Devi
             capacity[qualify(driver, str(key))] = int(parse_quantity(str(value)))
         except QuantityError as exc:
             problems[f"devices[{name}].capacity[{key}]"] = str(exc)
-    skipped = [
-        f
-        for f in ("taints", "consumesCounters", "allowMultipleAllocations", "bindingConditions")
-        if raw.get(f)
-    ]
+    fields = ("taints", "consumesCounters", "allowMultipleAllocations", "bindingConditions")
+    skipped = [f for f in fields if raw.get(f)]
     return Device(DeviceId(driver, pool, name), attributes, capacity, ", ".join(skipped))
 
 
@@ -233,6 +230,8 @@ class ResourceClaimInfo:
     allocated: tuple[AllocatedDevice, ...] | None = None  # None: not allocated
     #: the allocation's node selector, when it is node-local (the node it was allocated on)
     allocated_node: str = ""
+    #: the allocation's node selector terms, any of which a node must match (none: every node)
+    allocated_terms: tuple[SelectorTerm, ...] = ()
     #: ``status.reservedFor`` as the API has it (resource, name, uid)
     consumers: tuple[JSON, ...] = ()
     #: ``spec.devices.config``, copied into an allocation as ``FromClaim``
@@ -276,6 +275,7 @@ class ResourceClaimInfo:
             if isinstance(c, Mapping)
         )
         allocation = status.get("allocation")
+        node, terms = _allocated_on(allocation) if isinstance(allocation, Mapping) else ("", ())
         owner: JSON = next((o for o in meta.get("ownerReferences") or () if o.get("kind") == "Pod"), {})
         return cls(
             namespace=str(meta.get("namespace") or "default"),
@@ -285,7 +285,8 @@ class ResourceClaimInfo:
             requests=tuple(requests),
             constraints=constraints,
             allocated=_allocated(allocation) if isinstance(allocation, Mapping) else None,
-            allocated_node=_allocated_node(allocation) if isinstance(allocation, Mapping) else "",
+            allocated_node=node,
+            allocated_terms=terms,
             consumers=tuple(r for r in status.get("reservedFor") or () if isinstance(r, Mapping)),
             config=tuple(c for c in devices.get("config") or () if isinstance(c, Mapping)),
             finalizers=tuple(str(f) for f in meta.get("finalizers") or ()),
@@ -307,13 +308,16 @@ def _allocated(allocation: JSON) -> tuple[AllocatedDevice, ...]:
     )
 
 
-def _allocated_node(allocation: JSON) -> str:
-    """The node a node-local allocation is bound to (its nodeSelector's ``metadata.name`` field)."""
-    for term in (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or ():
-        for req in term.get("matchFields") or ():
-            if req.get("key") == "metadata.name" and req.get("operator") == "In" and req.get("values"):
-                return str(req["values"][0])
-    return ""
+def _allocated_on(allocation: JSON) -> tuple[str, tuple[SelectorTerm, ...]]:
+    """The node a node-local allocation is bound to (its nodeSelector's ``metadata.name`` field),
+    and the selector's terms."""
+    selector = allocation.get("nodeSelector") or {}
+    terms = tuple(parse_term(t) for t in selector.get("nodeSelectorTerms") or ())
+    for term in terms:
+        for req in term.fields:
+            if req.key == "metadata.name" and req.operator == "In" and req.values:
+                return req.values[0], terms
+    return "", terms
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,7 +386,9 @@ class DraStore:
         if not isinstance(obj, ResourceClaimInfo):
             self.devices_version += 1
         if isinstance(obj, DeviceClassInfo):
-            _put(self.classes, obj.name, obj, deleted)
+            self.classes.pop(obj.name, None)
+            if not deleted:
+                self.classes[obj.name] = obj
         elif isinstance(obj, ResourceSliceInfo):
             self._apply_slice(obj, deleted)
         else:
@@ -484,13 +490,6 @@ class DraStore:
     @property
     def has_shared(self) -> bool:
         return bool(self._shared)
-
-
-def _put(where: dict[str, Any], key: str, obj: object, deleted: bool) -> None:
-    if deleted:
-        where.pop(key, None)
-    else:
-        where[key] = obj
 
 
 DRA_DECODERS: dict[str, Callable[[JSON], DraObject]] = {
