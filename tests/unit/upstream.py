@@ -13,7 +13,7 @@ day shoal starts to agree with upstream and the mark can go.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import yaml
 
+from shoal.core.cache import ClusterCache
 from shoal.core.cyclestate import CycleState
 from shoal.core.interfaces import Rejection
 from shoal.core.nodetable import NodeTable
@@ -46,6 +47,9 @@ class Case:
     feature_gates: dict[str, bool]
     #: Services, ReplicationControllers, ReplicaSets, StatefulSets (upstream's ``objs``)
     objects: tuple[dict[str, Any], ...] = ()
+    #: ``{"add": pod}`` or ``{"remove": pod}``: a pod added to / removed from the cluster before
+    #: PreFilter (upstream's PreFilterExtensions AddPod / RemovePod tables)
+    change: dict[str, Any] | None = None
 
 
 def node_verdicts(table: NodeTable, rejections: Iterable[Rejection]) -> dict[str, Any]:
@@ -70,7 +74,7 @@ def load(plugin: str) -> list[Case]:
     for raw in doc["cases"]:
         unknown = set(raw) - {
             "upstream", "pod", "nodes", "existing_pods", "args", "expect", "differs", "feature_gates", "note",
-            "objects",
+            "objects", "change",
         }  # fmt: skip
         assert not unknown, f"{raw.get('upstream')}: unknown keys {unknown}"
         out.append(
@@ -84,6 +88,7 @@ def load(plugin: str) -> list[Case]:
                 differs=raw.get("differs"),
                 feature_gates=raw.get("feature_gates") or {},
                 objects=tuple(raw.get("objects") or ()),
+                change=raw.get("change"),
             )
         )
     return out
@@ -118,6 +123,41 @@ def build(case: Case) -> World:
     pod = PodInfo.from_dict(case.pod)
     pod.uid = "uid-incoming"
     return World(cache.table, pod, handle_for(cache))
+
+
+def change_cluster(cache: ClusterCache, change: dict[str, Any], whatif: bool) -> Callable[[], None]:
+    """Add or remove a case's pod (``{"add": pod}`` with its ``spec.nodeName``, or ``{"remove":
+    pod}``: the pod of that namespace and name, if the cluster has it). Through the cache (bound,
+    deleted), or (``whatif``) as preemption's what-ifs do: ``ClusterCache.recount`` of a pending
+    pod (core/whatif.py counting a nominated pod), ``ClusterCache.uncount`` (core/preemption.py
+    evicting a victim). Returns what undoes the what-if (nothing to undo for the cache)."""
+    counted: list[tuple[PodInfo, str]] = []  # what-if: (pod, node) counted for the duration
+    uncounted: list[tuple[PodInfo, str]] = []  # what-if: (pod, node) taken off for the duration
+    if "add" in change:
+        raw = copy.deepcopy(change["add"])
+        node = raw["spec"].pop("nodeName") if whatif else raw["spec"]["nodeName"]
+        added = PodInfo.from_dict(raw)
+        added.uid = "uid-added"
+        cache.upsert_pod(added)  # bound; or (what-if) pending, then counted as a nominated pod is
+        if whatif:
+            cache.recount(added, node)
+            counted.append((added, node))
+    else:
+        meta = change["remove"]["metadata"]
+        key = (meta.get("namespace") or "default", meta["name"])
+        for uid in [u for u, p in cache.pods.items() if (p.namespace, p.name) == key]:
+            if not whatif:
+                cache.remove_pod(uid)
+            elif (node := cache.uncount(uid)) is not None:
+                uncounted.append((cache.pods[uid], node))
+
+    def undo() -> None:
+        for pod, _ in counted:
+            cache.uncount(pod.uid)
+        for pod, node in uncounted:
+            cache.recount(pod, node)
+
+    return undo
 
 
 def check_status(what: str, got: Status, want: Mapping[str, Any] | str | None) -> None:

@@ -4,6 +4,14 @@ The cases are data (tests/data/upstream/interpodaffinity.yaml, whose header says
 translated). Each runs as the runtime would: PreFilter, then Filter over the node table unless
 PreFilter skipped; or PreScore, then Score over every node and NormalizeScore unless PreScore
 skipped. A Filter outcome is compared per node (fits, or the rejection's code and reason).
+
+A case with a ``change`` (upstream's PreFilterExtensions tables: a pod added to or removed from
+the cluster) runs twice, the change made through the cache and through the accounting
+preemption's what-ifs use (tests/unit/upstream.py ``change_cluster``); a fresh PreFilter must then
+count what upstream's AddPod / RemovePod count (``expect.state``: the topology-pair counts of the
+incoming pod's affinity and anti-affinity terms and of placed pods' anti-affinity terms that
+match it), Filter must give ``expect.filter``, and an undone what-if must leave the counts as
+they were.
 """
 
 from __future__ import annotations
@@ -16,11 +24,13 @@ import pytest
 import yaml
 
 from shoal.core.cache import ClusterCache
+from shoal.core.cyclestate import CycleState
 from shoal.core.interfaces import Rejection
 from shoal.core.objects import NodeSpec, PodInfo
 from shoal.core.status import Code, Status
 from shoal.plugins import interpodaffinity
 from tests.unit.helpers import all_rows, handle_for, scores_by_name, state
+from tests.unit.upstream import change_cluster
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "upstream" / "interpodaffinity.yaml"
 CASES: list[dict[str, Any]] = yaml.safe_load(DATA.read_text())["cases"]
@@ -85,7 +95,7 @@ def _expected_filter(want: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _params() -> list[Any]:
+def _params(changes: bool = False) -> list[Any]:
     """One per case; a ``differs`` case (a deliberate difference, docs/architecture.md) is a strict
     xfail, so it fails loudly the day shoal agrees with upstream and the mark can go."""
     return [
@@ -95,6 +105,7 @@ def _params() -> list[Any]:
             marks=[pytest.mark.xfail(strict=True, reason=c["differs"])] if c.get("differs") else [],
         )
         for c in CASES
+        if ("change" in c) is changes
     ]
 
 
@@ -135,3 +146,43 @@ def test_upstream_case(case: dict[str, Any]) -> None:
             raw = plugin.score_nodes(st, pod, table, rows)
             scores = plugin.normalize_scores(st, pod, raw)
             assert scores_by_name(table, scores) == expect["scores"]
+
+
+def _affinity_state(plugin: Any, pod: PodInfo) -> tuple[dict[str, Any], CycleState]:
+    """A fresh PreFilter; its counts as upstream's topology pairs: key -> value -> count (> 0)."""
+    st = state()
+    _, status = plugin.pre_filter(st, pod)
+    assert status.ok, f"PreFilter: {status}"
+    got = st.require(interpodaffinity.FILTER_KEY)
+    table = plugin.cache.table
+
+    def named(counts: dict[str, dict[int, int]]) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for key, per_code in counts.items():
+            values = {code: value for value, code in table.label_values(key).items()}
+            pairs = {values[code]: n for code, n in per_code.items() if n}
+            if pairs:
+                out[key] = pairs
+        return out
+
+    counts = {"affinity": got.affinity, "anti": got.anti, "existing_anti": got.existing_anti}
+    return {name: named(c) for name, c in counts.items()}, st
+
+
+@pytest.mark.parametrize("path", ["cache", "whatif"])
+@pytest.mark.parametrize("case", _params(changes=True))
+def test_upstream_add_remove(case: dict[str, Any], path: str) -> None:
+    cache = _cluster(case)
+    table = cache.table
+    plugin = interpodaffinity.new(interpodaffinity.Args.model_validate(case["args"]), handle_for(cache))
+    pod = _incoming(case)
+    before, _ = _affinity_state(plugin, pod)
+    undo = change_cluster(cache, case["change"], whatif=path == "whatif")
+    got, st = _affinity_state(plugin, pod)
+    if "state" in case["expect"]:
+        assert got == case["expect"]["state"]
+    rejections = list(plugin.filter_nodes(st, pod, table, table.valid_rows()))
+    assert _per_node(table, rejections) == _expected_filter(case["expect"]["filter"])
+    undo()
+    if path == "whatif":
+        assert _affinity_state(plugin, pod)[0] == before, "the what-if left the counts changed"

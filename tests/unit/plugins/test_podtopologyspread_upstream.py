@@ -11,6 +11,15 @@ and its ``objects`` (the Services and ReplicaSets that select the pod) go into t
 default-constraint cases run as upstream runs them; none differs. Feature gates a case turns off
 (``feature_gates``) are on in 1.37 and in shoal; the table only keeps such a case when the pod uses
 none of the gated fields, which the runner checks.
+
+AddPod / RemovePod cases (``change``: a pod added to or removed from the cluster) check that
+shoal's fresh PreFilter after the change counts what upstream's PreFilterExtensions count: each
+case runs twice, with the change made through the cache (a pod bound, a pod deleted) and through
+the accounting preemption's what-ifs use (``ClusterCache.recount`` of a pending pod, as
+core/whatif.py counts a nominated pod; ``ClusterCache.uncount``, as core/preemption.py evicts a
+victim), which must also leave PreFilter's state as it was once undone. Compared: per constraint,
+the matching pods per domain (upstream's TpValueToMatchNum), the counts of upstream's critical
+paths (the two smallest), and each node's Filter verdict.
 """
 
 import re
@@ -21,12 +30,24 @@ import numpy as np
 import pytest
 
 from shoal.core.cyclestate import CycleState
+from shoal.core.objects import PodInfo
 from shoal.core.selectors import parse_spread_constraints
 from shoal.core.status import Code
 from shoal.plugins import podtopologyspread
-from tests.unit.upstream import Case, World, build, check_status, load, params, run_filter
+from tests.unit.upstream import (
+    Case,
+    World,
+    build,
+    change_cluster,
+    check_status,
+    load,
+    node_verdicts,
+    params,
+    run_filter,
+)
 
 PLUGIN = "podtopologyspread"
+MAX_INT32 = 2**31 - 1  # the match number of a critical path no domain fills
 GATED_FIELDS = {
     "NodeInclusionPolicyInPodTopologySpread": ("nodeAffinityPolicy", "nodeTaintsPolicy"),
     "MatchLabelKeysInPodTopologySpread": ("matchLabelKeys",),
@@ -67,7 +88,7 @@ def run_score(case: Case, world: World, plugin: Any) -> None:
     assert dict(zip(names, (int(s) for s in normalised), strict=True)) == want
 
 
-@pytest.mark.parametrize("case", params(PLUGIN))
+@pytest.mark.parametrize("case", [p for p in params(PLUGIN) if p.values[0].change is None])
 def test_upstream(case: Case) -> None:
     check_args_and_gates(case)
     world = build(case)
@@ -75,6 +96,53 @@ def test_upstream(case: Case) -> None:
     plugin = podtopologyspread.new(args, world.handle)
     run_filter(case, world, plugin, CycleState())
     run_score(case, world, plugin)
+
+
+def spread_state(plugin: Any, pod: PodInfo) -> tuple[list[dict[str, Any]], CycleState]:
+    """A fresh PreFilter; per hard constraint, its key and the matching pods per domain it counts."""
+    state = CycleState()
+    _, status = plugin.pre_filter(state, pod)
+    assert status.ok, f"PreFilter: {status}"
+    prepared = state.require(podtopologyspread.FILTER_KEY)
+    table = plugin.cache.table
+    out = []
+    for c, eligible, counts in zip(prepared.items, prepared.eligible, prepared.node_counts, strict=True):
+        codes = table.label_column(c.topology_key)
+        values = {code: v for v, code in table.label_values(c.topology_key).items()}
+        domains: dict[str, int] = {}
+        for row in np.flatnonzero(eligible & (codes >= 0)):
+            value = values[int(codes[row])]
+            domains[value] = domains.get(value, 0) + int(counts[row])
+        out.append({"key": c.topology_key, "counts": domains})
+    return out, state
+
+
+def check_state(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:
+    assert [g["key"] for g in got] == [w["key"] for w in want]
+    for g, w in zip(got, want, strict=True):
+        assert g["counts"] == w["counts"], f"{w['key']}: counts {g['counts']}, upstream {w['counts']}"
+        smallest = [*sorted(g["counts"].values()), MAX_INT32, MAX_INT32][:2]
+        assert [n for _, n in w["critical"]] == smallest, f"{w['key']}: critical paths {w['critical']}"
+        assert all(n == MAX_INT32 or g["counts"][domain] == n for domain, n in w["critical"])
+
+
+@pytest.mark.parametrize("path", ["cache", "whatif"])
+@pytest.mark.parametrize("case", [p for p in params(PLUGIN) if p.values[0].change is not None])
+def test_upstream_add_remove(case: Case, path: str) -> None:
+    check_args_and_gates(case)
+    assert case.change is not None and len(case.change) == 1
+    world = build(case)
+    plugin = podtopologyspread.new(podtopologyspread.ENTRY.parse_args(case.args or {}), world.handle)
+    table, pod = world.table, world.pod
+    before, _ = spread_state(plugin, pod)
+    undo = change_cluster(world.handle.cache, case.change, whatif=path == "whatif")
+    got, state = spread_state(plugin, pod)
+    check_state(got, case.expect["state"])
+    verdicts = node_verdicts(table, plugin.filter_nodes(state, pod, table, table.valid_rows().copy()))
+    assert verdicts == case.expect["filter"]
+    undo()
+    if path == "whatif":
+        assert spread_state(plugin, pod)[0] == before, "the what-if left the counts changed"
 
 
 def test_cases_name_upstream_file_test_and_case() -> None:
