@@ -73,6 +73,7 @@ from shoal.core.scoring import (
     shape_points,
 )
 from shoal.core.status import SKIP, SUCCESS, Code, Status
+from shoal.core.volumecheck import check_bindings
 from shoal.core.volumes import (
     BIND_COMPLETED,
     SELECTED_NODE,
@@ -121,11 +122,14 @@ class Args(ArgsModel):
 @dataclass
 class PodVolumes:
     """What one node needs: (PV, claim) to bind, claims to provision there; and, per binding, the
-    PV's class, the claim's request and the PV's capacity (bytes) as Filter saw them (for Score)."""
+    PV's class, the claim's request and the PV's capacity (bytes) as Filter saw them (for Score);
+    ``written``: the PVs and claims PreBind wrote, with the resourceVersion it read (the bind check
+    tells its write not seen yet from a later reset by it)."""
 
     bindings: list[tuple[str, str]] = field(default_factory=list)
     provisions: list[str] = field(default_factory=list)
     sizes: list[tuple[str, int, int]] = field(default_factory=list)
+    written: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -421,6 +425,7 @@ class VolumeBinding:
             if pv is None or pvc is None:
                 return Status.error(f"binding volumes: {pv_name} or {claim_key} is gone")
             if not matches_claim(pv, pvc) or not pv.claim_ref or not pv.claim_ref.uid:
+                volumes.written[pv_name] = pv.resource_version
                 status = await writer.bind_volume(pv, pvc)
                 if not status.ok:
                     return status
@@ -429,6 +434,7 @@ class VolumeBinding:
             if pvc is None:
                 return Status.error(f"binding volumes: {claim_key} is gone")
             if pvc.annotations.get(SELECTED_NODE) != node:
+                volumes.written[claim_key] = pvc.resource_version
                 status = await writer.select_node(pvc, node)
                 if not status.ok:
                     return status
@@ -449,39 +455,12 @@ class VolumeBinding:
             await asyncio.sleep(0.5)
 
     def _check(self, volumes: PodVolumes, node: str) -> Status | None:
-        """None: all bound; SUCCESS: not yet; else why it failed."""
-        store = self.cache.volumes
-        spec_row = self.cache.table.index.get(node)
-        spec = self.cache.table.specs[spec_row] if spec_row is not None else None
+        """None: all bound; SUCCESS: not yet; else why it failed (``core.volumecheck``)."""
+        row = self.cache.table.index.get(node)
+        spec = self.cache.table.specs[row] if row is not None else None
         labels = spec.labels if spec is not None else {}
-        for pv_name, claim_key in volumes.bindings:
-            pv, pvc = store.pvs.get(pv_name), store.pvcs.get(claim_key)
-            if pv is None or pvc is None:
-                return Status.error(f"failed to check binding: {pv_name} or {claim_key} is gone")
-            if pv.claim_ref is None:
-                if pv_name not in store.assumed_pvs:
-                    return Status.error(f'ClaimRef got reset for pv "{pv_name}"')
-                return SUCCESS  # our write is not seen yet
-            if not fully_bound(pvc):
-                return SUCCESS
-        for claim_key in volumes.provisions:
-            pvc = store.pvcs.get(claim_key)
-            if pvc is None:
-                return Status.error(f"failed to check provisioning pvc: {claim_key} is gone")
-            selected = pvc.annotations.get(SELECTED_NODE)
-            if selected is None:
-                return SUCCESS  # our write is not seen yet
-            if selected != node:
-                return Status.error(f'provisioning failed for PVC "{pvc.name}"')
-            if pvc.volume_name:
-                pv = store.pvs.get(pvc.volume_name)
-                if pv is None:
-                    return SUCCESS
-                if not pv.node_affinity_matches(node, labels):
-                    return Status.error(f'pv "{pv.name}" node affinity doesn\'t match node "{node}"')
-            if not fully_bound(pvc):
-                return SUCCESS
-        return None
+        store = self.cache.volumes
+        return check_bindings(store, volumes.bindings, volumes.provisions, volumes.written, node, labels)
 
     def events_to_register(self) -> Sequence[EventRegistration]:
         # a claim or PV created or bound, a class added, a node relabelled into a PV's affinity

@@ -29,7 +29,7 @@ from tests.unit.helpers import cache_with, handle_for
 from tests.unit.plugins.test_upstream_tables import ARCHITECTURE, SECTION
 from tests.unit.upstream import DATA, FITS, node_verdicts
 
-KEYS = {"upstream", "pod", "nodes", "existing_pods", "storage", "args", "expect", "differs", "note"}
+KEYS = {"upstream", "pod", "nodes", "existing_pods", "storage", "args", "expect", "differs", "note", "check"}
 PLUGINS: dict[str, Any] = {
     "volumezone": volumezone.VolumeZone,
     "volumerestrictions": volumerestrictions.VolumeRestrictions,
@@ -93,6 +93,9 @@ def _got(status: Status, want: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize(("plugin", "case"), params())
 def test_upstream_case(plugin: str, case: Case) -> None:
     raw = case.raw
+    if "check" in raw:
+        _check_bindings(raw)
+        return
     existing = []
     for i, p in enumerate(raw.get("existing_pods") or ()):
         p.setdefault("metadata", {}).setdefault("name", f"existing-{i}")
@@ -134,8 +137,38 @@ def test_upstream_case(plugin: str, case: Case) -> None:
         if want_v != FITS and "reasons" not in want_v and got[name] != FITS:
             got[name] = {"code": got[name]["code"]}
         assert got[name] == want_v, f"Filter on {name}: got {got[name]}, want {want_v}"
+    if "volumes" in expect:
+        _check_volumes(state, expect["volumes"], got)
     if "pre_score" in expect or "scores" in expect:
         _check_scores(plug, state, pod, table, expect)
+
+
+def _check_volumes(state: CycleState, want: dict[str, Any], verdicts: dict[str, Any]) -> None:
+    """binder_test.go's PodVolumes of a node Filter let through: (PV, claim) to bind, claims to
+    provision (none when the pod has no unbound delayed-binding claim)."""
+    st = state.read(volumebinding.STATE_KEY)
+    for name, volumes in want.items():
+        assert verdicts[name] == FITS, f"{name}: PodVolumes are kept for the nodes that fit"
+        got = st.by_node.get(name) or volumebinding.PodVolumes()
+        pairs = [list(b) for b in got.bindings]
+        assert {"bindings": pairs, "provisions": got.provisions} == volumes, f"PodVolumes on {name}"
+
+
+def _check_bindings(raw: dict[str, Any]) -> None:
+    """binder_test.go TestCheckBindings: the PVs and claims in the cache after PreBind's writes were
+    seen (or never needed), what PreBind waits on (``check``), and what the bind check says: all
+    ``bound``, ``waiting``, or an ``error`` (whose message starts with ``expect.error``)."""
+    cache = cache_with(raw["nodes"], [])
+    for obj in raw.get("storage") or ():
+        cache.volumes.apply(decode_storage(obj))
+    plug = PLUGINS["volumebinding"](cache, raw.get("args") or {})
+    check = raw["check"]
+    volumes = volumebinding.PodVolumes([tuple(b) for b in check["bindings"]], list(check["provisions"]))
+    status = plug._check(volumes, check["node"])
+    got = "bound" if status is None else "waiting" if status.ok else "error"
+    assert got == raw["expect"]["check"], f"{got}: {status}"
+    if status is not None and "error" in raw["expect"]:
+        assert status.message.startswith(raw["expect"]["error"]), status.message
 
 
 def _check_scores(plug: Any, state: CycleState, pod: PodInfo, table: Any, expect: dict[str, Any]) -> None:

@@ -209,3 +209,47 @@ def test_pre_bind_writes_the_claim_ref_and_times_out_without_a_pv_controller() -
     status = asyncio.run(plugin.pre_bind(state, pod, "n1"))
     assert written == [("pv-1", "default/a")]
     assert status.code.title == "Error" and "timed out" in status.message
+
+
+def test_bind_check_tells_its_own_write_not_seen_from_a_reset() -> None:
+    """As upstream's checkBindings by resourceVersion: while the cache holds the PV version PreBind
+    read, its claimRef write is not seen yet (wait); a later version without it was reset (fail)."""
+    import asyncio
+
+    from shoal.core.cyclestate import CycleState
+    from shoal.core.objects import PodInfo
+    from shoal.core.status import Status
+    from shoal.core.volumes import VOLUME_WRITER, PVCInfo, PVInfo, decode_storage
+    from shoal.plugins.volumebinding import STATE_KEY
+
+    class Silent:
+        async def bind_volume(self, pv: PVInfo, claim: PVCInfo) -> Status:
+            return Status()
+
+        async def select_node(self, claim: PVCInfo, node: str) -> Status:
+            return Status()
+
+    cache, handle, plugin = _plugin_world(timeout=0)
+    handle.extras[VOLUME_WRITER] = Silent()
+    pv = local_pv("pv-1", "n1")
+    pv["metadata"]["resourceVersion"] = "7"
+    cache.volumes.apply(decode_storage(pv))
+    pod, state = PodInfo.from_dict(trainer("ta", "a")), CycleState()
+    plugin.pre_filter(state, pod)
+    plugin.filter_nodes(state, pod, cache.table, cache.table.valid_rows())
+    assert plugin.reserve(state, pod, "n1").ok
+    assert "timed out" in asyncio.run(plugin.pre_bind(state, pod, "n1")).message
+    volumes = state.require(STATE_KEY).by_node["n1"]
+    assert volumes.written == {"pv-1": "7"}
+    check = plugin._check(volumes, "n1")
+    assert check is not None and check.ok  # still waiting for the write
+    pv["metadata"]["resourceVersion"] = "8"
+    cache.volumes.apply(decode_storage(pv))
+    check = plugin._check(volumes, "n1")
+    assert check is not None and check.message == 'ClaimRef got reset for pv "pv-1"'
+    pv["spec"]["claimRef"] = {"namespace": "default", "name": "a", "uid": "uid-a"}
+    bound = claim("a", **{"pv.kubernetes.io/bind-completed": "yes"})
+    bound["spec"]["volumeName"] = "pv-1"
+    for obj in (pv, bound):
+        cache.volumes.apply(decode_storage(obj))
+    assert plugin._check(volumes, "n1") is None
