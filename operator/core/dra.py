@@ -309,14 +309,15 @@ def _allocated(allocation: JSON) -> tuple[AllocatedDevice, ...]:
 
 
 def _allocated_on(allocation: JSON) -> tuple[str, tuple[SelectorTerm, ...]]:
-    """The node a node-local allocation is bound to (its nodeSelector's ``metadata.name`` field),
-    and the selector's terms."""
-    selector = allocation.get("nodeSelector") or {}
-    terms = tuple(parse_term(t) for t in selector.get("nodeSelectorTerms") or ())
-    for term in terms:
-        for req in term.fields:
-            if req.key == "metadata.name" and req.operator == "In" and req.values:
-                return req.values[0], terms
+    """The allocation's node selector terms, and its node when the selector is one node's name
+    alone (one term, one ``metadata.name In [node]`` field); any other is evaluated as written."""
+    selector = allocation.get("nodeSelector")
+    raw = selector.get("nodeSelectorTerms") if isinstance(selector, Mapping) else None
+    terms = tuple(parse_term(t) for t in raw) if isinstance(raw, list | tuple) else ()
+    if len(terms) == 1 and not terms[0].expressions and len(terms[0].fields) == 1:
+        req = terms[0].fields[0]
+        if req.key == "metadata.name" and req.operator == "In" and len(req.values) == 1:
+            return req.values[0], terms
     return "", terms
 
 

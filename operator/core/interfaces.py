@@ -80,10 +80,13 @@ class EventKind(Flag):
     DRA_CHANGE = auto()
 
     ANY_NODE = NODE_ADD | NODE_UPDATE | NODE_DELETE
-    ANY_POD = POD_ADD | POD_UPDATE | POD_DELETE | POD_SCALE_DOWN
+    #: not POD_SCALE_DOWN: only what frees resources registers it (upstream's Add | Update | Delete
+    #: of InterPodAffinity and PodTopologySpread leave it out too)
+    ANY_POD = POD_ADD | POD_UPDATE | POD_DELETE
     ALL = (
         ANY_NODE
         | ANY_POD
+        | POD_SCALE_DOWN
         | POD_GROUP_CHANGE
         | PROFILE_CHANGE
         | STORAGE_CHANGE

@@ -133,7 +133,9 @@ class SelectorTerm:
 
 def _parse_requirements(items: Any, *, fields: bool = False) -> tuple[Requirement, ...]:
     out = []
-    for item in items or ():
+    for item in items if isinstance(items, list | tuple) else ():
+        if not isinstance(item, Mapping):
+            continue  # not a requirement (only a hand-written object can hold one)
         key = str(item.get("key", ""))
         operator = str(item.get("operator", ""))
         values = tuple(str(v) for v in item.get("values") or ())
@@ -143,7 +145,7 @@ def _parse_requirements(items: Any, *, fields: bool = False) -> tuple[Requiremen
 
 
 def parse_term(term: Any) -> SelectorTerm:
-    term = term or {}
+    term = term if isinstance(term, Mapping) else {}
     return SelectorTerm(
         _parse_requirements(term.get("matchExpressions")),
         _parse_requirements(term.get("matchFields"), fields=True),

@@ -23,7 +23,7 @@ import numpy as np
 
 from shoal.core import fidelity
 from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import BoolArray, Diagnosis, IntArray
+from shoal.core.interfaces import BoolArray, Diagnosis, IntArray, PreFilterResult
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import PodInfo
 from shoal.core.outcomes import ScoreOutcome
@@ -77,7 +77,8 @@ def schedule_pod(
     diag = outcome.diagnosis(fw.handle.cache.table.names) if what_if else None
     rows = feasible_rows(outcome.feasible) if what_if else _nominated_row(fw, pod, outcome.feasible)
     if rows is None:
-        rows = sample_rows(fw, outcome.feasible)
+        looked_at = None if pre is None or pre.node_names is None else outcome_candidates(fw, pre)
+        rows = sample_rows(fw, outcome.feasible, looked_at)
     scores, status = fw.run_score(state, pod, rows, record=record or what_if)
     if not status.ok:
         return Placement(status=status, diagnosis=diag)
@@ -119,18 +120,25 @@ def _pre_filter_failed(fw: Framework, status: Status) -> Placement:
     return Placement(status=status, diagnosis=diag)
 
 
+def outcome_candidates(fw: Framework, pre: PreFilterResult) -> int:
+    """How many nodes a PreFilter result leaves (the nodes it names that exist)."""
+    index = fw.handle.cache.table.index
+    return sum(1 for name in pre.node_names or () if name in index)
+
+
 def feasible_rows(feasible: BoolArray) -> IntArray:
     rows: IntArray = np.flatnonzero(feasible).astype(np.int64, copy=False)
     return rows
 
 
-def sample_rows(fw: Framework, feasible: BoolArray) -> IntArray:
+def sample_rows(fw: Framework, feasible: BoolArray, n_all: int | None = None) -> IntArray:
     """Feasible rows to score: all by default; with the profile's percentageOfNodesToScore, as
-    kube-scheduler's ``numFeasibleNodesToFind``: that share of *all* nodes (at least 100; every
-    node below 100), the first feasible ones from a start that rotates over the nodes, the next
-    cycle starting after the last node looked at, so every node gets its turn."""
+    kube-scheduler's ``numFeasibleNodesToFind``: that share of the nodes Filter looked at (``n_all``:
+    all nodes, or the PreFilter result's; at least 100; every node below 100), the first feasible
+    ones from a start that rotates over the rows. The next cycle starts where upstream's would,
+    sequentially: at the feasible node after the last one taken (the one that stopped the search)."""
     rows = feasible_rows(feasible)
-    n_all = len(fw.handle.cache.table)
+    n_all = len(fw.handle.cache.table) if n_all is None else n_all
     if fw.percentage >= 100 or n_all < MIN_FEASIBLE_NODES_TO_SCORE:
         return rows
     want = max(MIN_FEASIBLE_NODES_TO_SCORE, (n_all * fw.percentage) // 100)
@@ -138,9 +146,9 @@ def sample_rows(fw: Framework, feasible: BoolArray) -> IntArray:
         return rows  # upstream looks at every node and finds fewer: its start stays where it was
     start = fw.next_start % len(feasible)
     order = np.roll(np.arange(len(feasible), dtype=np.int64), -start)
-    found = np.flatnonzero(feasible[order])[:want]
-    fw.next_start = (start + int(found[-1]) + 1) % len(feasible)
-    sampled: IntArray = order[found]
+    found = np.flatnonzero(feasible[order])
+    fw.next_start = (start + int(found[want])) % len(feasible)
+    sampled: IntArray = order[found[:want]]
     return sampled
 
 

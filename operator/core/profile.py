@@ -86,7 +86,10 @@ class ProfileSpec(_Model):
         default=100,
         ge=1,
         le=100,
-        description="Share of feasible nodes scored (100: every node; shoal's default).",
+        description=(
+            "Share of the nodes, at least 100, whose feasible ones are scored, as kube-scheduler's "
+            "(100: every feasible node; shoal's default)."
+        ),
     )
     plugins: PluginSet = Field(default_factory=PluginSet)
     plugin_config: list[PluginConfig] = Field(default_factory=list, max_length=MAX_PLUGINS_PER_POINT)

@@ -85,10 +85,14 @@ def class_mean_scores(
     volumes hold. A class scores ``points`` at its utilization (``requested x 100 // capacity``;
     100 when the capacity is 0 or short); a node scores Go's ``math.Round`` of the mean of its
     classes' scores (0 with none)."""
-    req = np.asarray(requested, dtype=np.int64)
-    cap = np.asarray(capacity, dtype=np.int64)
-    full = (cap == 0) | (req > cap)
-    utilization = np.where(full, MAX_UTILIZATION, req * MAX_UTILIZATION // np.maximum(cap, 1))
+    # in Python integers: a few entries per pod, and sums of byte counts may pass int64
+    utilization = np.array(
+        [
+            MAX_UTILIZATION if c <= 0 or r > c else r * MAX_UTILIZATION // c
+            for r, c in zip(requested, capacity, strict=True)
+        ],
+        dtype=np.int64,
+    )
     scores = broken_linear(points, utilization)
     where = np.asarray(at, dtype=np.int64)
     total = np.bincount(where, weights=scores, minlength=n).astype(np.int64)

@@ -41,16 +41,24 @@ def _labels(meta: JSON, key: str = "labels") -> dict[str, str]:
     return {str(k): str(v) for k, v in (meta.get(key) or {}).items()}
 
 
-def _storage(obj: JSON | None, problems: dict[str, str], what: str) -> int | None:
-    """``storage`` of a resource list, in bytes (None when absent or unparsable)."""
-    value = (obj or {}).get("storage")
+#: the largest amount an int64 holds, as a Quantity's Value() caps it (scores use int64 arrays)
+_INT64_MAX = 2**63 - 1
+
+
+def _storage(obj: Any, problems: dict[str, str], what: str) -> int | None:
+    """``storage`` of a resource list, in bytes (None when absent or unparsable; capped at int64)."""
+    value = obj.get("storage") if isinstance(obj, Mapping) else None
     if value is None:
         return None
     try:
-        return to_int("storage", value)
+        return min(to_int("storage", value), _INT64_MAX)
     except QuantityError as exc:
         problems[what] = str(exc)
         return None
+
+
+def _get(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, Mapping) else None
 
 
 def _terms(items: Any) -> tuple[SelectorTerm, ...]:
@@ -192,7 +200,7 @@ class PVCInfo:
             volume_name=str(spec.get("volumeName") or ""),
             access_modes=tuple(str(m) for m in spec.get("accessModes") or ()),
             volume_mode=str(spec.get("volumeMode") or "Filesystem"),
-            request=_storage((spec.get("resources") or {}).get("requests"), problems, "spec.resources") or 0,
+            request=_storage(_get(spec.get("resources"), "requests"), problems, "spec.resources") or 0,
             selector=selector,
             annotations=annotations,
             phase=str((obj.get("status") or {}).get("phase") or ""),

@@ -7,10 +7,10 @@ import random
 import numpy as np
 
 from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import Diagnosis
+from shoal.core.interfaces import Diagnosis, PreFilterResult
 from shoal.core.nodetable import NodeInfo
 from shoal.core.objects import PodInfo
-from shoal.core.placement import sample_rows, schedule_pod, select_host
+from shoal.core.placement import outcome_candidates, sample_rows, schedule_pod, select_host
 from shoal.core.runtime import ScoreOutcome
 from shoal.core.status import Code, Status
 from shoal.sim import InMemoryCluster, Simulation
@@ -108,6 +108,14 @@ def test_sampling_takes_a_share_of_all_nodes_not_of_the_feasible_ones() -> None:
     few = fw.handle.cache.table.valid_rows().copy()
     few[100:] = False  # 100 feasible, fewer than the 120 to find: all of them
     assert len(sample_rows(fw, few)) == 100
+
+    # a PreFilter result of 150 nodes: the share is of those (at least 100), not of the cluster
+    named = fw.handle.cache.table.valid_rows().copy()
+    named[150:] = False
+    assert len(sample_rows(fw, named)) == 120
+    assert len(sample_rows(fw, named, n_all=150)) == 100
+    pre = PreFilterResult(frozenset({f"n{i}" for i in range(150)} | {"gone"}))
+    assert outcome_candidates(fw, pre) == 150
 
 
 def test_select_host_breaks_ties_at_random_or_takes_the_first() -> None:

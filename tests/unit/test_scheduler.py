@@ -334,23 +334,32 @@ def test_a_bound_pod_resized_down_requeues_the_pods_it_crowded_out() -> None:
     periodic flush."""
     cluster = InMemoryCluster([make_node("n1", cpu="8")])
     sim = Simulation(cluster)
-    held = sim.submit(make_pod("held", cpu="6", node_name="n1"))
+    held = sim.submit(make_pod("held", cpu="6", node_name="n1", labels={"app": "x"}))
     stored = sim.submit(make_pod("p", cpu="4", scheduler_name="gpu-scheduler"))
+    anti = make_pod("anti", cpu="1", scheduler_name="gpu-scheduler")
+    anti["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    sim.submit(anti)  # kept out by anti-affinity, which a resize does not change
     asyncio.run(sim.run())
-    assert sim.scheduler.queue.counts()["unschedulable"] == 1
-    held["metadata"]["labels"] = {"seen": "yes"}  # an update that frees nothing requeues nothing
+    assert sim.scheduler.queue.counts()["unschedulable"] == 2
+    held["metadata"]["annotations"] = {"seen": "yes"}  # an update that frees nothing requeues nothing
     sim.scheduler.on_pod(PodInfo.from_dict(held))
-    assert sim.scheduler.queue.counts()["unschedulable"] == 1
+    assert sim.scheduler.queue.counts()["unschedulable"] == 2
     held["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"  # resize asked: still holds 6
     name = held["spec"]["containers"][0]["name"]
     six = {"name": name, "allocatedResources": {"cpu": "6"}, "resources": {"requests": {"cpu": "6"}}}
     held["status"] = {"phase": "Running", "containerStatuses": [six]}
     sim.scheduler.on_pod(PodInfo.from_dict(held))
-    assert sim.scheduler.queue.counts()["unschedulable"] == 1
+    assert sim.scheduler.queue.counts()["unschedulable"] == 2
     two = {"name": name, "allocatedResources": {"cpu": "2"}, "resources": {"requests": {"cpu": "2"}}}
     held["status"]["containerStatuses"] = [two]  # the kubelet actuated it
     sim.scheduler.on_pod(PodInfo.from_dict(held))
-    assert sim.scheduler.queue.counts()["unschedulable"] == 0
+    assert sim.scheduler.queue.counts()["unschedulable"] == 1  # the anti-affine pod stays parked
     asyncio.run(sim.run())
     assert stored["spec"]["nodeName"] == "n1"
 

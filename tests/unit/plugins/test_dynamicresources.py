@@ -193,6 +193,45 @@ def test_shared_claim_allocated_elsewhere_pins_its_pods_to_that_node() -> None:
     assert sim.scheduler.cache.dra.claims["default/shared"].reserved_for == ("uid-first", "uid-p")
 
 
+def test_an_allocation_selector_with_more_than_a_node_name_is_evaluated_whole() -> None:
+    """upstream's availableOnNodes matches the whole selector: here two OR'd terms, one node by
+    name (cordoned) or any node of rack r2; the pod goes to the r2 node, not only the named one."""
+    from shoal.core.dra import ResourceClaimInfo
+
+    named = {"key": "metadata.name", "operator": "In", "values": ["n1"]}
+    rack = {"key": "rack", "operator": "In", "values": ["r2"]}
+    terms = [{"matchFields": [named]}, {"matchExpressions": [rack]}]
+    pinned = allocated(claim("shared"), "n1", ["gpu-0"], reserved=("uid-first",))
+    pinned["status"]["allocation"]["nodeSelector"] = {"nodeSelectorTerms": terms}
+    info = ResourceClaimInfo.from_dict(pinned)
+    assert info.allocated_node == "" and len(info.allocated_terms) == 2
+    cordoned = node("n1", rack="r1")
+    cordoned["spec"]["unschedulable"] = True
+    _, out = run(
+        cordoned, node("n2", rack="r2"), node("n3", rack="r3"), device_class(), pinned, user("p", "shared")
+    )
+    assert out["uid-p"].node == "n2"
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        "x",
+        [1],
+        {"nodeSelectorTerms": "ab"},
+        {"nodeSelectorTerms": [{"matchFields": ["x"]}]},
+        {"nodeSelectorTerms": [7]},
+    ],
+)
+def test_a_malformed_allocation_selector_never_crashes_the_watch(selector: Any) -> None:
+    from shoal.core.dra import ResourceClaimInfo
+
+    obj = allocated(claim("c"), "n1", ["gpu-0"])
+    obj["status"]["allocation"]["nodeSelector"] = selector
+    info = ResourceClaimInfo.from_dict(obj)
+    assert info.allocated is not None and info.allocated_node == ""
+
+
 def test_profile_without_dynamic_resources_refuses_the_pod_naming_the_field() -> None:
     profile = {
         "apiVersion": "shoal.dev/v1alpha1",

@@ -255,3 +255,17 @@ def test_args_refuse_bad_shapes(shape: Any, message: str) -> None:
 def test_args_refuse_a_negative_bind_timeout() -> None:
     with pytest.raises(ValidationError, match="greater than or equal to 0"):
         volumebinding.Args.model_validate({"bindTimeoutSeconds": -1})
+
+
+def test_huge_or_malformed_storage_never_breaks_scoring() -> None:
+    """A PV of 1e30 bytes (the API server takes it) scores as nearly empty instead of overflowing
+    int64; a capacity or request of the wrong shape reads as absent."""
+    from shoal.core.volumes import PVCInfo, PVInfo
+
+    huge = PVInfo.from_dict({"metadata": {"name": "big"}, "spec": {"capacity": {"storage": "1e30"}}})
+    assert huge.capacity == 2**63 - 1
+    points = ((0, 100), (100, 0))
+    scores = class_mean_scores(points, [0, 1], [10 * 2**30, 2**62], [huge.capacity or 0, 2**62 + 1], 2)
+    assert scores.tolist() == [100, 1]
+    assert PVInfo.from_dict({"metadata": {"name": "x"}, "spec": {"capacity": "lots"}}).capacity is None
+    assert PVCInfo.from_dict({"metadata": {"name": "c"}, "spec": {"resources": ["x"]}}).request == 0
