@@ -468,13 +468,18 @@ async def test_first_available_prefers_the_first_choice_as_kube_scheduler_does(
     await custom.create_cluster_custom_object(
         GROUP, VERSION, "resourceslices", gpu_slice("gpu-a10", run, "NVIDIA A10", "24Gi")
     )
-    # some CPU already in use on the A10 node: enough that shoal's packing (NodeResourcesFit
-    # MostAllocated, weight 3) would go there without the DRA score, too little to outweigh it
+    # some CPU in use on the node each scheduler's resource scores would otherwise avoid less:
+    # kube-scheduler spreads (LeastAllocated), so the load goes on the H100 node for its run;
+    # shoal packs (MostAllocated, weight 3), so on the A10 node for its run. Either way only the
+    # DRA score (weight 2) brings the pods to the H100 node.
     busy = f"busy-{run}"
+    core: Any = client.CoreV1Api(clean)
     await create(clean, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": busy}})
-    await create(clean, make_pod("cpu-user", namespace=busy, cpu="4", memory=None, node_name="gpu-a10"))
+    await create(clean, make_pod("cpu-user", namespace=busy, cpu="4", memory=None, node_name="gpu-h100"))
     with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
         kube = await first_available_run(clean, "default-scheduler")
+    await core.delete_namespaced_pod("cpu-user", busy, grace_period_seconds=0)
+    await create(clean, make_pod("cpu-user-2", namespace=busy, cpu="4", memory=None, node_name="gpu-a10"))
     sched = f"fa-{uuid.uuid4().hex[:6]}"
     await create(clean, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
     shoal = await first_available_run(clean, sched)

@@ -194,13 +194,15 @@ async def test_the_roomier_local_pv_wins_as_with_kube_scheduler(
             await core.delete_persistent_volume(p["metadata"]["name"])
         return where
 
-    # some CPU in use on `tight`: shoal's packing (MostAllocated, weight 3) would go there without
-    # the capacity score, far too little to outweigh it
-    await create(
-        api, make_pod(f"cpu-user-{run}", namespace=namespace, cpu="4", memory=None, node_name="tight")
-    )
+    # some CPU in use where each scheduler's resource scores would otherwise lean away from
+    # `roomy`: on `roomy` for kube-scheduler (it spreads: LeastAllocated), on `tight` for shoal (it
+    # packs: MostAllocated, weight 3); far too little to outweigh the capacity score either way
+    load = f"cpu-user-{run}"
+    await create(api, make_pod(load, namespace=namespace, cpu="4", memory=None, node_name="roomy"))
     with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
         kube = await place("default-scheduler", f"k{run}")
+    await core.delete_namespaced_pod(load, namespace, grace_period_seconds=0)
+    await create(api, make_pod(f"{load}-2", namespace=namespace, cpu="4", memory=None, node_name="tight"))
     sched = f"s-{run}"
     await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
     shoal = await place(sched, f"s{run}")
