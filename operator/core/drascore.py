@@ -91,9 +91,8 @@ def score_rows(
     if uniform(to_allocate):
         fixed += sum(FIRST_AVAILABLE_MAX * len(_subrequests(c)) for c in to_allocate)
         return np.full(len(rows), fixed, dtype=np.int64)
-    worth = [points(c) for c in to_allocate]  # once per cycle, not per node
     scores = []
     for row in rows.tolist():
-        found = allocation_at(row)
-        scores.append(0 if found is None else fixed + sum(map(_worth, worth, found)))
+        found = allocation_at(row)  # computeScore itself, so upstream's table checks this path
+        scores.append(0 if found is None else compute_score(allocated, to_allocate, found))
     return np.array(scores, dtype=np.int64)
