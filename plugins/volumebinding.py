@@ -424,6 +424,12 @@ class VolumeBinding:
             pv, pvc = store.pvs.get(pv_name), store.pvcs.get(claim_key)
             if pv is None or pvc is None:
                 return Status.error(f"binding volumes: {pv_name} or {claim_key} is gone")
+            ref = pv.claim_ref
+            if ref is not None and (ref.namespace, ref.name) != (pvc.namespace, pvc.name):
+                # taken since Reserve: upstream's update of the object it assumed gets a 409 here
+                return Status.error(
+                    f'binding volumes: pv "{pv_name}" was bound to {ref.namespace}/{ref.name}'
+                )
             if not matches_claim(pv, pvc) or not pv.claim_ref or not pv.claim_ref.uid:
                 volumes.written[pv_name] = pv.resource_version
                 status = await writer.bind_volume(pv, pvc)
@@ -433,7 +439,10 @@ class VolumeBinding:
             pvc = store.pvcs.get(claim_key)
             if pvc is None:
                 return Status.error(f"binding volumes: {claim_key} is gone")
-            if pvc.annotations.get(SELECTED_NODE) != node:
+            selected = pvc.annotations.get(SELECTED_NODE)
+            if selected is not None and selected != node:  # given another node since Reserve
+                return Status.error(f'binding volumes: claim "{claim_key}" was given node "{selected}"')
+            if selected != node:
                 volumes.written[claim_key] = pvc.resource_version
                 status = await writer.select_node(pvc, node)
                 if not status.ok:

@@ -51,7 +51,7 @@ def _storage(obj: Any, problems: dict[str, str], what: str) -> int | None:
     if value is None:
         return None
     try:
-        return min(to_int("storage", value), _INT64_MAX)
+        return max(0, min(to_int("storage", value), _INT64_MAX))
     except QuantityError as exc:
         problems[what] = str(exc)
         return None

@@ -102,6 +102,7 @@ def test_sampling_takes_a_share_of_all_nodes_not_of_the_feasible_ones() -> None:
     every_other[1::2] = False  # 200 feasible
     first = sample_rows(fw, every_other)
     assert len(first) == 120 and first[0] == 0 and first[-1] == 238
+    assert fw.next_start == 240  # the 121st feasible node, where upstream's search stopped
     second = sample_rows(fw, every_other)
     assert len(second) == 120 and second[0] == 240  # after node 238, the next feasible: 240
     assert set(second) >= {398, 0}  # wraps around

@@ -20,7 +20,7 @@ from shoal.core.placement import schedule_pod
 from shoal.core.status import Code
 from shoal.plugins.dynamicresources import DynamicResources
 from shoal.sim import InMemoryCluster, Simulation
-from shoal.testing.objects import make_node, make_pod_group
+from shoal.testing.objects import make_node, make_pod, make_pod_group
 from tests.unit.dra_objects import GPU, allocated, claim, claim_pod, device_class, node_slice
 
 
@@ -207,8 +207,15 @@ def test_an_allocation_selector_with_more_than_a_node_name_is_evaluated_whole() 
     assert info.allocated_node == "" and len(info.allocated_terms) == 2
     cordoned = node("n1", rack="r1")
     cordoned["spec"]["unschedulable"] = True
+    load = make_pod("load", cpu="8", node_name="n3")  # shoal's packing would pick n3 if it could
     _, out = run(
-        cordoned, node("n2", rack="r2"), node("n3", rack="r3"), device_class(), pinned, user("p", "shared")
+        cordoned,
+        node("n2", rack="r2"),
+        node("n3", rack="r3"),
+        load,
+        device_class(),
+        pinned,
+        user("p", "shared"),
     )
     assert out["uid-p"].node == "n2"
 
@@ -221,6 +228,7 @@ def test_an_allocation_selector_with_more_than_a_node_name_is_evaluated_whole() 
         {"nodeSelectorTerms": "ab"},
         {"nodeSelectorTerms": [{"matchFields": ["x"]}]},
         {"nodeSelectorTerms": [7]},
+        {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": 5}]}]},
     ],
 )
 def test_a_malformed_allocation_selector_never_crashes_the_watch(selector: Any) -> None:

@@ -253,3 +253,38 @@ def test_bind_check_tells_its_own_write_not_seen_from_a_reset() -> None:
     for obj in (pv, bound):
         cache.volumes.apply(decode_storage(obj))
     assert plugin._check(volumes, "n1") is None
+
+
+def test_pre_bind_never_takes_a_pv_bound_to_another_claim_since_reserve() -> None:
+    """The PV controller bound the chosen PV to another claim between Reserve and PreBind (a gang
+    can wait at Permit meanwhile): upstream's update of the object it assumed gets a 409; shoal
+    refuses rather than write its claimRef over the other claim's."""
+    import asyncio
+
+    from shoal.core.cyclestate import CycleState
+    from shoal.core.objects import PodInfo
+    from shoal.core.status import Status
+    from shoal.core.volumes import VOLUME_WRITER, PVCInfo, PVInfo, decode_storage
+
+    written: list[str] = []
+
+    class Recorder:
+        async def bind_volume(self, pv: PVInfo, claim: PVCInfo) -> Status:
+            written.append(pv.name)
+            return Status()
+
+        async def select_node(self, claim: PVCInfo, node: str) -> Status:
+            written.append(claim.key)
+            return Status()
+
+    cache, handle, plugin = _plugin_world(timeout=0)
+    handle.extras[VOLUME_WRITER] = Recorder()
+    pod, state = PodInfo.from_dict(trainer("ta", "a")), CycleState()
+    plugin.pre_filter(state, pod)
+    plugin.filter_nodes(state, pod, cache.table, cache.table.valid_rows())
+    assert plugin.reserve(state, pod, "n1").ok
+    taken = local_pv("pv-1", "n1", claimRef={"namespace": "default", "name": "b", "uid": "uid-b"})
+    cache.volumes.apply(decode_storage(taken))
+    status = asyncio.run(plugin.pre_bind(state, pod, "n1"))
+    assert written == [] and status.code.title == "Error"
+    assert status.message == 'binding volumes: pv "pv-1" was bound to default/b'

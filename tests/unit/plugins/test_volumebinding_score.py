@@ -269,3 +269,5 @@ def test_huge_or_malformed_storage_never_breaks_scoring() -> None:
     assert scores.tolist() == [100, 1]
     assert PVInfo.from_dict({"metadata": {"name": "x"}, "spec": {"capacity": "lots"}}).capacity is None
     assert PVCInfo.from_dict({"metadata": {"name": "c"}, "spec": {"resources": ["x"]}}).request == 0
+    negative = {"resources": {"requests": {"storage": "-1e30"}}}
+    assert PVCInfo.from_dict({"metadata": {"name": "c"}, "spec": negative}).request == 0
