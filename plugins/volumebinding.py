@@ -420,6 +420,7 @@ class VolumeBinding:
         if writer is None:
             return Status.error("no volume writer: this scheduler cannot bind volumes")
         store = self.cache.volumes
+        known = pod.uid in self.cache.pods  # the cache holds every pod the watch has seen
         for pv_name, claim_key in volumes.bindings:
             pv, pvc = store.pvs.get(pv_name), store.pvcs.get(claim_key)
             if pv is None or pvc is None:
@@ -447,12 +448,15 @@ class VolumeBinding:
                 status = await writer.select_node(pvc, node)
                 if not status.ok:
                     return status
-        return await self._wait_bound(volumes, node)
+        return await self._wait_bound(volumes, node, pod.uid if known else None)
 
-    async def _wait_bound(self, volumes: PodVolumes, node: str) -> Status:
-        """``checkBindings`` every half second until every claim is bound, or the bind timeout."""
+    async def _wait_bound(self, volumes: PodVolumes, node: str, uid: str | None) -> Status:
+        """``checkBindings`` every half second until every claim is bound, or the bind timeout; a
+        pod (``uid``: one the cache held when PreBind began) deleted meanwhile stops it at once."""
         deadline = time.monotonic() + self.args.bind_timeout_seconds
         while True:
+            if uid is not None and uid not in self.cache.pods:
+                return Status.error("binding volumes: pod does not exist any more")
             status = self._check(volumes, node)
             if status is None:
                 self._forget(volumes)

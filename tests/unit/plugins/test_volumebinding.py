@@ -288,3 +288,33 @@ def test_pre_bind_never_takes_a_pv_bound_to_another_claim_since_reserve() -> Non
     status = asyncio.run(plugin.pre_bind(state, pod, "n1"))
     assert written == [] and status.code.title == "Error"
     assert status.message == 'binding volumes: pv "pv-1" was bound to default/b'
+
+
+def test_a_pod_deleted_while_pre_bind_waits_stops_the_wait() -> None:
+    """upstream's checkBindings fails once the pod is gone; without that, PreBind would poll until
+    the bind timeout for a pod nobody wants any more."""
+    import asyncio
+
+    from shoal.core.cyclestate import CycleState
+    from shoal.core.objects import PodInfo
+    from shoal.core.status import Status
+    from shoal.core.volumes import VOLUME_WRITER, PVCInfo, PVInfo
+
+    cache, handle, plugin = _plugin_world(timeout=600)
+    pod, state = PodInfo.from_dict(trainer("ta", "a")), CycleState()
+    cache.upsert_pod(pod)
+
+    class DeletesThePod:  # the user deletes the pod right after the write
+        async def bind_volume(self, pv: PVInfo, claim: PVCInfo) -> Status:
+            cache.remove_pod(pod.uid)
+            return Status()
+
+        async def select_node(self, claim: PVCInfo, node: str) -> Status:
+            return Status()
+
+    handle.extras[VOLUME_WRITER] = DeletesThePod()
+    plugin.pre_filter(state, pod)
+    plugin.filter_nodes(state, pod, cache.table, cache.table.valid_rows())
+    assert plugin.reserve(state, pod, "n1").ok
+    status = asyncio.run(asyncio.wait_for(plugin.pre_bind(state, pod, "n1"), 30))
+    assert status.message == "binding volumes: pod does not exist any more"
