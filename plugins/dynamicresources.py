@@ -63,6 +63,7 @@ from shoal.core.draalloc import (
     Matcher,
     allocate,
     allocation_config,
+    allocation_selector,
 )
 from shoal.core.draexplain import describe_request, node_request
 from shoal.core.drascore import Allocation, score_rows
@@ -325,21 +326,17 @@ class DynamicResources:
             return Status(Code.UNSCHEDULABLE, (CANNOT_ALLOCATE,), NAME)
         store = self.cache.dra
         st.assumed = []
-        for claim, devices in zip(st.to_allocate, found, strict=True):
-            local = self._node_local(devices, node)
-            config = allocation_config(claim, devices, store.classes)
-            store.assume(replace(claim, allocated=devices, allocated_node=local, allocation_config=config))
-            st.assumed.append(claim.key)
-        return SUCCESS
-
-    def _node_local(self, devices: tuple[AllocatedDevice, ...], node: str) -> str:
-        """The node an allocation is pinned to: ``node`` unless every device is from an
-        ``allNodes`` slice (reachable from anywhere)."""
         row = self.cache.table.index.get(node)
         spec = self.cache.table.specs[row] if row is not None else None
-        pools = {(d.id.driver, d.id.pool) for d in devices}
-        reached = self.cache.dra.slices_for(node, spec.labels if spec is not None else {})
-        return node if any(not s.all_nodes and (s.driver, s.pool) in pools for s in reached) else ""
+        labels = spec.labels if spec is not None else {}
+        for claim, devices in zip(st.to_allocate, found, strict=True):
+            # the node it is pinned to, or the merged selector of the nodeSelector slices it used
+            local, terms = allocation_selector(devices, store.slices_for(node, labels))
+            config = allocation_config(claim, devices, store.classes)
+            held = replace(claim, allocated=devices, allocated_node=local, allocated_terms=terms)
+            store.assume(replace(held, allocation_config=config))
+            st.assumed.append(claim.key)
+        return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
         st: _State | None = state.read(STATE_KEY)

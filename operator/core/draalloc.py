@@ -16,7 +16,7 @@ Selector results are memoised per (expression, device) and dropped when the devi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,7 +30,9 @@ from shoal.core.dra import (
     DeviceId,
     DeviceRequest,
     ResourceClaimInfo,
+    ResourceSliceInfo,
 )
+from shoal.core.nodeselectors import Requirement, SelectorTerm
 from shoal.core.status import Status
 
 MAX_STEPS = 100_000
@@ -265,3 +267,27 @@ def allocation_config(
             )
     out += [{"source": "FromClaim", **dict(c)} for c in claim.config]
     return tuple(out)
+
+
+def allocation_selector(
+    devices: Sequence[AllocatedDevice], reached: Iterable[ResourceSliceInfo]
+) -> tuple[str, tuple[SelectorTerm, ...]]:
+    """An allocation's node selector, as the allocator's ``createNodeSelector`` builds it from the
+    slices its devices come from (``reached``: the slices the chosen node reaches): a device of a
+    node's own slice pins it to that node (returned as the node's name); otherwise the one term of
+    every ``nodeSelector`` slice used, their requirements merged into one term; ``allNodes``
+    slices add nothing, and a selector with nothing left is available everywhere (no term)."""
+    ids = {d.id for d in devices}
+    fields: list[Requirement] = []
+    expressions: list[Requirement] = []
+    for s in reached:
+        if not any(dev.id in ids for dev in s.devices):
+            continue
+        if s.node_name:
+            name = Requirement("metadata.name", "In", (s.node_name,))
+            return s.node_name, (SelectorTerm((), (name,)),)
+        if len(s.node_selector_terms) == 1:
+            term = s.node_selector_terms[0]
+            fields += [r for r in term.fields if r not in fields]
+            expressions += [r for r in term.expressions if r not in expressions]
+    return "", ((SelectorTerm(tuple(expressions), tuple(fields)),) if fields or expressions else ())

@@ -13,6 +13,7 @@ import aiohttp
 
 from shoal.core.dra import ResourceClaimInfo
 from shoal.core.draalloc import DELETE_PROTECTION, PodInfoLike
+from shoal.core.nodeselectors import Requirement, SelectorTerm
 from shoal.core.status import Status
 from shoal.kube.rest import RawClient, message_of
 from shoal.kube.wire import MERGE_PATCH, RESOURCE_CLAIMS
@@ -32,7 +33,24 @@ def allocation_body(held: ResourceClaimInfo) -> dict[str, Any]:
     if held.allocated_node:
         field = {"key": "metadata.name", "operator": "In", "values": [held.allocated_node]}
         body["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [field]}]}
+    elif held.allocated_terms:  # the merged selector of the nodeSelector slices it used
+        body["nodeSelector"] = {"nodeSelectorTerms": [_term(t) for t in held.allocated_terms]}
     return body
+
+
+def _term(term: SelectorTerm) -> dict[str, Any]:
+    def requirements(reqs: tuple[Requirement, ...]) -> list[dict[str, Any]]:
+        return [
+            {"key": r.key, "operator": r.operator, **({"values": list(r.values)} if r.values else {})}
+            for r in reqs
+        ]
+
+    out: dict[str, Any] = {}
+    if term.expressions:
+        out["matchExpressions"] = requirements(term.expressions)
+    if term.fields:
+        out["matchFields"] = requirements(term.fields)
+    return out
 
 
 class KubeClaimWriter:

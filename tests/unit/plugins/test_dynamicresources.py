@@ -21,7 +21,7 @@ from shoal.core.status import Code
 from shoal.plugins.dynamicresources import DynamicResources
 from shoal.sim import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod, make_pod_group
-from tests.unit.dra_objects import GPU, allocated, claim, claim_pod, device_class, node_slice
+from tests.unit.dra_objects import GPU, allocated, claim, claim_pod, device_class, gpu, node_slice
 
 
 def node(name: str, **labels: str) -> dict[str, Any]:
@@ -218,6 +218,42 @@ def test_an_allocation_selector_with_more_than_a_node_name_is_evaluated_whole() 
         user("p", "shared"),
     )
     assert out["uid-p"].node == "n2"
+
+
+def test_an_allocation_from_a_node_selector_slice_keeps_that_selector() -> None:
+    """As the allocator's createNodeSelector: devices of a slice shared by rack r1's nodes make an
+    allocation available on every r1 node, not only the first pod's; a second pod sharing the claim
+    may go to the other r1 node (here the first one is cordoned meanwhile), never to rack r2."""
+    from shoal.core.objects import NodeSpec
+    from shoal.kube.dra import allocation_body
+
+    rack = {"key": "rack", "operator": "In", "values": ["r1"]}
+    shared_slice = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "rack-r1-fabric"},
+        "spec": {
+            "driver": GPU,
+            "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [rack]}]},
+            "pool": {"name": "rack-r1", "generation": 1, "resourceSliceCount": 1},
+            "devices": [gpu("rack-r1", i) for i in range(2)],
+        },
+    }
+    nodes = [node("n1", rack="r1"), node("n2", rack="r1"), node("n3", rack="r2")]
+    sim, out = run(*nodes, device_class(), shared_slice, claim("c"), user("p1", "c"))
+    first = out["uid-p1"].node
+    assert first in ("n1", "n2")
+    held = sim.scheduler.cache.dra.claims["default/c"]
+    assert held.allocated_node == "" and held.allocated_terms and held.allocated_terms[0].expressions
+    body = allocation_body(held)
+    assert body["nodeSelector"] == {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}]
+    }
+    cordoned = next(n for n in nodes if n["metadata"]["name"] == first)
+    cordoned["spec"]["unschedulable"] = True
+    sim.scheduler.on_node(NodeSpec.from_dict(cordoned))
+    sim.submit(user("p2", "c"))
+    assert sim.run_sync()["uid-p2"].node == ({"n1", "n2"} - {first}).pop()
 
 
 @pytest.mark.parametrize(
