@@ -84,6 +84,7 @@ from shoal.core.objects import NodeSpec, PodInfo
 from shoal.core.profile import PluginEntry
 from shoal.core.scoring import default_normalize
 from shoal.core.status import SUCCESS, Code, Status
+from shoal.plugins.nodeaffinity import term_mask
 
 NAME = "DynamicResources"
 STATE_KEY = f"PreFilter{NAME}"
@@ -193,7 +194,7 @@ class DynamicResources:
         self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
     ) -> Sequence[Rejection]:
         st: _State = state.require(STATE_KEY)
-        unavailable = _unavailable(st, table, candidates)
+        unavailable = _unavailable(st, table)
         out = []
         if unavailable.any():
             out.append(Rejection(unavailable, NOT_AVAILABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
@@ -453,22 +454,17 @@ def _same_pod(pod: PodInfo, event: ClusterEvent) -> bool:
     return isinstance(event.obj, PodInfo) and event.obj.uid == pod.uid
 
 
-def _unavailable(st: _State, table: NodeTable, candidates: BoolArray) -> BoolArray:
-    """The nodes an allocated claim's node selector leaves out (upstream's availableOnNodes): all
-    but its node for a node-local allocation, else the candidates none of its terms match."""
+def _unavailable(st: _State, table: NodeTable) -> BoolArray:
+    """The nodes an allocated claim's node selector leaves out (upstream's availableOnNodes): those
+    none of its terms match (a node-local allocation's one term names its node); vectorised as
+    NodeAffinity's terms are. An allocation without a selector is available everywhere."""
     out = np.zeros(table.n, dtype=bool)
     for claim in st.allocated:
-        if claim.allocated_node:
-            here = table.index.get(claim.allocated_node)
-            mask = np.ones(table.n, dtype=bool)
-            if here is not None:
-                mask[here] = False
-            out |= mask
-        elif claim.allocated_terms:
-            for row in np.flatnonzero(candidates & ~out):
-                spec = table.specs[row]
-                labels = spec.labels if spec is not None else {}
-                out[row] = not any(t.matches(table.name(int(row)), labels) for t in claim.allocated_terms)
+        if claim.allocated_terms:
+            matched = np.zeros(table.n, dtype=bool)
+            for term in claim.allocated_terms:
+                matched |= term_mask(table, term)
+            out |= ~matched
     return out
 
 
