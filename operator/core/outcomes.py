@@ -31,6 +31,8 @@ class FilterOutcome:
     steps: list[FilterStep] = field(default_factory=list)
     pre_filter_status: Status | None = None
     total_nodes: int = 0
+    #: the nodes Filter looked at: all, or those a PreFilter result left (None: all)
+    looked_at: int | None = None
     #: a Filter plugin failed (raised or returned Error): the cycle is aborted with this status
     error: Status | None = None
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from shoal.core import fidelity
 from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import BoolArray, Diagnosis, IntArray, PreFilterResult
+from shoal.core.interfaces import BoolArray, Diagnosis, IntArray
 from shoal.core.nodetable import NodeTable
 from shoal.core.objects import PodInfo
 from shoal.core.outcomes import ScoreOutcome
@@ -77,8 +77,7 @@ def schedule_pod(
     diag = outcome.diagnosis(fw.handle.cache.table.names) if what_if else None
     rows = feasible_rows(outcome.feasible) if what_if else _nominated_row(fw, pod, outcome.feasible)
     if rows is None:
-        looked_at = None if pre is None or pre.node_names is None else outcome_candidates(fw, pre)
-        rows = sample_rows(fw, outcome.feasible, looked_at)
+        rows = sample_rows(fw, outcome.feasible, outcome.looked_at)
     scores, status = fw.run_score(state, pod, rows, record=record or what_if)
     if not status.ok:
         return Placement(status=status, diagnosis=diag)
@@ -118,12 +117,6 @@ def _pre_filter_failed(fw: Framework, status: Status) -> Placement:
     diag.unschedulable_plugins.add(status.plugin)
     diag.unresolvable = status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     return Placement(status=status, diagnosis=diag)
-
-
-def outcome_candidates(fw: Framework, pre: PreFilterResult) -> int:
-    """How many nodes a PreFilter result leaves (the nodes it names that exist)."""
-    index = fw.handle.cache.table.index
-    return sum(1 for name in pre.node_names or () if name in index)
 
 
 def feasible_rows(feasible: BoolArray) -> IntArray:

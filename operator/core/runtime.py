@@ -297,7 +297,9 @@ class Framework:
         began = time.perf_counter()
         table = self.handle.cache.table
         cand = _candidates(table, pre)
-        outcome = FilterOutcome(cand, total_nodes=len(table))
+        narrowed = pre is not None and pre.node_names is not None
+        looked_at = int(np.count_nonzero(cand)) if narrowed else None  # None: every node
+        outcome = FilterOutcome(cand, total_nodes=len(table), looked_at=looked_at)
         for plugin in self.filter:
             if plugin.name in state.skip_filter:
                 continue

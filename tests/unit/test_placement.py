@@ -10,7 +10,7 @@ from shoal.core.cyclestate import CycleState
 from shoal.core.interfaces import Diagnosis, PreFilterResult
 from shoal.core.nodetable import NodeInfo
 from shoal.core.objects import PodInfo
-from shoal.core.placement import outcome_candidates, sample_rows, schedule_pod, select_host
+from shoal.core.placement import sample_rows, schedule_pod, select_host
 from shoal.core.runtime import ScoreOutcome
 from shoal.core.status import Code, Status
 from shoal.sim import InMemoryCluster, Simulation
@@ -116,7 +116,7 @@ def test_sampling_takes_a_share_of_all_nodes_not_of_the_feasible_ones() -> None:
     assert len(sample_rows(fw, named)) == 120
     assert len(sample_rows(fw, named, n_all=150)) == 100
     pre = PreFilterResult(frozenset({f"n{i}" for i in range(150)} | {"gone"}))
-    assert outcome_candidates(fw, pre) == 150
+    assert fw.find_feasible(CycleState(), pod(), pre).looked_at == 150
 
 
 def test_select_host_breaks_ties_at_random_or_takes_the_first() -> None:
