@@ -197,6 +197,23 @@ async def wait_for(
     raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
+async def node_of(api: client.ApiClient, namespace: str, pod: str) -> str | None:
+    """The node a pod is bound to (None while pending): a ``wait_for`` check."""
+    got = await client.CoreV1Api(api).read_namespaced_pod(pod, namespace)
+    name: str | None = got.spec.node_name
+    return name
+
+
+async def failed_scheduling_note(api: client.ApiClient, namespace: str, pod: str) -> str | None:
+    """The note of the first FailedScheduling event about a pod (None before there is one): a
+    ``wait_for`` check."""
+    events: Any = client.EventsV1Api(api)
+    for e in await list_all(events.list_namespaced_event, namespace):
+        if e.get("reason") == "FailedScheduling" and e["regarding"]["name"] == pod:
+            return str(e.get("note") or "")
+    return None
+
+
 async def delete_all_nodes(api: client.ApiClient) -> None:
     core: Any = client.CoreV1Api(api)
     await core.delete_collection_node()

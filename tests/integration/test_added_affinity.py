@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
+from shoal.testing.cluster import (
+    OperatorProcess,
+    create,
+    create_many,
+    failed_scheduling_note,
+    node_of,
+    wait_for,
+)
 from shoal.testing.controlplane import ControlPlane
 from shoal.testing.kubescheduler import KubeSchedulerProcess
 from shoal.testing.objects import make_node, make_pod, make_profile
@@ -38,25 +45,16 @@ ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 async def run(api: client.ApiClient, scheduler: str) -> tuple[str | None, str]:
     """(where a plain pod goes, the FailedScheduling note of a pod pinned outside the pool)."""
     core: Any = client.CoreV1Api(api)
-    events: Any = client.EventsV1Api(api)
     ns = f"added-{uuid.uuid4().hex[:6]}"
     await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     await create(api, make_pod("plain", namespace=ns, scheduler_name=scheduler))
     pinned = make_pod("pinned", namespace=ns, scheduler_name=scheduler, node_selector={POOL: "serve"})
     await create(api, pinned)
 
-    async def placed() -> str | None:
-        name: str | None = (await core.read_namespaced_pod("plain", ns)).spec.node_name
-        return name
-
-    async def refused() -> str | None:
-        for e in await list_all(events.list_namespaced_event, ns):
-            if e.get("reason") == "FailedScheduling" and e["regarding"]["name"] == "pinned":
-                return str(e.get("note") or "")
-        return None
-
-    node = await wait_for(placed, 60, what=f"{scheduler}: plain pod placed")
-    note = await wait_for(refused, 60, what=f"{scheduler}: pinned pod refused")
+    node = await wait_for(lambda: node_of(api, ns, "plain"), 60, what=f"{scheduler}: plain pod placed")
+    note = await wait_for(
+        lambda: failed_scheduling_note(api, ns, "pinned"), 60, what=f"{scheduler}: pinned pod refused"
+    )
     assert not (await core.read_namespaced_pod("pinned", ns)).spec.node_name
     await core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
     return node, note

@@ -17,7 +17,14 @@ import pytest
 from kubernetes_asyncio import client
 
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
-from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
+from shoal.testing.cluster import (
+    OperatorProcess,
+    create,
+    create_many,
+    failed_scheduling_note,
+    node_of,
+    wait_for,
+)
 from shoal.testing.controlplane import ControlPlane
 from shoal.testing.kubescheduler import KubeSchedulerProcess
 from shoal.testing.objects import KUBELET_1_37_DECLARED_FEATURES, make_node, make_pod, make_profile
@@ -41,24 +48,15 @@ def restarter(name: str, namespace: str, scheduler: str, **kwargs: Any) -> dict[
 async def run(api: client.ApiClient, scheduler: str) -> tuple[str | None, str]:
     """(where the pod goes, the FailedScheduling note of one pinned to the older node)."""
     core: Any = client.CoreV1Api(api)
-    events: Any = client.EventsV1Api(api)
     ns = f"ndf-{uuid.uuid4().hex[:6]}"
     await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     await create(api, restarter("free", ns, scheduler))
     await create(api, restarter("pinned", ns, scheduler, node_selector={"kubelet": "older"}))
 
-    async def placed() -> str | None:
-        name: str | None = (await core.read_namespaced_pod("free", ns)).spec.node_name
-        return name
-
-    async def refused() -> str | None:
-        for e in await list_all(events.list_namespaced_event, ns):
-            if e.get("reason") == "FailedScheduling" and e["regarding"]["name"] == "pinned":
-                return str(e.get("note") or "")
-        return None
-
-    node = await wait_for(placed, 60, what=f"{scheduler}: pod placed")
-    note = await wait_for(refused, 60, what=f"{scheduler}: pinned pod refused")
+    node = await wait_for(lambda: node_of(api, ns, "free"), 60, what=f"{scheduler}: pod placed")
+    note = await wait_for(
+        lambda: failed_scheduling_note(api, ns, "pinned"), 60, what=f"{scheduler}: pinned pod refused"
+    )
     await core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
     return node, note
 

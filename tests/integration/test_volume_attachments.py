@@ -18,7 +18,15 @@ import pytest
 from kubernetes_asyncio import client
 
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
-from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
+from shoal.testing.cluster import (
+    OperatorProcess,
+    create,
+    create_many,
+    failed_scheduling_note,
+    list_all,
+    node_of,
+    wait_for,
+)
 from shoal.testing.controlplane import ControlPlane
 from shoal.testing.kubecontrollermanager import KubeControllerManagerProcess
 from shoal.testing.kubescheduler import KubeSchedulerProcess
@@ -101,25 +109,16 @@ async def attach_limit_run(api: client.ApiClient, node: str, scheduler: str) -> 
     pod = make_pod("user", namespace=ns, scheduler_name=scheduler)
     pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": new}}]
     await create(api, pod)
-    events: Any = client.EventsV1Api(api)
 
-    async def refused() -> str | None:
-        for e in await list_all(events.list_namespaced_event, ns):
-            if e.get("reason") == "FailedScheduling":
-                return str(e.get("note") or "")
-        return None
-
-    message = await wait_for(refused, 60, what=f"{scheduler}: FailedScheduling")
+    # the namespace holds this one pod
+    message = await wait_for(
+        lambda: failed_scheduling_note(api, ns, "user"), 60, what=f"{scheduler}: FailedScheduling"
+    )
     read = await core.read_namespaced_pod("user", ns)
     assert not read.spec.node_name, "placed over the attach limit"
     await storage.delete_volume_attachment(va)  # detached
 
-    async def placed() -> str | None:
-        got = await core.read_namespaced_pod("user", ns)
-        name: str | None = got.spec.node_name
-        return name
-
-    where = await wait_for(placed, 60, what=f"{scheduler}: placed once detached")
+    where = await wait_for(lambda: node_of(api, ns, "user"), 60, what=f"{scheduler}: placed once detached")
     await core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)  # its volume leaves the node
     return message, where
 
@@ -173,20 +172,13 @@ async def driver_missing_run(api: client.ApiClient, scheduler: str) -> tuple[str
     for pod in (free, pinned):
         pod["spec"]["volumes"] = volumes
     await create_many(api, [free, pinned])
-    events: Any = client.EventsV1Api(api)
 
-    async def placed() -> str | None:
-        name: str | None = (await core.read_namespaced_pod("free", ns)).spec.node_name
-        return name
-
-    async def refused() -> str | None:
-        for e in await list_all(events.list_namespaced_event, ns):
-            if e.get("reason") == "FailedScheduling" and e["regarding"]["name"] == "pinned":
-                return str(e.get("note") or "")
-        return None
-
-    where = await wait_for(placed, 60, what=f"{scheduler}: placed where the driver is")
-    note = await wait_for(refused, 60, what=f"{scheduler}: pinned pod refused")
+    where = await wait_for(
+        lambda: node_of(api, ns, "free"), 60, what=f"{scheduler}: placed where the driver is"
+    )
+    note = await wait_for(
+        lambda: failed_scheduling_note(api, ns, "pinned"), 60, what=f"{scheduler}: pinned pod refused"
+    )
     await core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
     return where, note
 
