@@ -53,6 +53,17 @@ def local_pv(name: str, node: str, storage_class: str, size: str = "100Gi") -> d
     }
 
 
+def local_class(name: str) -> dict[str, Any]:
+    """A StorageClass for local PVs: no provisioner, bound when the first consumer is scheduled."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+
+
 def claim(name: str, namespace: str, storage_class: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -109,16 +120,7 @@ async def test_local_pv_claim_binds_on_the_pv_node_as_with_kube_scheduler(
     run = uuid.uuid4().hex[:6]
     storage_class = f"local-{run}"
     await create_many(api, [make_node(n, gpus=0, labels={HOST: n}) for n in ("n1", "n2", "n3")])
-    await create(
-        api,
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": storage_class},
-            "provisioner": "kubernetes.io/no-provisioner",
-            "volumeBindingMode": "WaitForFirstConsumer",
-        },
-    )
+    await create(api, local_class(storage_class))
     with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
         kube_node, kube_pv = await place_trainer(
             api, namespace, "default-scheduler", storage_class, f"k{run}"
@@ -152,16 +154,7 @@ async def test_the_roomier_local_pv_wins_as_with_kube_scheduler(
     run = uuid.uuid4().hex[:6]
     storage_class = f"local-{run}"
     await create_many(api, [make_node(n, gpus=0, labels={HOST: n}) for n in ("tight", "roomy")])
-    await create(
-        api,
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": storage_class},
-            "provisioner": "kubernetes.io/no-provisioner",
-            "volumeBindingMode": "WaitForFirstConsumer",
-        },
-    )
+    await create(api, local_class(storage_class))
 
     async def place(scheduler: str, suffix: str) -> tuple[str, str]:
         pvs = [
