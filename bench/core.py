@@ -27,7 +27,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 from bench.report import write_section
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
 HERE = Path(__file__).resolve().parent

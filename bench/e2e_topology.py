@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from bench.harness import Harness
-from shoal.core.topology import BLOCK, CLIQUE, RACK, ZONE
+from shoal.plugins.topologyplacement.domains import BLOCK, CLIQUE, RACK, ZONE
 from shoal.testing.objects import make_node, make_pod
 
 NODES = 1024

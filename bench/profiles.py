@@ -32,13 +32,13 @@ PARTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "scheduling cycle",
         "PreFilter → Filter → Score → Reserve/Permit of every pod, plugins included",
-        ("Scheduler._schedule_guarded@core/scheduler.py",),
+        ("Scheduler._schedule_guarded@core/scheduling/scheduler.py",),
     ),
     (
         "binding",
         "the binding cycle and the Binding POST (aiohttp)",
         (
-            "Scheduler._binding_cycle@core/scheduler.py",
+            "Scheduler._binding_cycle@core/scheduling/scheduler.py",
             "KubeBinder.bind@kube/binder.py",
             "post_binding@kube/binder.py",
         ),

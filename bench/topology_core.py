@@ -27,10 +27,10 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 from bench.report import write_section
-from shoal.core.objects import PodGroupInfo
-from shoal.core.topology import BLOCK, CLIQUE, RACK, ZONE
-from shoal.plugins.topologyplacement import TopologyPlacement
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.core.state.objects import PodGroupInfo
+from shoal.plugins.topologyplacement.domains import BLOCK, CLIQUE, RACK, ZONE
+from shoal.plugins.topologyplacement.plugin import TopologyPlacement
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 
 HERE = Path(__file__).resolve().parent

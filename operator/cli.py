@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from shoal.core.profile import ProfileError
+from shoal.core.framework.profile import ProfileError
 from shoal.explain_cli import add_parser as add_explain_parser
 
 
@@ -63,7 +63,7 @@ def _from_config(args: argparse.Namespace) -> int:
 
 def _objects(path: str) -> list[dict[str, Any]]:
     """The objects of one input file, or a ValueError of one line naming the file."""
-    from shoal.sim import load_objects
+    from shoal.sim.cluster import load_objects
 
     try:
         return load_objects(Path(path))
@@ -81,7 +81,7 @@ def _objects(path: str) -> list[dict[str, Any]]:
 
 def _simulate(args: argparse.Namespace) -> int:
     """One line on stderr and exit 2 for an unreadable, malformed or invalid input."""
-    from shoal.sim import InMemoryCluster, Simulation, format_table
+    from shoal.sim.cluster import InMemoryCluster, Simulation, format_table
 
     try:
         cluster = InMemoryCluster()

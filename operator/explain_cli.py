@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 if TYPE_CHECKING:
-    from shoal.core.dra import DraObject
-    from shoal.core.objects import PodInfo
-    from shoal.core.placement import Explanation
-    from shoal.core.scheduler import Scheduler
-    from shoal.core.volumes import StorageObject
+    from shoal.core.scheduling.placement import Explanation
+    from shoal.core.scheduling.scheduler import Scheduler
+    from shoal.core.state.dra import DraObject
+    from shoal.core.state.objects import PodInfo
+    from shoal.core.state.volumes import StorageObject
     from shoal.kube.informer import Informer
     from shoal.kube.rest import RawClient
     from shoal.operator_app.profiles import Profiles
@@ -127,8 +127,8 @@ async def _snapshot(
 
 def _watch_cluster(informer: Informer, sched: Scheduler) -> None:
     """The kinds between profiles and pods, in the operator's priming order, into ``sched``."""
-    from shoal.core.objects import NodeSpec, PodGroupInfo
-    from shoal.core.spreadselectors import SelectorOwner
+    from shoal.core.state.objects import NodeSpec, PodGroupInfo
+    from shoal.core.state.spreadselectors import SelectorOwner
     from shoal.kube.informer import Event
     from shoal.kube.kinds import (
         DRA_KINDS,
@@ -172,8 +172,8 @@ def _watch_cluster(informer: Informer, sched: Scheduler) -> None:
 
 def explanation_doc(sched: Scheduler, target: PodInfo, result: Explanation) -> dict[str, Any]:
     """What the text output says, as a document (``-o json|yaml``)."""
-    from shoal.plugins.defaultpreemption import DefaultPreemption
-    from shoal.plugins.dynamicresources import DynamicResources
+    from shoal.plugins.defaultpreemption.plugin import DefaultPreemption
+    from shoal.plugins.dynamicresources.plugin import DynamicResources
 
     fw = sched.profiles[result.profile]
     preemption: dict[str, Any] | None = None
@@ -264,8 +264,8 @@ def emit(doc: dict[str, Any], output: str) -> None:
 async def _explain_async(args: argparse.Namespace, namespace: str, name: str) -> int:
     from kubernetes_asyncio import config
 
-    from shoal.core.scheduler import Scheduler
-    from shoal.core.status import Status
+    from shoal.core.scheduling.scheduler import Scheduler
+    from shoal.core.state.status import Status
     from shoal.kube.rest import RawClient
     from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 

@@ -31,8 +31,15 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from shoal.core.interfaces import MAX_PERMIT_TIMEOUT
-from shoal.core.profile import MAX_WEIGHT, POINTS, PluginEntry, PluginSet, ProfileError, validate_profile
+from shoal.core.framework.gates import MAX_PERMIT_TIMEOUT
+from shoal.core.framework.profile import (
+    MAX_WEIGHT,
+    POINTS,
+    PluginEntry,
+    PluginSet,
+    ProfileError,
+    validate_profile,
+)
 
 JSON = dict[str, Any]
 

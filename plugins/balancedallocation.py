@@ -22,12 +22,12 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import Field, field_validator
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import EventRegistration, Handle, IntArray
-from shoal.core.nodetable import NodeTable
-from shoal.core.objects import PodInfo
-from shoal.core.profile import ArgsModel, PluginEntry
-from shoal.core.status import Status
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import EventRegistration, Handle, IntArray
+from shoal.core.framework.profile import ArgsModel, PluginEntry
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import Status
 from shoal.plugins import noderesources
 
 NAME = "NodeResourcesBalancedAllocation"

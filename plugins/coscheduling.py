@@ -1,15 +1,15 @@
 """Coscheduling (PreEnqueue, PreFilter, Reserve, Permit, gang): all-or-nothing PodGroups.
 
-Two APIs, one model (``PodGroupInfo``, keyed apart: ``shoal.core.objects.pod_group_key``):
+Two APIs, one model (``PodGroupInfo``, keyed apart: ``shoal.core.state.objects.pod_group_key``):
 
 * scheduler-plugins', so Kubeflow Trainer / KubeRay work unchanged: a ``PodGroup``
   (``scheduling.x-k8s.io/v1alpha1``) with ``minMember`` and ``scheduleTimeoutSeconds`` (default
   60 s), and pods that join it with the label ``scheduling.x-k8s.io/pod-group: <name>``;
-* Kubernetes' native one (``scheduling.k8s.io/v1beta1``, ``shoal.core.workloads``): a ``PodGroup``
+* Kubernetes' native one (``scheduling.k8s.io/v1beta1``, ``shoal.core.state.workloads``): a ``PodGroup``
   with ``schedulingPolicy.gang.minCount`` or ``basic``, and pods that join it with
   ``spec.schedulingGroup.podGroupName``. A ``basic`` group is not a gang: as kube-scheduler's
   GangScheduling, its pods wait until it exists, then each is scheduled alone.
-* Volcano's (``scheduling.volcano.sh/v1beta1``, ``shoal.core.volcano``): a ``PodGroup`` with
+* Volcano's (``scheduling.volcano.sh/v1beta1``, ``shoal.core.state.volcano``): a ``PodGroup`` with
   ``minMember`` and ``minResources``, and pods that join it with the annotation
   ``scheduling.k8s.io/group-name``. A group using a field shoal does not evaluate (a queue other
   than ``default``, ``networkTopology``, ``subGroupPolicy``, a ``minTaskMember`` the one quorum
@@ -25,7 +25,7 @@ their gates), after scheduler-plugins' ``pkg/coscheduling``:
   scheduler-plugins does: the gang fails fast with the resource named, instead of a placement
   attempt that cannot succeed;
 * **pod_group** tells the scheduler the pod is in a gang, so every queued member is placed in one
-  cycle (see ``shoal.core.scheduler``);
+  cycle (see ``shoal.core.scheduling.scheduler``);
 * **Permit** returns Wait until ``minMember`` members are placed (assumed or bound); the member
   that completes the quorum opens every waiting member's gate at once. The wait is bounded by
   ``scheduleTimeoutSeconds``;
@@ -41,19 +41,19 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import Field
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import (
-    MAX_PERMIT_TIMEOUT,
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.gates import MAX_PERMIT_TIMEOUT
+from shoal.core.framework.interfaces import (
     ClusterEvent,
     EventKind,
     EventRegistration,
     Handle,
     PreFilterResult,
 )
-from shoal.core.objects import PodGroupInfo, PodInfo
-from shoal.core.profile import ArgsModel, PluginEntry
-from shoal.core.status import SUCCESS, Status
-from shoal.core.volcano import TASK_SPEC_ANNOTATION, short_of_task_quorums
+from shoal.core.framework.profile import ArgsModel, PluginEntry
+from shoal.core.state.objects import PodGroupInfo, PodInfo
+from shoal.core.state.status import SUCCESS, Status
+from shoal.core.state.volcano import TASK_SPEC_ANNOTATION, short_of_task_quorums
 
 NAME = "Coscheduling"
 

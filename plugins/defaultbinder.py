@@ -6,11 +6,11 @@ same name is never bound by mistake); the simulator's binder updates the in-memo
 
 from __future__ import annotations
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import Binder, Handle
-from shoal.core.objects import PodInfo
-from shoal.core.profile import PluginEntry
-from shoal.core.status import Status
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import Binder, Handle
+from shoal.core.framework.profile import PluginEntry
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import Status
 
 NAME = "DefaultBinder"
 

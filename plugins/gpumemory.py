@@ -34,9 +34,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from pydantic import Field
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.dra import DeviceId, DraStore
-from shoal.core.interfaces import (
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import (
     MAX_NODE_SCORE,
     BoolArray,
     EventKind,
@@ -46,11 +45,12 @@ from shoal.core.interfaces import (
     PreFilterResult,
     Rejection,
 )
-from shoal.core.nodetable import FloatArray, NodeTable
-from shoal.core.objects import GPU_RESOURCE, PodInfo
-from shoal.core.profile import ArgsModel, PluginEntry
-from shoal.core.scoring import default_normalize
-from shoal.core.status import SKIP, SUCCESS, Code, Status
+from shoal.core.framework.profile import ArgsModel, PluginEntry
+from shoal.core.framework.scoring import default_normalize
+from shoal.core.state.dra import DeviceId, DraStore
+from shoal.core.state.nodetable import FloatArray, NodeTable
+from shoal.core.state.objects import GPU_RESOURCE, PodInfo
+from shoal.core.state.status import SKIP, SUCCESS, Code, Status
 
 log = logging.getLogger("shoal.plugins.gpumemory")
 

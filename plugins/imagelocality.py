@@ -14,12 +14,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import MAX_NODE_SCORE, EventKind, EventRegistration, Handle, IntArray
-from shoal.core.nodetable import NodeTable
-from shoal.core.objects import PodInfo
-from shoal.core.profile import PluginEntry
-from shoal.core.status import SUCCESS, Status
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import MAX_NODE_SCORE, EventKind, EventRegistration, Handle, IntArray
+from shoal.core.framework.profile import PluginEntry
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import SUCCESS, Status
 
 NAME = "ImageLocality"
 MB = 1024 * 1024

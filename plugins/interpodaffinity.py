@@ -44,9 +44,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import Field
 
-from shoal.core.cache import ClusterCache
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import (
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import (
     MAX_NODE_SCORE,
     BoolArray,
     EventKind,
@@ -56,12 +55,13 @@ from shoal.core.interfaces import (
     PreFilterResult,
     Rejection,
 )
-from shoal.core.nodetable import NodeTable
-from shoal.core.objects import PodInfo
-from shoal.core.placedsets import PlacedSet
-from shoal.core.profile import ArgsModel, PluginEntry
-from shoal.core.selectors import PodAffinityTerm
-from shoal.core.status import SUCCESS, Code, Status
+from shoal.core.framework.profile import ArgsModel, PluginEntry
+from shoal.core.state.cache import ClusterCache
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.placedsets import PlacedSet
+from shoal.core.state.selectors import PodAffinityTerm
+from shoal.core.state.status import SUCCESS, Code, Status
 
 NAME = "InterPodAffinity"
 FILTER_KEY = f"PreFilter{NAME}"

@@ -5,8 +5,8 @@ namespace that match a label selector: the pod's annotation ``shoal.dev/talks-to
 (equality terms; a bare ``key`` means the label exists), or else this plugin's ``peerSelector`` arg
 (a ``metav1.LabelSelector``). The cost between two nodes is the cost of the tightest topology level
 they share (``levelCosts``: same node < same NVLink clique < same rack < same block < same zone, and
-``acrossCost`` between zones; :class:`~shoal.core.topology.CostModel`). Score: the node whose summed
-cost to the peers is lowest gets 100, the highest 0, linearly between. No peer placed: Skip.
+``acrossCost`` between zones; :class:`~shoal.plugins.topologyplacement.domains.CostModel`). Score: the node
+whose summed cost to the peers is lowest gets 100, the highest 0, linearly between. No peer placed: Skip.
 
 Vectorised: one ``bincount`` per level over the peers' nodes (no loop over peers per node).
 A malformed annotation is ignored with a note in the pod's events (``problems``), as a malformed
@@ -21,15 +21,20 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from shoal.core.cache import ClusterCache
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import MAX_NODE_SCORE, Handle, IntArray
-from shoal.core.nodetable import NodeTable
-from shoal.core.objects import POD_GROUP_LABEL, TALKS_TO_ANNOTATION, PodInfo
-from shoal.core.profile import ArgsModel, PluginEntry
-from shoal.core.selectors import LabelSelector, SelectorError, parse_equality_selector, parse_selector
-from shoal.core.status import SUCCESS, Status
-from shoal.core.topology import DEFAULT_ACROSS_COST, LevelCost, cost_model, default_level_costs
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import MAX_NODE_SCORE, Handle, IntArray
+from shoal.core.framework.profile import ArgsModel, PluginEntry
+from shoal.core.state.cache import ClusterCache
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import POD_GROUP_LABEL, TALKS_TO_ANNOTATION, PodInfo
+from shoal.core.state.selectors import LabelSelector, SelectorError, parse_equality_selector, parse_selector
+from shoal.core.state.status import SUCCESS, Status
+from shoal.plugins.topologyplacement.domains import (
+    DEFAULT_ACROSS_COST,
+    LevelCost,
+    cost_model,
+    default_level_costs,
+)
 
 NAME = "NetworkLatency"
 STATE_KEY = f"PreScore{NAME}"

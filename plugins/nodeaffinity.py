@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 from pydantic import field_validator
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import (
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import (
     BoolArray,
     EventKind,
     EventRegistration,
@@ -34,12 +34,12 @@ from shoal.core.interfaces import (
     PreFilterResult,
     Rejection,
 )
-from shoal.core.nodeselectors import Requirement, SelectorTerm, parse_int64, parse_term
-from shoal.core.nodetable import NodeTable
-from shoal.core.objects import PodInfo
-from shoal.core.profile import ArgsModel, PluginEntry
-from shoal.core.scoring import default_normalize
-from shoal.core.status import SKIP, SUCCESS, Code, Status
+from shoal.core.framework.profile import ArgsModel, PluginEntry
+from shoal.core.framework.scoring import default_normalize
+from shoal.core.state.nodeselectors import Requirement, SelectorTerm, parse_int64, parse_term
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import SKIP, SUCCESS, Code, Status
 
 NAME = "NodeAffinity"
 REASON = "node(s) didn't match Pod's node affinity/selector"

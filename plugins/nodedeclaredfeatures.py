@@ -2,7 +2,7 @@
 ``status.declaredFeatures``, every feature its spec needs — as kube-scheduler 1.37 does (GA there,
 in the default profile, last).
 
-What a pod needs is inferred from its spec when it is parsed (``core/declaredfeatures.py``):
+What a pod needs is inferred from its spec when it is parsed (``core/state/declaredfeatures.py``):
 ``RestartAllContainersOnContainerExits`` for a ``restartPolicyRules`` action
 ``RestartAllContainers`` in a container or init container, ``UserNamespacesHostNetworkSupport``
 for ``hostNetwork: true`` with ``hostUsers: false``, ``VolumeBindMountOptions`` for a volume mount
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import (
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import (
     BoolArray,
     ClusterEvent,
     EventKind,
@@ -28,10 +28,10 @@ from shoal.core.interfaces import (
     PreFilterResult,
     Rejection,
 )
-from shoal.core.nodetable import NodeTable
-from shoal.core.objects import NodeSpec, PodInfo
-from shoal.core.profile import PluginEntry
-from shoal.core.status import SKIP, SUCCESS, Code, Status
+from shoal.core.framework.profile import PluginEntry
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import NodeSpec, PodInfo
+from shoal.core.state.status import SKIP, SUCCESS, Code, Status
 
 NAME = "NodeDeclaredFeatures"
 REASON = "node(s) didn't match Pod's required features"

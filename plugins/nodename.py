@@ -10,12 +10,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import BoolArray, Handle, Rejection
-from shoal.core.nodetable import NodeTable
-from shoal.core.objects import PodInfo
-from shoal.core.profile import PluginEntry
-from shoal.core.status import Code
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import BoolArray, Handle, Rejection
+from shoal.core.framework.profile import PluginEntry
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import Code
 
 NAME = "NodeName"
 REASON = "node(s) didn't match the requested node name"

@@ -14,12 +14,19 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import BoolArray, EventKind, EventRegistration, Handle, PreFilterResult, Rejection
-from shoal.core.nodetable import NodeTable
-from shoal.core.objects import PodInfo
-from shoal.core.profile import PluginEntry
-from shoal.core.status import SKIP, SUCCESS, Status
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import (
+    BoolArray,
+    EventKind,
+    EventRegistration,
+    Handle,
+    PreFilterResult,
+    Rejection,
+)
+from shoal.core.framework.profile import PluginEntry
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import SKIP, SUCCESS, Status
 
 NAME = "NodePorts"
 REASON = "node(s) didn't have free ports for the requested pod ports"

@@ -39,9 +39,8 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field, field_validator, model_validator
 
-from shoal.core.cache import ClusterCache
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import (
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import (
     MAX_NODE_SCORE,
     BoolArray,
     EventKind,
@@ -51,11 +50,12 @@ from shoal.core.interfaces import (
     PreFilterResult,
     Rejection,
 )
-from shoal.core.nodetable import CPU, MEMORY, PODS, NodeTable
-from shoal.core.objects import PodInfo
-from shoal.core.profile import ArgsModel, PluginEntry
-from shoal.core.scoring import ShapePoint, broken_linear, check_increasing, shape_points
-from shoal.core.status import SKIP, SUCCESS, Code, Status
+from shoal.core.framework.profile import ArgsModel, PluginEntry
+from shoal.core.framework.scoring import ShapePoint, broken_linear, check_increasing, shape_points
+from shoal.core.state.cache import ClusterCache
+from shoal.core.state.nodetable import CPU, MEMORY, PODS, NodeTable
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import SKIP, SUCCESS, Code, Status
 
 NAME = "NodeResourcesFit"
 STATE_KEY = f"PreFilter{NAME}"

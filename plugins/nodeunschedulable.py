@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import BoolArray, EventKind, EventRegistration, Handle, Rejection
-from shoal.core.nodetable import NodeTable
-from shoal.core.objects import PodInfo, Taint
-from shoal.core.profile import PluginEntry
-from shoal.core.status import Code
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import BoolArray, EventKind, EventRegistration, Handle, Rejection
+from shoal.core.framework.profile import PluginEntry
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import PodInfo, Taint
+from shoal.core.state.status import Code
 
 NAME = "NodeUnschedulable"
 REASON = "node(s) were unschedulable"

@@ -23,7 +23,7 @@ kube-scheduler's semantics (pkg/scheduler/framework/plugins/podtopologyspread, r
   (``System``, the default: ScheduleAnyway over ``kubernetes.io/hostname`` with maxSkew 3 and
   ``topology.kubernetes.io/zone`` with maxSkew 5), all with one selector made from the Services,
   ReplicationControllers, ReplicaSets and StatefulSets that select it
-  (core/spreadselectors.py); nothing selects it: no constraints. With the system defaults a
+  (core/state/spreadselectors.py); nothing selects it: no constraints. With the system defaults a
   node missing one of the keys is still scored (on the keys it has), so nodes without a zone
   label still spread by hostname; otherwise such a node scores 0. A default constraint's
   ``matchLabelKeys`` is ignored, as upstream (the deduced selector replaces the merged one).
@@ -40,9 +40,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from shoal.core.cache import ClusterCache
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import (
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import (
     MAX_NODE_SCORE,
     BoolArray,
     EventKind,
@@ -52,11 +51,12 @@ from shoal.core.interfaces import (
     PreFilterResult,
     Rejection,
 )
-from shoal.core.nodetable import NodeTable
-from shoal.core.objects import PodInfo
-from shoal.core.profile import ArgsModel, PluginEntry
-from shoal.core.selectors import SelectorError, SpreadConstraint, check_label_key
-from shoal.core.status import SUCCESS, Code, Status
+from shoal.core.framework.profile import ArgsModel, PluginEntry
+from shoal.core.state.cache import ClusterCache
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.selectors import SelectorError, SpreadConstraint, check_label_key
+from shoal.core.state.status import SUCCESS, Code, Status
 from shoal.plugins import nodeaffinity, tainttoleration
 
 NAME = "PodTopologySpread"

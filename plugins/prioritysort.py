@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.core.interfaces import Handle
-from shoal.core.objects import PodInfo
-from shoal.core.profile import PluginEntry
+from shoal.core.framework.interfaces import Handle
+from shoal.core.framework.profile import PluginEntry
+from shoal.core.state.objects import PodInfo
 
 NAME = "PrioritySort"
 

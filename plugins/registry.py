@@ -5,7 +5,7 @@ A third-party package registers a plugin without rebuilding shoal::
     [project.entry-points."shoal.plugins"]
     MyPlugin = "my_package.my_plugin"          # a module with NAME, new(args, handle), Args, ENTRY
 
-The value may be a :class:`~shoal.core.profile.PluginEntry`, or a module exposing ``ENTRY`` or
+The value may be a :class:`~shoal.core.framework.profile.PluginEntry`, or a module exposing ``ENTRY`` or
 ``NAME`` + ``new`` (+ optional ``Args`` and ``PLUGIN_CLASS``). A name registered twice is an
 error, whether two packages or a package and a built-in claim it.
 
@@ -21,13 +21,11 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any
 
-from shoal.core.profile import PluginEntry, PluginSet
+from shoal.core.framework.profile import PluginEntry, PluginSet
 from shoal.plugins import (
     balancedallocation,
     coscheduling,
     defaultbinder,
-    defaultpreemption,
-    dynamicresources,
     gpumemory,
     imagelocality,
     interpodaffinity,
@@ -38,16 +36,18 @@ from shoal.plugins import (
     nodeports,
     noderesources,
     nodeunschedulable,
-    nodevolumelimits,
     podtopologyspread,
     prioritysort,
     schedulinggates,
     tainttoleration,
-    topologyplacement,
-    volumebinding,
     volumerestrictions,
     volumezone,
 )
+from shoal.plugins.defaultpreemption import plugin as defaultpreemption
+from shoal.plugins.dynamicresources import plugin as dynamicresources
+from shoal.plugins.nodevolumelimits import plugin as nodevolumelimits
+from shoal.plugins.topologyplacement import plugin as topologyplacement
+from shoal.plugins.volumebinding import plugin as volumebinding
 
 ENTRY_POINT_GROUP = "shoal.plugins"
 PLUGINS_ENV = "SHOAL_PLUGINS"

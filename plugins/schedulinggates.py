@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shoal.core.interfaces import ClusterEvent, EventKind, EventRegistration, Handle, the_pod_itself
-from shoal.core.objects import PodInfo
-from shoal.core.profile import PluginEntry
-from shoal.core.status import SUCCESS, Code, Status
+from shoal.core.framework.interfaces import ClusterEvent, EventKind, EventRegistration, Handle, the_pod_itself
+from shoal.core.framework.profile import PluginEntry
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import SUCCESS, Code, Status
 
 NAME = "SchedulingGates"
 

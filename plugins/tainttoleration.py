@@ -15,13 +15,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import BoolArray, EventKind, EventRegistration, Handle, IntArray, Rejection
-from shoal.core.nodetable import NodeTable
-from shoal.core.objects import PodInfo, Taint, Toleration
-from shoal.core.profile import PluginEntry
-from shoal.core.scoring import default_normalize
-from shoal.core.status import Code
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import (
+    BoolArray,
+    EventKind,
+    EventRegistration,
+    Handle,
+    IntArray,
+    Rejection,
+)
+from shoal.core.framework.profile import PluginEntry
+from shoal.core.framework.scoring import default_normalize
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import PodInfo, Taint, Toleration
+from shoal.core.state.status import Code
 
 NAME = "TaintToleration"
 REASON = "node(s) had untolerated taint(s)"

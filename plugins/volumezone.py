@@ -23,14 +23,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shoal.core.cache import ClusterCache
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import BoolArray, EventKind, EventRegistration, Handle, PreFilterResult, Rejection
-from shoal.core.nodetable import NodeTable
-from shoal.core.objects import PodInfo
-from shoal.core.profile import PluginEntry
-from shoal.core.status import SUCCESS, Code, Status
-from shoal.core.volumes import WAIT_FOR_FIRST_CONSUMER, PVInfo, not_found
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import (
+    BoolArray,
+    EventKind,
+    EventRegistration,
+    Handle,
+    PreFilterResult,
+    Rejection,
+)
+from shoal.core.framework.profile import PluginEntry
+from shoal.core.state.cache import ClusterCache
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import SUCCESS, Code, Status
+from shoal.core.state.volumes import WAIT_FOR_FIRST_CONSUMER, PVInfo, not_found
 
 NAME = "VolumeZone"
 STATE_KEY = f"PreFilter{NAME}"

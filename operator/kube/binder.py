@@ -18,8 +18,8 @@ import asyncio
 import aiohttp
 from kubernetes_asyncio import client
 
-from shoal.core.objects import PodInfo
-from shoal.core.status import Status
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import Status
 from shoal.kube.rest import RawClient, message_of
 
 #: what the API server says when it refuses to bind a gated pod (409, like a lost race)

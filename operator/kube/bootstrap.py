@@ -34,7 +34,7 @@ from typing import Any, Protocol
 import aiohttp
 import yaml
 
-from shoal.core.profile import PluginEntry, PluginSet, ProfileError, validate_profile
+from shoal.core.framework.profile import PluginEntry, PluginSet, ProfileError, validate_profile
 from shoal.kube.rest import message_of
 from shoal.kube.wire import PROFILE_GROUP, PROFILE_VERSION, PROFILES
 

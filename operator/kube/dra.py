@@ -11,12 +11,12 @@ from typing import Any
 
 import aiohttp
 
-from shoal.core.dra import ResourceClaimInfo
-from shoal.core.draalloc import DELETE_PROTECTION, PodInfoLike
-from shoal.core.nodeselectors import Requirement, SelectorTerm
-from shoal.core.status import Status
+from shoal.core.state.dra import ResourceClaimInfo
+from shoal.core.state.nodeselectors import Requirement, SelectorTerm
+from shoal.core.state.status import Status
 from shoal.kube.rest import RawClient, message_of
 from shoal.kube.wire import MERGE_PATCH, RESOURCE_CLAIMS
+from shoal.plugins.dynamicresources.allocator import DELETE_PROTECTION, PodInfoLike
 
 
 def allocation_body(held: ResourceClaimInfo) -> dict[str, Any]:

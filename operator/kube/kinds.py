@@ -12,21 +12,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shoal.core.attachments import VolumeAttachmentInfo
-from shoal.core.csidrivers import CSIDriverInfo
-from shoal.core.disruption import PDBInfo
-from shoal.core.dra import DeviceClassInfo, ResourceClaimInfo, ResourceSliceInfo
-from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo, parse_time
-from shoal.core.spreadselectors import (
+from shoal.core.state.attachments import VolumeAttachmentInfo
+from shoal.core.state.csidrivers import CSIDriverInfo
+from shoal.core.state.disruption import PDBInfo
+from shoal.core.state.dra import DeviceClassInfo, ResourceClaimInfo, ResourceSliceInfo
+from shoal.core.state.objects import NodeSpec, PodGroupInfo, PodInfo, parse_time
+from shoal.core.state.spreadselectors import (
     REPLICA_SET,
     REPLICATION_CONTROLLER,
     SERVICE,
     STATEFUL_SET,
     SelectorOwner,
 )
-from shoal.core.volcano import volcano_pod_group
-from shoal.core.volumes import CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
-from shoal.core.workloads import native_pod_group
+from shoal.core.state.volcano import volcano_pod_group
+from shoal.core.state.volumes import CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
+from shoal.core.state.workloads import native_pod_group
 from shoal.kube.informer import Kind
 from shoal.kube.wire import (
     CSI_DRIVERS,
@@ -124,7 +124,7 @@ class NamespaceInfo:
 
 
 KIND_NAMESPACES: Kind[NamespaceInfo] = Kind(NAMESPACES, NamespaceInfo.from_dict, identity=name_of)
-# the storage kinds the volume plugins read (only the fields they read are kept: core/volumes.py)
+# the storage kinds the volume plugins read (only the fields they read are kept: core/state/volumes.py)
 KIND_PVS: Kind[PVInfo] = Kind(PERSISTENT_VOLUMES, PVInfo.from_dict, identity=name_of)
 KIND_PVCS: Kind[PVCInfo] = Kind(PERSISTENT_VOLUME_CLAIMS, PVCInfo.from_dict, identity=namespaced_key)
 KIND_STORAGE_CLASSES: Kind[StorageClassInfo] = Kind(
@@ -144,7 +144,7 @@ STORAGE_KINDS: tuple[Kind[Any], ...] = (
     KIND_VOLUME_ATTACHMENTS,
     KIND_CSI_DRIVERS,
 )
-# the DRA kinds the DynamicResources plugin reads (core/dra.py); optional: a cluster before 1.34
+# the DRA kinds the DynamicResources plugin reads (core/state/dra.py); optional: a cluster before 1.34
 # (or with resource.k8s.io/v1 off) serves none, and then no pod can use claims anyway
 KIND_DEVICE_CLASSES: Kind[DeviceClassInfo] = Kind(
     DEVICE_CLASSES, DeviceClassInfo.from_dict, identity=name_of, optional=True

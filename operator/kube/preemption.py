@@ -1,6 +1,7 @@
 """DefaultPreemption's API effects, as kube-scheduler 1.37's preemption executor makes them.
 
-For a preemption the plugin decided (:class:`~shoal.core.preemption.PreemptionExecutor`), in
+For a preemption the plugin decided (:class:`~shoal.plugins.defaultpreemption.evaluator.PreemptionExecutor`),
+in
 one task that the scheduling cycle does not wait for (upstream's asynchronous preemption):
 
 1. the preemptor's ``status.nominatedNodeName`` (a status patch, as upstream's ``updatePod``),
@@ -27,7 +28,7 @@ from typing import Any
 
 import aiohttp
 
-from shoal.core.objects import PREEMPTION_BY_SCHEDULER, PodInfo
+from shoal.core.state.objects import PREEMPTION_BY_SCHEDULER, PodInfo
 from shoal.kube.rest import RawClient, message_of
 from shoal.kube.wire import EVENTS, PODS, STRATEGIC_MERGE_PATCH, micro_time, rfc3339
 

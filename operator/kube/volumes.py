@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import aiohttp
 
-from shoal.core.status import Status
-from shoal.core.volumes import BOUND_BY_CONTROLLER, SELECTED_NODE, PVCInfo, PVInfo
+from shoal.core.state.status import Status
+from shoal.core.state.volumes import BOUND_BY_CONTROLLER, SELECTED_NODE, PVCInfo, PVInfo
 from shoal.kube.rest import RawClient, message_of
 from shoal.kube.wire import MERGE_PATCH, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
 

@@ -40,14 +40,12 @@ from typing import Any
 import kopf
 from kubernetes_asyncio import client
 
-from shoal.core.disruption import PDBInfo
-from shoal.core.dra import DraObject
-from shoal.core.draalloc import CLAIM_WRITER
-from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
-from shoal.core.preemption import PREEMPTION_EXECUTOR
-from shoal.core.scheduler import Scheduler
-from shoal.core.spreadselectors import SelectorOwner
-from shoal.core.volumes import VOLUME_WRITER, StorageObject
+from shoal.core.scheduling.scheduler import Scheduler
+from shoal.core.state.disruption import PDBInfo
+from shoal.core.state.dra import DraObject
+from shoal.core.state.objects import NodeSpec, PodGroupInfo, PodInfo
+from shoal.core.state.spreadselectors import SelectorOwner
+from shoal.core.state.volumes import VOLUME_WRITER, StorageObject
 from shoal.kube.binder import KubeBinder
 from shoal.kube.bootstrap import bootstrap_profiles
 from shoal.kube.delegated_auth import DelegatedAuth
@@ -80,6 +78,8 @@ from shoal.operator_app.podgroups import PodGroupStatus
 from shoal.operator_app.profiles import ProfileController, Profiles
 from shoal.operator_app.secure_serving import auth_middleware, server_context
 from shoal.operator_app.settings import GC_THRESHOLDS, RunSettings, tune_gc
+from shoal.plugins.defaultpreemption.evaluator import PREEMPTION_EXECUTOR
+from shoal.plugins.dynamicresources.allocator import CLAIM_WRITER
 from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 
 __all__ = ["GC_THRESHOLDS", "RunSettings", "ShoalOperator", "tune_gc"]

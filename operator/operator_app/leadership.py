@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
-from shoal.core.scheduler import Scheduler
+from shoal.core.scheduling.scheduler import Scheduler
 from shoal.kube.leader import LeaseElector
 from shoal.operator_app.health import Health, vital
 from shoal.operator_app.metrics import PromMetrics

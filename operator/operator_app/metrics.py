@@ -48,7 +48,7 @@ def _exp(start: float, factor: float, count: int) -> list[float]:
 
 
 class PromMetrics:
-    """Implements shoal.core.metrics.Metrics."""
+    """Implements shoal.core.framework.metrics.Metrics."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()

@@ -12,11 +12,11 @@ carries the *previous* object) is checked with one GET: deleted, or finished and
 Finished and Failed are final and never rewritten.
 
 A native PodGroup (``scheduling.k8s.io``) gets kube-scheduler 1.37's status instead: the
-``PodGroupInitiallyScheduled`` condition (``shoal.core.workloads.initially_scheduled``), written by
+``PodGroupInitiallyScheduled`` condition (``shoal.core.state.workloads.initially_scheduled``), written by
 strategic merge patch so that other conditions stay; its members need no listing or checks.
 
 A Volcano PodGroup (``scheduling.volcano.sh``) gets vc-scheduler's phase and counts
-(``shoal.core.volcano.volcano_phase``), merge-patched onto the object itself (Volcano's CRD has no
+(``shoal.core.state.volcano.volcano_phase``), merge-patched onto the object itself (Volcano's CRD has no
 status subresource), and only while shoal schedules its members: a group whose pods name another
 scheduler (vc-scheduler, during a migration) is left to Volcano. A group without pods yet is
 shoal's when the Volcano Job that owns it names one of shoal's schedulers (read once): its job
@@ -33,7 +33,8 @@ from typing import Any
 
 import aiohttp
 
-from shoal.core.objects import (
+from shoal.core.scheduling.scheduler import Scheduler
+from shoal.core.state.objects import (
     NATIVE_GROUP_API,
     POD_GROUP_LABEL,
     TERMINAL_PHASES,
@@ -41,9 +42,8 @@ from shoal.core.objects import (
     PodGroupInfo,
     PodInfo,
 )
-from shoal.core.scheduler import Scheduler
-from shoal.core.volcano import volcano_phase
-from shoal.core.workloads import INITIALLY_SCHEDULED, initially_scheduled
+from shoal.core.state.volcano import volcano_phase
+from shoal.core.state.workloads import INITIALLY_SCHEDULED, initially_scheduled
 from shoal.kube.informer import Event
 from shoal.kube.listing import list_objects
 from shoal.kube.rest import RawClient

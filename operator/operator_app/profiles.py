@@ -20,8 +20,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from shoal.core.profile import PluginEntry, PluginSet, ProfileError, validate_profile
-from shoal.core.scheduler import Scheduler
+from shoal.core.framework.profile import PluginEntry, PluginSet, ProfileError, validate_profile
+from shoal.core.scheduling.scheduler import Scheduler
 from shoal.kube.informer import Event
 from shoal.kube.kinds import ProfileObject
 from shoal.kube.status import StatusWriter, same_status

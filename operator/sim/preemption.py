@@ -7,10 +7,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from shoal.core.objects import PodInfo
+from shoal.core.state.objects import PodInfo
 
 if TYPE_CHECKING:
-    from shoal.sim import Simulation
+    from shoal.sim.cluster import Simulation
 
 
 @dataclass

@@ -25,10 +25,10 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client
 
-from shoal.core.nodetable import NodeTable
-from shoal.core.objects import NodeSpec, PodGroupInfo, PodInfo
-from shoal.core.volcano import volcano_pod_group
-from shoal.core.workloads import native_pod_group
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import NodeSpec, PodGroupInfo, PodInfo
+from shoal.core.state.volcano import volcano_pod_group
+from shoal.core.state.workloads import native_pod_group
 from shoal.kube.listing import list_all
 from shoal.kube.wire import LIVE_PODS_SELECTOR, PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from shoal.plugins import gpumemory

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from shoal.core.objects import NodeSpec, PodInfo
-from shoal.core.selectors import PodAffinityTerm, SpreadConstraint
+from shoal.core.state.objects import NodeSpec, PodInfo
+from shoal.core.state.selectors import PodAffinityTerm, SpreadConstraint
 from shoal.plugins.tainttoleration import first_untolerated
 
 

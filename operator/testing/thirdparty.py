@@ -23,7 +23,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from shoal.core.quantity import to_int
+from shoal.core.state.quantity import to_int
 
 JSON = dict[str, Any]
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from shoal.core.objects import PodInfo
+from shoal.core.state.objects import PodInfo
 from shoal.kube.binder import KubeBinder
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
-from shoal.sim import load_objects
+from shoal.sim.cluster import load_objects
 from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
 from shoal.testing.objects import make_node, make_pod, make_profile
 

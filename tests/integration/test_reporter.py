@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from shoal.core.objects import PodInfo
+from shoal.core.state.objects import PodInfo
 from shoal.kube.reporter import KubeReporter
 from shoal.kube.wire import micro_time
 from shoal.testing.cluster import create, list_all

@@ -20,7 +20,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
-from shoal.sim import load_objects
+from shoal.sim.cluster import load_objects
 from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import ControlPlane
 from shoal.testing.objects import make_node, make_pod, make_profile

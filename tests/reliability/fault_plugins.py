@@ -14,11 +14,11 @@ import zlib
 
 from pydantic import Field
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import Handle
-from shoal.core.objects import PodInfo
-from shoal.core.profile import ArgsModel
-from shoal.core.status import SUCCESS, Status
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import Handle
+from shoal.core.framework.profile import ArgsModel
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import SUCCESS, Status
 
 NAME = "SlowBind"
 

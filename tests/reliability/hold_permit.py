@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import Handle
-from shoal.core.objects import PodInfo
-from shoal.core.status import Status
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import Handle
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import Status
 
 NAME = "HoldPermit"
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from shoal.core.cache import ClusterCache
-from shoal.core.cyclestate import CycleState
-from shoal.core.gates import WaitingPods
-from shoal.core.interfaces import Handle
-from shoal.core.nodetable import NodeTable
-from shoal.core.objects import NodeSpec, PodInfo
-from shoal.core.status import Status
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.gates import WaitingPods
+from shoal.core.framework.interfaces import Handle
+from shoal.core.state.cache import ClusterCache
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import NodeSpec, PodInfo
+from shoal.core.state.status import Status
 from shoal.testing.objects import make_pod
 
 

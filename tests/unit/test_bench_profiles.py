@@ -12,8 +12,8 @@ KOPF = (
 )
 HANDLER = f"{KOPF};Informer.dispatch (operator/kube/informer.py:150);from_dict (operator/core/o.py:3)"
 CYCLE = (
-    f"{LOOP};Scheduler.run (/w/operator/core/scheduler.py:255)"
-    f";Scheduler._schedule_guarded (/w/operator/core/scheduler.py:264)"
+    f"{LOOP};Scheduler.run (/w/operator/core/scheduling/scheduler.py:255)"
+    f";Scheduler._schedule_guarded (/w/operator/core/scheduling/scheduler.py:264)"
     f";observe ({SP}/prometheus_client/metrics.py:10)"
 )
 METRICS = f"{LOOP};Histogram.observe ({SP}/prometheus_client/metrics.py:10)"
@@ -49,7 +49,9 @@ def test_summary_shares_and_shoal_functions() -> None:
     assert parts[OTHER] == 0.1
     assert abs(sum(parts.values()) - 1.0) < 1e-9
     functions = dict(summary["functions"])
-    assert "Scheduler.run (core/scheduler.py)" not in functions  # a dispatcher: it would head every list
+    assert (
+        "Scheduler.run (core/scheduling/scheduler.py)" not in functions
+    )  # a dispatcher: it would head every list
     assert functions["Informer.dispatch (kube/informer.py)"] == 0.3
     doc = "\n".join(profile_doc({"basic": summary}, "2026-12-02", "test machine"))
     assert "| scheduling cycle | 40% |" in doc and "| samples | 100 |" in doc

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench import e2e_topology as t
-from shoal.core.topology import BLOCK, CLIQUE, RACK, ZONE
+from shoal.plugins.topologyplacement.domains import BLOCK, CLIQUE, RACK, ZONE
 
 
 def test_levels_nest_clique_in_rack_in_block_in_zone() -> None:

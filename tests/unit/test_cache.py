@@ -1,8 +1,8 @@
 import pytest
 
-from shoal.core.cache import CacheError, ClusterCache
-from shoal.core.nodetable import PODS
-from shoal.core.objects import NodeSpec, PodInfo
+from shoal.core.state.cache import CacheError, ClusterCache
+from shoal.core.state.nodetable import PODS
+from shoal.core.state.objects import NodeSpec, PodInfo
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import pod
 

@@ -17,7 +17,7 @@ import yaml
 
 from shoal.cli import build_parser, main
 from shoal.explain_cli import ExplainError, emit, explanation_doc, kubeconfig_path, pod_ref
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
 UNREACHABLE = (

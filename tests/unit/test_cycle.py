@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from shoal.core.cycle import Cycle
-from shoal.core.cyclestate import CycleState
-from shoal.core.queue import QueuedPodInfo
-from shoal.core.runtime import Framework
-from shoal.core.status import Status
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.runtime import Framework
+from shoal.core.scheduling.cycle import Cycle
+from shoal.core.scheduling.queue import QueuedPodInfo
+from shoal.core.state.status import Status
 from tests.unit.helpers import pod
 from tests.unit.test_runtime import CALLS, Recorder, build
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from shoal.core.disruption import Nominator, PDBInfo
+from shoal.core.state.disruption import Nominator, PDBInfo
 from tests.unit.helpers import pod
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shoal.core.dra import DeviceClassInfo, DeviceId, DraStore, ResourceClaimInfo, ResourceSliceInfo
-from shoal.core.objects import PodInfo
+from shoal.core.state.dra import DeviceClassInfo, DeviceId, DraStore, ResourceClaimInfo, ResourceSliceInfo
+from shoal.core.state.objects import PodInfo
 from tests.unit.dra_objects import GPU, allocated, claim, claim_pod, device_class, node_slice
 
 

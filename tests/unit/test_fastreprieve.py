@@ -1,4 +1,4 @@
-"""core/fastreprieve.py: choosing victims by arithmetic gives what the Filter what-ifs give."""
+"""core/framework/fastreprieve.py: choosing victims by arithmetic gives what the Filter what-ifs give."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import random
 
 import pytest
 
-from shoal.core import fastreprieve, preemption, whatif
-from shoal.core.objects import PodInfo
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.core.framework import fastreprieve, whatif
+from shoal.core.state.objects import PodInfo
+from shoal.plugins.defaultpreemption import evaluator as preemption
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
 
@@ -68,7 +69,7 @@ def test_a_victim_with_a_host_port_is_reprieved_by_the_filters() -> None:
 
 def test_the_default_profile_is_reprieved_by_arithmetic() -> None:
     """Every Filter of the default profile is known to the fast path: a plugin added to the
-    defaults without a look at core/fastreprieve.py would silently slow preemption down."""
+    defaults without a look at core/framework/fastreprieve.py would silently slow preemption down."""
     sim = Simulation(InMemoryCluster([make_node("n", cpu="2")]))
     fw = sim.scheduler.profiles["gpu-scheduler"]
     pod = PodInfo.from_dict(make_pod("high", cpu="1", priority=10))

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from shoal.cli import main
-from shoal.core import fidelity
-from shoal.core.objects import PodInfo
-from shoal.core.status import Code
+from shoal.core.state import fidelity
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import Code
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
-from shoal.sim import InMemoryCluster, Simulation, load_objects
+from shoal.sim.cluster import InMemoryCluster, Simulation, load_objects
 from shoal.testing.objects import make_node, make_pod
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
@@ -179,7 +179,7 @@ def test_a_profile_without_nodeaffinity_refuses_a_node_selector() -> None:
 
 
 def test_plugins_whose_filter_needs_their_prefilter_are_refused_without_it() -> None:
-    from shoal.core.profile import ProfileError, validate_profile
+    from shoal.core.framework.profile import ProfileError, validate_profile
     from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 
     for plugin in ("InterPodAffinity", "PodTopologySpread"):
@@ -359,7 +359,7 @@ def test_explain_names_the_field_and_the_gate() -> None:
 
 
 def test_a_filter_without_its_prefilter_state_is_an_error_not_a_pass() -> None:
-    from shoal.core.cyclestate import CycleState
+    from shoal.core.framework.cyclestate import CycleState
 
     with pytest.raises(LookupError, match="earlier extension point did not run"):
         CycleState().require("PreFilterInterPodAffinity")

@@ -8,10 +8,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shoal.core.objects import NodeSpec, parse_gpu_memory
-from shoal.core.profile import POINTS, ProfileError, validate_profile
+from shoal.core.framework.profile import POINTS, ProfileError, validate_profile
+from shoal.core.state.objects import NodeSpec, parse_gpu_memory
 from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.invariants import gpu_memory_budgets
 from shoal.testing.objects import make_node, make_pod
 

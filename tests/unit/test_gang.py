@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.core.profile import PluginEntry
-from shoal.core.status import Status
+from shoal.core.framework.profile import PluginEntry
+from shoal.core.state.status import Status
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC, load_registry
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 from tests.unit.test_scheduler import approval_profile, approval_registry
 
@@ -114,7 +114,7 @@ async def test_gate_timeout_releases_every_member() -> None:
 
 
 async def test_member_binding_failure_is_retried_and_gang_completes() -> None:
-    from shoal.core.status import Status
+    from shoal.core.state.status import Status
 
     s = sim([*[make_node(f"n{i}", gpus=8) for i in range(4)], *gang("g", 4)])
     victim = next(u for u, p in s.cluster.pods.items() if p["metadata"]["name"] == "g-2")

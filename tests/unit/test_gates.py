@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from shoal.core.gates import PermitGate, WaitingPods
+from shoal.core.framework.gates import PermitGate, WaitingPods
 from tests.unit.helpers import pod
 
 

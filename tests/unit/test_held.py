@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.core.objects import PodInfo
-from shoal.core.reporting import HeldPacer, held_reason
-from shoal.core.status import Code, Status
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.core.scheduling.reporting import HeldPacer, held_reason
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import Code, Status
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 from tests.unit.helpers import pod
 

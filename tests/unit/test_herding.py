@@ -1,6 +1,6 @@
 """GPU-memory herding: a burst of pods never piles onto one node past its free memory."""
 
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
 

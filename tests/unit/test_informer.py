@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 import kopf
 import pytest
 
-from shoal.core.objects import PodInfo
+from shoal.core.state.objects import PodInfo
 from shoal.kube.informer import DELETED, LISTED, PRIMED, Event, Informer, Kind, Primed, stream
 from shoal.kube.kinds import KIND_NODES, KIND_PODGROUPS, KIND_PODS, KIND_PROFILES
 from shoal.kube.rest import RawClient

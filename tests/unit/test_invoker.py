@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shoal.core.interfaces import PreFilterResult, Rejection
-from shoal.core.invoker import (
+from shoal.core.framework.interfaces import PreFilterResult, Rejection
+from shoal.core.framework.invoker import (
     Invoker,
     PluginFailed,
     WrongReturn,
@@ -20,8 +20,8 @@ from shoal.core.invoker import (
     scores_of,
     status_shape,
 )
-from shoal.core.metrics import NullMetrics
-from shoal.core.status import SUCCESS, Code, Status
+from shoal.core.framework.metrics import NullMetrics
+from shoal.core.state.status import SUCCESS, Code, Status
 
 
 class Recorded(NullMetrics):

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from shoal.core.dra import ResourceClaimInfo
-from shoal.core.objects import PodInfo
+from shoal.core.state.dra import ResourceClaimInfo
+from shoal.core.state.objects import PodInfo
 from shoal.kube.dra import KubeClaimWriter
 from shoal.kube.rest import RawClient
 from tests.unit.dra_objects import allocated, claim, claim_pod

@@ -8,10 +8,10 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from shoal.core.objects import PodInfo
-from shoal.core.workloads import decode_pod_group
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.workloads import decode_pod_group
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
-from shoal.sim import InMemoryCluster, Simulation, load_objects
+from shoal.sim.cluster import InMemoryCluster, Simulation, load_objects
 from shoal.testing.objects import make_node
 from shoal.testing.thirdparty import SCHEDULER_PLUGINS, VOLCANO, ray_pod_group, ray_pods
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from shoal.cli import main
-from shoal.core.profile import validate_profile
+from shoal.core.framework.profile import validate_profile
 from shoal.migrate import ConfigError, Conversion, convert, load_config
 from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 

@@ -1,4 +1,4 @@
-"""Kubernetes' native Workload API in shoal's one gang model (core/workloads.py), without a server:
+"""Kubernetes' native Workload API in shoal's one gang model (core/state/workloads.py), without a server:
 parsing, keys that never collide with scheduler-plugins' PodGroups, basic vs gang, the missing
 PodGroup gate, and the PodGroupInitiallyScheduled condition."""
 
@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.core import fidelity
-from shoal.core.objects import (
+from shoal.core.scheduling.scheduler import Scheduler
+from shoal.core.state import fidelity
+from shoal.core.state.objects import (
     NATIVE_GROUP_API,
     PLUGINS_GROUP_API,
     NodeSpec,
@@ -15,8 +16,7 @@ from shoal.core.objects import (
     PodInfo,
     pod_group_key,
 )
-from shoal.core.scheduler import Scheduler
-from shoal.core.workloads import (
+from shoal.core.state.workloads import (
     INITIALLY_SCHEDULED,
     decode_pod_group,
     initially_scheduled,
@@ -28,7 +28,7 @@ from shoal.kube.wire import MERGE_PATCH, STRATEGIC_MERGE_PATCH
 from shoal.operator_app.app import ShoalOperator
 from shoal.operator_app.settings import RunSettings
 from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_native_pod_group, make_node, make_pod, make_pod_group
 from tests.unit.test_operator_lifecycle import RecordingWriter, SlowBinder
 

@@ -11,9 +11,9 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from shoal.core.objects import NodeSpec, PodInfo
-from shoal.core.scheduler import Scheduler
-from shoal.core.status import Status
+from shoal.core.scheduling.scheduler import Scheduler
+from shoal.core.state.objects import NodeSpec, PodInfo
+from shoal.core.state.status import Status
 from shoal.kube.informer import DELETED, LISTED
 from shoal.kube.kinds import KIND_PODGROUPS
 from shoal.kube.leader import LeaseElector

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from shoal.core.interfaces import Rejection
-from shoal.core.outcomes import FilterOutcome, FilterStep
-from shoal.core.status import Code
+from shoal.core.framework.interfaces import Rejection
+from shoal.core.framework.outcomes import FilterOutcome, FilterStep
+from shoal.core.state.status import Code
 
 
 def outcome(*rejections: Rejection) -> FilterOutcome:

@@ -1,4 +1,5 @@
-"""The scheduling algorithm (core/placement.py): feasible → PostFilter → sample → score → select."""
+"""The scheduling algorithm (core/scheduling/placement.py): feasible → PostFilter → sample → score →
+select."""
 
 from __future__ import annotations
 
@@ -6,14 +7,14 @@ import random
 
 import numpy as np
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import Diagnosis, PreFilterResult
-from shoal.core.nodetable import NodeInfo
-from shoal.core.objects import PodInfo
-from shoal.core.placement import sample_rows, schedule_pod, select_host
-from shoal.core.runtime import ScoreOutcome
-from shoal.core.status import Code, Status
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import Diagnosis, PreFilterResult
+from shoal.core.framework.runtime import ScoreOutcome
+from shoal.core.scheduling.placement import sample_rows, schedule_pod, select_host
+from shoal.core.state.nodetable import NodeInfo
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import Code, Status
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import pod
 from tests.unit.test_runtime import CALLS, Recorder, build

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.core.objects import NodeSpec, PodInfo
+from shoal.core.state.objects import NodeSpec, PodInfo
 from shoal.testing.objects import make_node, make_pod
 from shoal.testing.placement_checks import constraint_violations
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from shoal.core.objects import PodGroupInfo
+from shoal.core.state.objects import PodGroupInfo
 from shoal.kube.crds import PODGROUP_PHASES, podgroup_crd, profile_crd
 from tests.unit.crdfacts import crd_facts
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from shoal.core.objects import PodInfo
+from shoal.core.state.objects import PodInfo
 from shoal.kube.crds import PODGROUP_PHASES
 from shoal.operator_app.podgroups import GroupCounts, pod_group_counts, pod_group_phase, status_fields
 

@@ -1,4 +1,4 @@
-"""core/podrequests.py with in-place resize (GA since 1.35): a pod's requests are the per-resource
+"""core/state/podrequests.py with in-place resize (GA since 1.35): a pod's requests are the per-resource
 largest of the spec's, the kubelet's allocated and its actuated sums, as k8s.io/component-helpers'
 ``PodRequests`` computes them with ``UseStatusResources`` (what kube-scheduler 1.37 counts).
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from shoal.core.objects import PodInfo
-from shoal.core.podrequests import pod_requests
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.podrequests import pod_requests
 
 INFEASIBLE = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
 

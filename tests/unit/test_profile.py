@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from shoal.core.profile import PluginEntry, ProfileError, validate_profile
+from shoal.core.framework.profile import PluginEntry, ProfileError, validate_profile
 from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
 
 REGISTRY = load_registry(third_party=False)

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from shoal.core.profile import ProfileError, validate_profile
-from shoal.core.scheduler import Scheduler
-from shoal.core.status import Status
+from shoal.core.framework.profile import ProfileError, validate_profile
+from shoal.core.scheduling.scheduler import Scheduler
+from shoal.core.state.status import Status
 from shoal.kube.crds import profile_crd
 from shoal.kube.informer import ADDED, DELETED, Event
 from shoal.kube.kinds import KIND_PROFILES, ProfileObject

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from shoal.core.scheduler import Scheduler
-from shoal.core.status import Status
+from shoal.core.scheduling.scheduler import Scheduler
+from shoal.core.state.status import Status
 from shoal.kube.informer import ADDED, DELETED, Event
 from shoal.kube.kinds import KIND_PROFILES, ProfileObject
 from shoal.operator_app.profiles import Profiles, owner_of, profile_status

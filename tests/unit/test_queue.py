@@ -3,10 +3,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from shoal.core.interfaces import ClusterEvent, EventKind, EventRegistration
-from shoal.core.objects import PodInfo
-from shoal.core.queue import PreEnqueue, SchedulingQueue, SortKey
-from shoal.core.status import Status
+from shoal.core.framework.interfaces import ClusterEvent, EventKind, EventRegistration
+from shoal.core.scheduling.queue import PreEnqueue, SchedulingQueue, SortKey
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import Status
 from tests.unit.helpers import pod
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shoal.core.cache import ClusterCache
-from shoal.core.nodetable import NodeTable
-from shoal.core.objects import NodeSpec, PodInfo
-from shoal.core.scheduler import Scheduler
-from shoal.sim import load_objects
+from shoal.core.scheduling.scheduler import Scheduler
+from shoal.core.state.cache import ClusterCache
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import NodeSpec, PodInfo
+from shoal.sim.cluster import load_objects
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import NoBinder
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from shoal.core.profile import PluginEntry
+from shoal.core.framework.profile import PluginEntry
 from shoal.plugins.registry import BUILTIN, DEFAULT_PLUGINS_SPEC, RegistryError, build_registry, load_registry
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
 

@@ -8,15 +8,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import BoolArray, EventKind, Handle, PreFilterResult, Rejection
-from shoal.core.metrics import NullMetrics
-from shoal.core.nodetable import NodeInfo, NodeTable
-from shoal.core.objects import PodInfo
-from shoal.core.placement import sample_rows, select_host
-from shoal.core.profile import PluginEntry, ProfileError
-from shoal.core.runtime import PLUGIN_METRICS_EVERY, Framework
-from shoal.core.status import SKIP, SUCCESS, Code, Status
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import BoolArray, EventKind, Handle, PreFilterResult, Rejection
+from shoal.core.framework.metrics import NullMetrics
+from shoal.core.framework.profile import PluginEntry, ProfileError
+from shoal.core.framework.runtime import PLUGIN_METRICS_EVERY, Framework
+from shoal.core.scheduling.placement import sample_rows, select_host
+from shoal.core.state.nodetable import NodeInfo, NodeTable
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import SKIP, SUCCESS, Code, Status
 from shoal.plugins.registry import BUILTIN
 from shoal.testing.objects import make_node
 from tests.unit.helpers import cache_with, handle_for, pod

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.objects import NodeSpec, PodInfo
-from shoal.core.profile import PluginEntry
-from shoal.core.status import Status
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.profile import PluginEntry
+from shoal.core.state.objects import NodeSpec, PodInfo
+from shoal.core.state.status import Status
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC, load_registry
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
 TAINT = {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}

@@ -9,7 +9,7 @@ import yaml
 
 from shoal.cli import main
 from shoal.kube.crds import all_crds
-from shoal.sim import InMemoryCluster, Simulation, load_objects
+from shoal.sim.cluster import InMemoryCluster, Simulation, load_objects
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -1,13 +1,13 @@
-"""core/spreadselectors.py: the selector of a pod's default topology spread constraints, as
+"""core/state/spreadselectors.py: the selector of a pod's default topology spread constraints, as
 kube-scheduler's ``helper.DefaultSelector`` builds it (release 1.37)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from shoal.core.objects import PodInfo
-from shoal.core.selectors import LabelRequirement
-from shoal.core.spreadselectors import SelectorOwner, SpreadSelectors, controller_ref
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.selectors import LabelRequirement
+from shoal.core.state.spreadselectors import SelectorOwner, SpreadSelectors, controller_ref
 
 
 def owner_ref(kind: str, name: str, api: str = "apps/v1", controller: bool | None = True) -> dict[str, Any]:

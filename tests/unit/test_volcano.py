@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from shoal.core.objects import NodeSpec, PodInfo
-from shoal.core.scheduler import Scheduler
-from shoal.core.volcano import (
+from shoal.core.scheduling.scheduler import Scheduler
+from shoal.core.state.objects import NodeSpec, PodInfo
+from shoal.core.state.volcano import (
     COMPLETED,
     INQUEUE,
     PENDING,
@@ -20,14 +20,14 @@ from shoal.core.volcano import (
     volcano_phase,
     volcano_pod_group,
 )
-from shoal.core.workloads import decode_pod_group
+from shoal.core.state.workloads import decode_pod_group
 from shoal.kube.informer import LISTED
 from shoal.kube.kinds import KIND_VOLCANO_PODGROUPS
 from shoal.kube.wire import MERGE_PATCH
 from shoal.operator_app.app import ShoalOperator
 from shoal.operator_app.settings import RunSettings
 from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import (
     VOLCANO_GROUP_ANNOTATION,
     make_node,

@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from shoal.cli import main
-from shoal.core.cache import ClusterCache
-from shoal.core.interfaces import ClusterEvent, EventKind
-from shoal.core.objects import PodInfo
-from shoal.core.volumes import (
+from shoal.core.framework.interfaces import ClusterEvent, EventKind
+from shoal.core.state.cache import ClusterCache
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.volumes import (
     CSINodeInfo,
     Disk,
     PVCInfo,
@@ -21,7 +21,7 @@ from shoal.core.volumes import (
     StorageClassInfo,
     decode_storage,
 )
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
 GI = 2**30

@@ -22,13 +22,13 @@ import numpy as np
 import pytest
 import yaml
 
-from shoal.core.cache import ClusterCache
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import Rejection
-from shoal.core.nodetable import NodeTable
-from shoal.core.objects import PodInfo
-from shoal.core.spreadselectors import SelectorOwner
-from shoal.core.status import Code, Status
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import Rejection
+from shoal.core.state.cache import ClusterCache
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.spreadselectors import SelectorOwner
+from shoal.core.state.status import Code, Status
 from tests.unit.helpers import all_rows, cache_with, handle_for, scores_by_name
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "upstream"
@@ -129,8 +129,9 @@ def change_cluster(cache: ClusterCache, change: dict[str, Any], whatif: bool) ->
     """Add or remove a case's pod (``{"add": pod}`` with its ``spec.nodeName``, or ``{"remove":
     pod}``: the pod of that namespace and name, if the cluster has it). Through the cache (bound,
     deleted), or (``whatif``) as preemption's what-ifs do: ``ClusterCache.recount`` of a pending
-    pod (core/whatif.py counting a nominated pod), ``ClusterCache.uncount`` (core/preemption.py
-    evicting a victim). Returns what undoes the what-if (nothing to undo for the cache)."""
+    pod (core/framework/whatif.py counting a nominated pod), ``ClusterCache.uncount``
+    (plugins/defaultpreemption/evaluator.py evicting a victim). Returns what undoes the what-if
+    (nothing to undo for the cache)."""
     counted: list[tuple[PodInfo, str]] = []  # what-if: (pod, node) counted for the duration
     uncounted: list[tuple[PodInfo, str]] = []  # what-if: (pod, node) taken off for the duration
     if "add" in change:

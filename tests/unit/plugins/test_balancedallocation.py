@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from shoal.core.profile import ProfileError, validate_profile
+from shoal.core.framework.profile import ProfileError, validate_profile
 from shoal.plugins import balancedallocation
 from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 from tests.unit.helpers import all_rows, handle_for, scores_by_name, state

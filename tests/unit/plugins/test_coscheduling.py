@@ -3,9 +3,9 @@ import asyncio
 import pytest
 from pydantic import ValidationError
 
-from shoal.core.gates import PermitGate
-from shoal.core.objects import PodGroupInfo
-from shoal.core.status import Code
+from shoal.core.framework.gates import PermitGate
+from shoal.core.state.objects import PodGroupInfo
+from shoal.core.state.status import Code
 from shoal.plugins import coscheduling
 from shoal.testing.objects import make_node, make_pod_group
 from tests.unit.helpers import cache_with, handle_for, pod, state

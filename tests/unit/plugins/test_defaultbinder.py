@@ -1,7 +1,7 @@
 import pytest
 
-from shoal.core.objects import PodInfo
-from shoal.core.status import Status
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import Status
 from shoal.plugins import defaultbinder
 from tests.unit.helpers import cache_with, handle_for, pod, state
 

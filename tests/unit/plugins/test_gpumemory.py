@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from shoal.core.status import Code
+from shoal.core.state.status import Code
 from shoal.plugins import gpumemory
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import (
@@ -224,7 +224,7 @@ def test_a_budget_above_what_the_gpus_hold_is_reported_not_used() -> None:
 
 
 def test_dra_devices_memory_is_the_budget_when_the_label_and_gfd_are_absent() -> None:
-    from shoal.core.dra import ResourceSliceInfo
+    from shoal.core.state.dra import ResourceSliceInfo
     from tests.unit.dra_objects import node_slice
 
     labelled = make_node("labelled", gpus=0, labels={"gpu-memory-free-gb": "10"})
@@ -247,7 +247,7 @@ def test_devices_that_claims_hold_leave_the_dra_budget_and_explain_names_each_so
     """The three sources alike: a label is what is free, GFD and DRA what the GPUs hold, minus
     what pods on the node asked for; from DRA also minus the devices claims hold (allocated by
     anyone, or assumed by shoal), and back when a claim lets go. Explain says which source."""
-    from shoal.core.dra import ResourceClaimInfo, ResourceSliceInfo
+    from shoal.core.state.dra import ResourceClaimInfo, ResourceSliceInfo
     from tests.unit.dra_objects import allocated, claim, node_slice
 
     labelled = make_node("labelled", gpus=0, labels={"gpu-memory-free-gb": "10"})

@@ -7,8 +7,8 @@ calls, and a Service "selects the pod" by ``SelectorOwner.selects``, which that 
 
 import pytest
 
-from shoal.core.selectors import LabelRequirement, LabelSelector
-from shoal.core.spreadselectors import SERVICE
+from shoal.core.state.selectors import LabelRequirement, LabelSelector
+from shoal.core.state.spreadselectors import SERVICE
 from tests.unit.upstream import Case, build, params
 
 

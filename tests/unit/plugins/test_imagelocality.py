@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from shoal.core.images import normalized_image
-from shoal.core.objects import NodeSpec, PodInfo
+from shoal.core.state.images import normalized_image
+from shoal.core.state.objects import NodeSpec, PodInfo
 from shoal.plugins.imagelocality import MB, ImageLocality, priority
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import all_rows, cache_with, scores_by_name, state
 

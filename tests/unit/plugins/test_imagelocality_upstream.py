@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from shoal.core.cyclestate import CycleState
+from shoal.core.framework.cyclestate import CycleState
 from shoal.plugins import imagelocality
 from tests.unit.helpers import all_rows, scores_by_name
 from tests.unit.upstream import Case, build, load, params

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from shoal.core.cache import ClusterCache
-from shoal.core.status import Code
+from shoal.core.state.cache import ClusterCache
+from shoal.core.state.status import Code
 from shoal.plugins import interpodaffinity
 from shoal.plugins.interpodaffinity import (
     AFFINITY_REASON,
@@ -18,7 +18,7 @@ from shoal.plugins.interpodaffinity import (
     EXISTING_ANTI_AFFINITY_REASON,
     Args,
 )
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import ZONE_LABEL, make_node, make_pod, make_pod_group
 from tests.unit.helpers import cache_with, feasible, handle_for, pod, rejected_names, scores_by_name, state
 

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 import yaml
 
-from shoal.core.cache import ClusterCache
-from shoal.core.cyclestate import CycleState
-from shoal.core.interfaces import Rejection
-from shoal.core.objects import NodeSpec, PodInfo
-from shoal.core.status import Code, Status
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import Rejection
+from shoal.core.state.cache import ClusterCache
+from shoal.core.state.objects import NodeSpec, PodInfo
+from shoal.core.state.status import Code, Status
 from shoal.plugins import interpodaffinity
 from tests.unit.helpers import all_rows, handle_for, scores_by_name, state
 from tests.unit.upstream import change_cluster

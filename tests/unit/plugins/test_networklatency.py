@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.objects import PodInfo
-from shoal.core.selectors import SelectorError, parse_equality_selector
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.selectors import SelectorError, parse_equality_selector
 from shoal.plugins import networklatency
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
 JSON = dict[str, Any]

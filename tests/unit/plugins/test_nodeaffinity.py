@@ -2,7 +2,7 @@ from typing import Any
 
 import pytest
 
-from shoal.core.status import Code
+from shoal.core.state.status import Code
 from shoal.plugins import nodeaffinity
 from shoal.testing.objects import make_node
 from tests.unit.helpers import all_rows, cache_with, feasible, pod, state
@@ -124,7 +124,7 @@ def test_label_change_is_seen() -> None:
     assert feasible(
         table, nodeaffinity.NodeAffinity().filter_nodes(state(), p, table, table.valid_rows())
     ) == {"b1"}
-    from shoal.core.objects import NodeSpec
+    from shoal.core.state.objects import NodeSpec
 
     cache.set_node(NodeSpec.from_dict(make_node("a2", zone="zone-a", labels={"pool": "serve"})))
     assert feasible(
@@ -333,7 +333,7 @@ def test_added_preferred_affinity_scores_every_pod() -> None:
 def test_added_affinity_kube_scheduler_would_refuse_refuses_the_profile(
     affinity: dict[str, Any], message: str
 ) -> None:
-    from shoal.core.profile import ProfileError, validate_profile
+    from shoal.core.framework.profile import ProfileError, validate_profile
     from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 
     spec = {

@@ -8,21 +8,21 @@ from typing import Any
 
 import pytest
 
-from shoal.core import fidelity
-from shoal.core.declaredfeatures import (
+from shoal.core.framework.interfaces import ClusterEvent, EventKind
+from shoal.core.state import fidelity
+from shoal.core.state.declaredfeatures import (
     RESTART_ALL_CONTAINERS,
     USER_NAMESPACES_HOST_NETWORK,
     VOLUME_BIND_MOUNT_OPTIONS,
     declared_features,
     inferred_features,
 )
-from shoal.core.interfaces import ClusterEvent, EventKind
-from shoal.core.objects import NodeSpec, PodInfo
-from shoal.core.status import Code
+from shoal.core.state.objects import NodeSpec, PodInfo
+from shoal.core.state.status import Code
 from shoal.plugins import nodedeclaredfeatures
 from shoal.plugins.nodedeclaredfeatures import REASON, STATE_KEY, NodeDeclaredFeatures
 from shoal.plugins.registry import DEFAULT_PLUGINS_SPEC
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import KUBELET_1_37_DECLARED_FEATURES, make_node, make_pod
 from tests.unit.helpers import cache_with, feasible, state
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from shoal.core.cyclestate import CycleState
+from shoal.core.framework.cyclestate import CycleState
 from shoal.plugins import nodedeclaredfeatures
 from tests.unit.upstream import Case, build, params, run_filter
 

@@ -1,8 +1,8 @@
 import pytest
 
-from shoal.core.objects import PodInfo
-from shoal.core.podrequests import pod_host_ports
-from shoal.core.status import Code
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.podrequests import pod_host_ports
+from shoal.core.state.status import Code
 from shoal.plugins import nodeports
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import cache_with, feasible, pod, state

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from shoal.core import scoring
-from shoal.core.dra import DeviceClassInfo, ResourceSliceInfo
-from shoal.core.objects import PodInfo
-from shoal.core.status import Code
+from shoal.core.framework import scoring
+from shoal.core.state.dra import DeviceClassInfo, ResourceSliceInfo
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import Code
 from shoal.plugins import noderesources
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import (

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from shoal.core.objects import PodInfo
-from shoal.core.status import Code
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import Code
 from shoal.plugins import noderesources
 from tests.unit.helpers import all_rows, cache_with, handle_for, scores_by_name, state
 

@@ -1,6 +1,6 @@
 import pytest
 
-from shoal.core.status import Code
+from shoal.core.state.status import Code
 from shoal.plugins import nodeunschedulable
 from shoal.testing.objects import make_node
 from tests.unit.helpers import cache_with, feasible, pod, state

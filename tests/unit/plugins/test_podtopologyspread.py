@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any
 
 from shoal.plugins.podtopologyspread import MISSING_LABEL_REASON, REASON, score_for_count, skew_ok
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
 

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 import yaml
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.objects import PodInfo
-from shoal.core.profile import ProfileError, validate_profile
-from shoal.core.spreadselectors import SelectorOwner
-from shoal.core.whatif import shared_pre_filter
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.profile import ProfileError, validate_profile
+from shoal.core.framework.whatif import shared_pre_filter
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.spreadselectors import SelectorOwner
 from shoal.plugins import podtopologyspread
 from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node
 from tests.integration.default_spread_workloads import (
     CONTROLLER_WORKLOADS,

@@ -16,10 +16,10 @@ AddPod / RemovePod cases (``change``: a pod added to or removed from the cluster
 shoal's fresh PreFilter after the change counts what upstream's PreFilterExtensions count: each
 case runs twice, with the change made through the cache (a pod bound, a pod deleted) and through
 the accounting preemption's what-ifs use (``ClusterCache.recount`` of a pending pod, as
-core/whatif.py counts a nominated pod; ``ClusterCache.uncount``, as core/preemption.py evicts a
-victim), which must also leave PreFilter's state as it was once undone. Compared: per constraint,
-the matching pods per domain (upstream's TpValueToMatchNum), the counts of upstream's critical
-paths (the two smallest), and each node's Filter verdict.
+core/framework/whatif.py counts a nominated pod; ``ClusterCache.uncount``, as
+plugins/defaultpreemption/evaluator.py evicts a victim), which must also leave PreFilter's state as it was
+once undone. Compared: per constraint, the matching pods per domain (upstream's TpValueToMatchNum), the
+counts of upstream's critical paths (the two smallest), and each node's Filter verdict.
 """
 
 import re
@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.objects import PodInfo
-from shoal.core.selectors import parse_spread_constraints
-from shoal.core.status import Code
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.selectors import parse_spread_constraints
+from shoal.core.state.status import Code
 from shoal.plugins import podtopologyspread
 from tests.unit.upstream import (
     Case,

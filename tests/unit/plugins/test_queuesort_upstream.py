@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from shoal.core.objects import PodInfo
+from shoal.core.state.objects import PodInfo
 from shoal.plugins import prioritysort
 from tests.unit.helpers import cache_with, handle_for
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import copy
 
-from shoal.core.interfaces import ClusterEvent, EventKind
-from shoal.core.objects import PodInfo
-from shoal.core.status import Code
+from shoal.core.framework.interfaces import ClusterEvent, EventKind
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import Code
 from shoal.plugins.schedulinggates import NAME, SchedulingGates
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import pod
 

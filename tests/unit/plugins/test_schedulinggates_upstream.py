@@ -2,7 +2,7 @@
 
 import pytest
 
-from shoal.core.objects import PodInfo
+from shoal.core.state.objects import PodInfo
 from shoal.plugins import schedulinggates
 from tests.unit.helpers import cache_with, handle_for
 from tests.unit.upstream import Case, check_status, params

@@ -1,7 +1,7 @@
 import pytest
 
-from shoal.core.objects import Taint, Toleration
-from shoal.core.status import Code
+from shoal.core.state.objects import Taint, Toleration
+from shoal.core.state.status import Code
 from shoal.plugins import tainttoleration
 from shoal.testing.objects import make_node
 from tests.unit.helpers import all_rows, cache_with, feasible, pod, rejected_names, state

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.objects import PodInfo
-from shoal.core.volumes import decode_storage
-from shoal.plugins.nodevolumelimits import NodeVolumeLimits
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.volumes import decode_storage
+from shoal.plugins.nodevolumelimits.plugin import NodeVolumeLimits
 from shoal.plugins.volumerestrictions import DISK_CONFLICT, READ_WRITE_ONCE_POD_CONFLICT, VolumeRestrictions
 from shoal.plugins.volumezone import REASON as ZONE_REASON
 from shoal.plugins.volumezone import VolumeZone
-from shoal.sim import InMemoryCluster, Simulation
+from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import cache_with, rejected_names
 

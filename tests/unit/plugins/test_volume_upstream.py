@@ -19,12 +19,14 @@ import numpy as np
 import pytest
 import yaml
 
-from shoal.core.cyclestate import CycleState
-from shoal.core.invoker import PluginFailed
-from shoal.core.objects import PodInfo
-from shoal.core.status import Code, Status
-from shoal.core.volumes import decode_storage
-from shoal.plugins import nodevolumelimits, volumebinding, volumerestrictions, volumezone
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.invoker import PluginFailed
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import Code, Status
+from shoal.core.state.volumes import decode_storage
+from shoal.plugins import volumerestrictions, volumezone
+from shoal.plugins.nodevolumelimits import plugin as nodevolumelimits
+from shoal.plugins.volumebinding import plugin as volumebinding
 from tests.unit.helpers import cache_with, handle_for
 from tests.unit.plugins.test_upstream_tables import ARCHITECTURE, SECTION
 from tests.unit.upstream import DATA, FITS, node_verdicts

@@ -1,0 +1,505 @@
+"""The framework runtime: one validated profile's plugins, run with kube-scheduler's semantics.
+
+The Framework runs plugins (kube-scheduler's ``frameworkImpl``); the scheduling algorithm that
+combines its points for one pod (feasible nodes, PostFilter, sampling, scoring, host selection)
+is :mod:`shoal.core.scheduling.placement`. Semantics kept from kube-scheduler:
+
+* one plugin instance per name, shared by all the points it is listed at; the plugin lists are
+  typed and built once, from the table ``EXTENSION_POINTS`` (as ``updatePluginList`` checks that
+  each plugin implements its point); per-node Filter/Score plugins are adapted to the vectorised
+  form at that moment (:mod:`shoal.core.framework.pernode`), so the cycle has one shape;
+* PreFilter/PreScore returning Skip skip that plugin's Filter/Score for the pod;
+* the first PreFilter rejection stops the cycle; Filter reports, per node, the first rejecting
+  plugin's reasons; Score results are normalised, checked to be 0..100 and weighted;
+* Reserve failure runs every Reserve plugin's Unreserve in reverse order;
+* Permit Wait creates a gate registered in ``WaitingPods`` at once, so later plugins can open it;
+* Bind plugins run until one does not Skip;
+* every plugin call goes through one :class:`~shoal.core.framework.invoker.Invoker`: a plugin that raises
+  or returns the wrong type is an Error status naming the plugin, never a dead loop; an Error at
+  PreFilter, Filter, PreScore or Score aborts the cycle and the pod is retried with backoff;
+* a plugin that registers no cluster events is retried on every event (kube's default).
+
+Every point is timed and reported to :class:`~shoal.core.framework.metrics.Metrics`; every plugin call is
+timed in one cycle out of ``PLUGIN_METRICS_EVERY`` (kube-scheduler samples 10 % too).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.gates import MAX_PERMIT_TIMEOUT, PermitGate
+from shoal.core.framework.interfaces import (
+    BIND,
+    FILTER,
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    PERMIT,
+    POST_BIND,
+    POST_FILTER,
+    PRE_BIND,
+    PRE_ENQUEUE,
+    PRE_FILTER,
+    PRE_SCORE,
+    QUEUE_SORT,
+    RESERVE,
+    SCORE,
+    BoolArray,
+    Diagnosis,
+    EnqueueExtensions,
+    EventKind,
+    EventRegistration,
+    ExtensionPoint,
+    GangPlacementPlugin,
+    GangPlugin,
+    Handle,
+    IntArray,
+    P,
+    Plugin,
+    PreFilterResult,
+    ScoreExtensions,
+    VectorFilterPlugin,
+    VectorScorePlugin,
+)
+from shoal.core.framework.invoker import (
+    Invoker,
+    array_shape,
+    none_shape,
+    permit_shape,
+    pre_filter_shape,
+    rejections_shape,
+    scores_of,
+    status_shape,
+)
+from shoal.core.framework.metrics import Metrics, NullMetrics
+from shoal.core.framework.outcomes import FilterOutcome as FilterOutcome  # re-exported: runtime's results
+from shoal.core.framework.outcomes import FilterStep
+from shoal.core.framework.outcomes import ScoreOutcome as ScoreOutcome
+from shoal.core.framework.pernode import PerNodeFilter, PerNodeScore
+from shoal.core.framework.profile import (
+    PluginEntry,
+    PluginSet,
+    ProfileError,
+    ValidatedProfile,
+    validate_profile,
+)
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import PodGroupInfo, PodInfo
+from shoal.core.state.status import SUCCESS, Code, Status
+
+log = logging.getLogger("shoal.framework")
+
+#: per-plugin durations are recorded for one scheduling cycle in this many
+PLUGIN_METRICS_EVERY = 10
+
+
+def _scored(
+    plugin: VectorScorePlugin,
+    normalize: ScoreExtensions | None,
+    state: CycleState,
+    pod: PodInfo,
+    table: NodeTable,
+    rows: IntArray,
+) -> IntArray:
+    """One Score plugin's call: its scores, normalised (one plugin call for the metrics, as before)."""
+    scores = scores_of(plugin.score_nodes(state, pod, table, rows), len(rows))
+    if normalize is not None:
+        scores = scores_of(normalize.normalize_scores(state, pod, scores), len(rows))
+    return scores
+
+
+def _in_range(scores: IntArray) -> bool:
+    return int(scores.min()) >= MIN_NODE_SCORE and int(scores.max()) <= MAX_NODE_SCORE
+
+
+def _candidates(table: NodeTable, pre: PreFilterResult | None) -> BoolArray:
+    """Live rows, limited to the PreFilter result's nodes if there is one."""
+    n = table.n
+    cand: BoolArray = table.valid[:n].copy()
+    if pre is not None and pre.node_names is not None:
+        allowed = np.zeros(n, dtype=bool)
+        for name in pre.node_names:
+            row = table.index.get(name)
+            if row is not None:
+                allowed[row] = True
+        cand &= allowed
+    return cand
+
+
+class Framework:
+    """A running profile. Build with :meth:`from_spec`; cheap enough to rebuild on every edit."""
+
+    def __init__(
+        self,
+        validated: ValidatedProfile,
+        registry: Mapping[str, PluginEntry],
+        handle: Handle,
+        *,
+        metrics: Metrics | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.spec = validated.spec
+        self.name = validated.spec.scheduler_name
+        self.handle = handle
+        self.metrics = metrics or NullMetrics()
+        self.invoker = Invoker(self.name, self.metrics)
+        self.rng = rng or random.Random()
+        self.plugins: dict[str, Plugin] = {}
+        for point_refs in validated.points.values():
+            for ref in point_refs:
+                if ref.name in self.plugins:
+                    continue
+                self.plugins[ref.name] = registry[ref.name].factory(validated.args.get(ref.name), handle)
+        self._errors: list[tuple[str, str]] = []
+        at = validated.points
+        #: extension point -> the names of the plugins listed there (the fidelity check reads it)
+        self.at: dict[str, frozenset[str]] = {
+            point: frozenset(r.name for r in refs) for point, refs in at.items()
+        }
+        self.pre_enqueue = self._typed(PRE_ENQUEUE, at)
+        queue_sort = self._typed(QUEUE_SORT, at)
+        self.pre_filter = self._typed(PRE_FILTER, at)
+        self.filter: list[VectorFilterPlugin] = [
+            p if isinstance(p, VectorFilterPlugin) else PerNodeFilter(p) for p in self._typed(FILTER, at)
+        ]
+        self.post_filter = self._typed(POST_FILTER, at)
+        self.pre_score = self._typed(PRE_SCORE, at)
+        weights = {r.name: r.weight or 1 for r in at["score"]}
+        #: (plugin in the vectorised form, weight, its NormalizeScore if any)
+        self.score: list[tuple[VectorScorePlugin, int, ScoreExtensions | None]] = []
+        for p in self._typed(SCORE, at):
+            vector = p if isinstance(p, VectorScorePlugin) else PerNodeScore(p)
+            normalize = p if isinstance(p, ScoreExtensions) else None
+            self.score.append((vector, weights[p.name], normalize))
+        self.reserve = self._typed(RESERVE, at)
+        self.permit = self._typed(PERMIT, at)
+        self.pre_bind = self._typed(PRE_BIND, at)
+        self.bind = self._typed(BIND, at)
+        self.post_bind = self._typed(POST_BIND, at)
+        if self._errors:  # a plugin whose class was unknown at validation lacks a point's methods
+            raise ProfileError(self._errors)
+        self.queue_sort = queue_sort[0]
+        for plugin in self.plugins.values():  # a plugin that runs its profile's points (preemption)
+            if callable(attach := getattr(plugin, "attach_framework", None)):
+                attach(self)
+        self.percentage = validated.spec.percentage_of_nodes_to_score
+        self._gang = next((p for p in self.plugins.values() if isinstance(p, GangPlugin)), None)
+        placers = (self.plugins[n] for n in sorted(self.at["filter"]))  # a gang's domain (TopologyPlacement)
+        self.gang_placer = next((p for p in placers if isinstance(p, GangPlacementPlugin)), None)
+        self.next_start = 0  # where sampling (placement.sample_rows) starts next: rotates over feasible rows
+        self._cycles = 0
+
+    def _typed(self, point: ExtensionPoint[P], refs: Mapping[str, Sequence[Any]]) -> list[P]:
+        """The plugins listed at ``point``, as its Protocol (isinstance, once, at build time)."""
+        out: list[P] = []
+        for i, ref in enumerate(refs[point.key]):
+            plugin = point.narrow(self.plugins[ref.name])
+            if plugin is None:
+                where = f"spec.plugins.{point.key}[{i}].name"
+                self._errors.append((where, f'plugin "{ref.name}" does not implement {point.key}'))
+            else:
+                out.append(plugin)
+        return out
+
+    @classmethod
+    def from_spec(
+        cls,
+        spec: Mapping[str, Any],
+        registry: Mapping[str, PluginEntry],
+        handle: Handle,
+        *,
+        defaults: PluginSet | None = None,
+        metrics: Metrics | None = None,
+        rng: random.Random | None = None,
+    ) -> Framework:
+        validated = validate_profile(spec, registry, defaults)
+        return cls(validated, registry, handle, metrics=metrics, rng=rng)
+
+    def new_cycle_state(self) -> CycleState:
+        """A CycleState for one pod's cycle; one in PLUGIN_METRICS_EVERY times each plugin call."""
+        state = CycleState()
+        self._cycles += 1
+        state.sample_plugins = self._cycles % PLUGIN_METRICS_EVERY == 0
+        return state
+
+    def events(self) -> list[tuple[str, EventRegistration]]:
+        """The cluster events each plugin wants; a plugin that says nothing gets every event."""
+        out: list[tuple[str, EventRegistration]] = []
+        for plugin in self.plugins.values():
+            if isinstance(plugin, EnqueueExtensions):
+                out.extend((plugin.name, r) for r in plugin.events_to_register())
+            else:
+                out.append((plugin.name, EventRegistration(EventKind.ALL)))
+        return out
+
+    def event_kinds(self) -> EventKind:
+        kinds = EventKind(0)
+        for _, reg in self.events():
+            kinds |= reg.kind
+        return kinds
+
+    @property
+    def gang_plugin_name(self) -> str:
+        return self._gang.name if self._gang is not None else ""
+
+    def pod_group(self, pod: PodInfo) -> PodGroupInfo | None:
+        if self._gang is None or pod.pod_group is None:
+            return None
+        return self._gang.pod_group(pod)
+
+    # -- queue side ----------------------------------------------------------------------------
+    def run_pre_enqueue(self, pod: PodInfo) -> Status:
+        """A failing (or crashing) gate keeps the pod gated, with the reason and the plugin."""
+        began = time.perf_counter()
+        for plugin in self.pre_enqueue:
+            _, status = self.invoker.call(
+                "PreEnqueue", plugin.name, False, status_shape, plugin.pre_enqueue, pod
+            )
+            if not status.ok:
+                self.invoker.point("PreEnqueue", began, status)
+                return status
+        self.invoker.point("PreEnqueue", began, SUCCESS)
+        return SUCCESS
+
+    def sort_key(self, pod: PodInfo, enqueued: float) -> tuple[Any, ...]:
+        return self.queue_sort.sort_key(pod, enqueued)
+
+    # -- scheduling cycle ----------------------------------------------------------------------
+    def run_pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        began = time.perf_counter()
+        merged: frozenset[str] | None = None
+        for plugin in self.pre_filter:
+            result, status = self.invoker.call(
+                "PreFilter",
+                plugin.name,
+                state.sample_plugins,
+                pre_filter_shape,
+                plugin.pre_filter,
+                state,
+                pod,
+            )
+            if status.is_skip:
+                state.skip_filter.add(plugin.name)
+                continue
+            if not status.ok:
+                self.invoker.point("PreFilter", began, status)
+                return None, status
+            if result is not None and result.node_names is not None:
+                merged = result.node_names if merged is None else merged & result.node_names
+        self.invoker.point("PreFilter", began, SUCCESS)
+        return (PreFilterResult(merged) if merged is not None else None), SUCCESS
+
+    def find_feasible(
+        self, state: CycleState, pod: PodInfo, pre: PreFilterResult | None = None
+    ) -> FilterOutcome:
+        """Every Filter plugin over the candidate rows (kube's RunFilterPlugins, for all nodes)."""
+        began = time.perf_counter()
+        table = self.handle.cache.table
+        cand = _candidates(table, pre)
+        narrowed = pre is not None and pre.node_names is not None
+        looked_at = int(np.count_nonzero(cand)) if narrowed else None  # None: every node
+        outcome = FilterOutcome(cand, total_nodes=len(table), looked_at=looked_at)
+        for plugin in self.filter:
+            if plugin.name in state.skip_filter:
+                continue
+            if not cand.any():
+                break
+            rejections, status = self.invoker.call(
+                "Filter",
+                plugin.name,
+                state.sample_plugins,
+                rejections_shape,
+                plugin.filter_nodes,
+                state,
+                pod,
+                table,
+                cand,
+            )
+            if rejections is None:  # raised or returned Error: the cycle stops (pod to backoff)
+                outcome.error = status
+                outcome.feasible = np.zeros(table.n, dtype=bool)
+                self.invoker.point("Filter", began, status)
+                return outcome
+            if not rejections:
+                continue
+            before = cand.copy()
+            for rej in rejections:
+                cand &= ~rej.mask
+            outcome.steps.append(FilterStep(plugin.name, before, rejections))
+        outcome.feasible = cand
+        self.invoker.point("Filter", began, SUCCESS if cand.any() else Status(Code.UNSCHEDULABLE))
+        return outcome
+
+    def run_post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
+        """In order until one succeeds; one that fails or raises leaves the pod unschedulable."""
+        began = time.perf_counter()
+        status = Status.unschedulable()
+        for plugin in self.post_filter:
+            _, status = self.invoker.call(
+                "PostFilter", plugin.name, False, status_shape, plugin.post_filter, state, pod, diagnosis
+            )
+            if status.ok:
+                status = status.with_plugin(plugin.name)
+                break
+        self.invoker.point("PostFilter", began, status)
+        return status
+
+    def run_pre_score(self, state: CycleState, pod: PodInfo, rows: IntArray) -> Status:
+        began = time.perf_counter()
+        table = self.handle.cache.table
+        for plugin in self.pre_score:
+            _, status = self.invoker.call(
+                "PreScore",
+                plugin.name,
+                state.sample_plugins,
+                status_shape,
+                plugin.pre_score,
+                state,
+                pod,
+                rows,
+                table,
+            )
+            if status.is_skip:
+                state.skip_score.add(plugin.name)
+            elif not status.ok:
+                self.invoker.point("PreScore", began, status)
+                return status
+        self.invoker.point("PreScore", began, SUCCESS)
+        return SUCCESS
+
+    def run_score(
+        self, state: CycleState, pod: PodInfo, rows: IntArray, *, record: bool = False
+    ) -> tuple[ScoreOutcome, Status]:
+        """PreScore, then each Score plugin (normalised, range-checked, weighted) over ``rows``."""
+        total = np.zeros(len(rows), dtype=np.int64)
+        outcome = ScoreOutcome(rows, total)
+        if not self.score:
+            return outcome, SUCCESS
+        status = self.run_pre_score(state, pod, rows)
+        if not status.ok:
+            return outcome, status
+        began = time.perf_counter()
+        table = self.handle.cache.table
+        for plugin, weight, normalize in self.score:
+            if plugin.name in state.skip_score:
+                continue
+            scores, status = self.invoker.call(
+                "Score",
+                plugin.name,
+                state.sample_plugins,
+                array_shape,
+                _scored,
+                plugin,
+                normalize,
+                state,
+                pod,
+                table,
+                rows,
+            )
+            if scores is not None and len(scores) and not _in_range(scores):
+                status = Status.error(
+                    f"plugin {plugin.name} returned a score outside {MIN_NODE_SCORE}..{MAX_NODE_SCORE}",
+                    plugin.name,
+                )
+            if scores is None or not status.ok:
+                self.invoker.point("Score", began, status)
+                return outcome, status
+            if record:
+                outcome.by_plugin[plugin.name] = scores.copy()
+            total += scores * weight
+        self.invoker.point("Score", began, SUCCESS)
+        return outcome, SUCCESS
+
+    def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        began = time.perf_counter()
+        for plugin in self.reserve:
+            _, status = self.invoker.call(
+                "Reserve", plugin.name, state.sample_plugins, status_shape, plugin.reserve, state, pod, node
+            )
+            if not status.ok:
+                self.run_unreserve(state, pod, node)
+                self.invoker.point("Reserve", began, status)
+                return status
+        self.invoker.point("Reserve", began, SUCCESS)
+        return SUCCESS
+
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Every Reserve plugin's Unreserve, in reverse order; one that raises does not stop the rest."""
+        began = time.perf_counter()
+        for plugin in reversed(self.reserve):
+            _, status = self.invoker.call(
+                "Unreserve", plugin.name, False, none_shape, plugin.unreserve, state, pod, node
+            )
+            if not status.ok:
+                log.error(
+                    "Unreserve of %s for %s failed (%s); continuing", plugin.name, pod.key, status.message
+                )
+        self.invoker.point("Unreserve", began, SUCCESS)
+
+    def run_permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, PermitGate | None]:
+        began = time.perf_counter()
+        waits: dict[str, float] = {}
+        for plugin in self.permit:
+            timeout, status = self.invoker.call(
+                "Permit", plugin.name, state.sample_plugins, permit_shape, plugin.permit, state, pod, node
+            )
+            if status.is_wait:
+                waits[plugin.name] = min(timeout or 0.0, MAX_PERMIT_TIMEOUT)
+            elif not status.ok and not status.is_skip:
+                self.invoker.point("Permit", began, status)
+                return status, None
+        if not waits:
+            self.invoker.point("Permit", began, SUCCESS)
+            return SUCCESS, None
+        gate = PermitGate(pod, node, waits)
+        self.handle.waiting.add(gate)
+        status = Status.wait(plugin=",".join(waits))
+        self.invoker.point("Permit", began, status)
+        return status, gate
+
+    # -- binding cycle -------------------------------------------------------------------------
+    async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        began = time.perf_counter()
+        for plugin in self.pre_bind:
+            _, status = await self.invoker.acall(
+                "PreBind", plugin.name, state.sample_plugins, status_shape, plugin.pre_bind, state, pod, node
+            )
+            if not status.ok and not status.is_skip:
+                self.invoker.point("PreBind", began, status)
+                return status
+        self.invoker.point("PreBind", began, SUCCESS)
+        return SUCCESS
+
+    async def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        began = time.perf_counter()
+        for plugin in self.bind:
+            _, status = await self.invoker.acall(
+                "Bind", plugin.name, state.sample_plugins, status_shape, plugin.bind, state, pod, node
+            )
+            if status.is_skip:
+                continue
+            status = status.with_plugin(plugin.name)
+            self.invoker.point("Bind", began, status)
+            return status
+        status = Status.error("no Bind plugin bound the pod")
+        self.invoker.point("Bind", began, status)
+        return status
+
+    def run_post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Informational: a PostBind that raises is logged and the others still run."""
+        began = time.perf_counter()
+        for plugin in self.post_bind:
+            _, status = self.invoker.call(
+                "PostBind", plugin.name, False, none_shape, plugin.post_bind, state, pod, node
+            )
+            if not status.ok:
+                log.error(
+                    "PostBind of %s for %s failed (%s); continuing", plugin.name, pod.key, status.message
+                )
+        self.invoker.point("PostBind", began, SUCCESS)

@@ -1,0 +1,500 @@
+"""The scheduler: profiles, cache, queue, the serial scheduling cycle and async binding cycles.
+
+Why it is shaped this way:
+
+* The **scheduling cycle** is synchronous: between popping a pod and assuming it on a node nothing else
+  runs on the event loop, so the cache cannot change under a cycle and no snapshot copy is needed.
+  Watch events and binding tasks run between cycles.
+* The **binding cycle** is an asyncio task per pod: Permit gate, PreBind, Bind, PostBind. Any failure
+  after assume (Permit rejection or timeout included) runs Unreserve (reverse order), forgets the pod,
+  requeues it with backoff; a 409 from Bind (someone else bound it) only forgets it.
+* **Gangs** (pods of a PodGroup, via a profile plugin that implements ``pod_group``) are scheduled in
+  one cycle, all or nothing, inside the topology domain the profile's gang placer chooses; a gang
+  that does not fit may then preempt as one: see :mod:`shoal.core.scheduling.gangs`.
+
+Outcomes go to a :class:`~shoal.core.scheduling.reporting.Reporter`; the core itself does no I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.gates import WaitingPods
+from shoal.core.framework.interfaces import (
+    Binder,
+    ClusterEvent,
+    EventKind,
+    EventRegistration,
+    ExplainsCosts,
+    ExplainsNodes,
+    Handle,
+)
+from shoal.core.framework.metrics import Metrics, NullMetrics
+from shoal.core.framework.profile import PluginEntry, PluginSet
+from shoal.core.framework.runtime import Framework
+from shoal.core.scheduling.cycle import Assumed, Cycle
+from shoal.core.scheduling.gangs import PLACEMENT_NOTE, error_message, explain_gang, schedule_gang
+from shoal.core.scheduling.placement import Explanation as Explanation  # re-exported (was defined here)
+from shoal.core.scheduling.placement import Placement as Placement  # re-exported (was defined here)
+from shoal.core.scheduling.placement import schedule_pod
+from shoal.core.scheduling.queue import PreEnqueue, QueuedPodInfo, SchedulingQueue, SortKey
+from shoal.core.scheduling.reporting import NullReporter, Reporter, held_reason
+from shoal.core.state.attachments import VolumeAttachmentInfo
+from shoal.core.state.cache import ClusterCache
+from shoal.core.state.dra import DraObject, ResourceClaimInfo
+from shoal.core.state.objects import NodeSpec, PodGroupInfo, PodInfo
+from shoal.core.state.status import Code, Status
+from shoal.core.state.volumes import StorageObject
+
+log = logging.getLogger("shoal.scheduler")
+
+
+class Scheduler:
+    def __init__(
+        self,
+        registry: Mapping[str, PluginEntry],
+        binder: Binder,
+        *,
+        reporter: Reporter | None = None,
+        metrics: Metrics | None = None,
+        defaults: PluginSet | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+        assumed_ttl: float = 300.0,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        max_binds_in_flight: int = 256,
+    ) -> None:
+        self.registry = registry
+        self.defaults = defaults
+        self.metrics = metrics or NullMetrics()
+        self.reporter: Reporter = reporter or NullReporter()
+        self.rng = rng or random.Random()
+        self.clock = clock
+        self.cache = ClusterCache(assumed_ttl=assumed_ttl, clock=clock)
+        self.waiting = WaitingPods()
+        self.handle = Handle(self.cache, self.waiting, binder, clock)
+        self.profiles: dict[str, Framework] = {}
+        self._hints: dict[str, list[tuple[str, EventRegistration]]] = {}
+        self.queue = SchedulingQueue(
+            clock=clock,
+            initial_backoff=initial_backoff,
+            max_backoff=max_backoff,
+            metrics=self.metrics,
+            profiles=self,
+        )
+        self.queue.gate_observer = self._held
+        self.handle.activate = self.queue.activate
+        self._binding: set[asyncio.Task[None]] = set()
+        #: binding cycles past their Permit gate (PreBind/Bind under way); the loop waits when
+        #: there are ``max_binds_in_flight`` so a burst cannot pile up thousands of tasks
+        self._binds_in_flight = 0
+        self.max_binds_in_flight = max_binds_in_flight
+        self._bind_slot = asyncio.Event()
+        self._last_cleanup = 0.0
+        self.attempts = 0
+        #: gang key -> when its timeout was last counted: its members' gates close together
+        self._gang_timeouts: dict[str, float] = {}
+        #: called with every placement that found a node, its per-plugin scores recorded (the
+        #: simulator keeps the best nodes' scores for ``shoal simulate``)
+        self.placement_observer: Callable[[PodInfo, Placement], None] | None = None
+
+    # -- profiles ------------------------------------------------------------------------------
+    def set_profile(self, spec: Mapping[str, Any]) -> Framework:
+        """Build (or rebuild) a profile; raises ProfileError and keeps the old one if invalid."""
+        fw = Framework.from_spec(
+            spec, self.registry, self.handle, defaults=self.defaults, metrics=self.metrics, rng=self.rng
+        )
+        self.profiles[fw.name] = fw
+        self._hints[fw.name] = fw.events()
+        self._requeue_profile_pods(fw.name)
+        return fw
+
+    def remove_profile(self, name: str) -> None:
+        self.profiles.pop(name, None)
+        self._hints.pop(name, None)
+        for where in ("active", "backoff", "unschedulable", "gated"):
+            for qpi in list(self.queue.pods_in(where)):
+                if qpi.profile == name:
+                    self.queue.delete(qpi.uid)
+
+    def _requeue_profile_pods(self, name: str) -> None:
+        """A new or edited profile: pending pods of that schedulerName are (re)considered."""
+        for pod in list(self.cache.pods.values()):
+            if pod.scheduler_name != name or pod.bound or pod.terminating or self.cache.is_assumed(pod.uid):
+                continue
+            qpi = self.queue.get(pod.uid)
+            if qpi is None or qpi.where in ("unschedulable", "gated"):
+                self.queue.add(pod, name)
+        self.queue.move_all()
+
+    def _held(self, qpi: QueuedPodInfo, status: Status | None) -> None:
+        """A PreEnqueue verdict (None: the pod left the gate) for the reporter."""
+        reason = held_reason(status) if status is not None else None
+        if reason is None:
+            self.reporter.released(qpi.pod)
+        else:
+            assert status is not None
+            self.reporter.held(qpi.pod, reason, status.message, qpi.profile)
+
+    # -- informer entry points -------------------------------------------------------------------
+    def _event(self, kind: EventKind, obj: object) -> None:
+        self.queue.on_event(ClusterEvent(kind, obj))
+
+    # -- what the queue asks of the profiles (queue.ProfileHooks) ----------------------------------
+    def sort_key_for(self, profile: str) -> SortKey | None:
+        fw = self.profiles.get(profile)
+        return fw.sort_key if fw is not None else None
+
+    def pre_enqueue_for(self, profile: str) -> PreEnqueue | None:
+        fw = self.profiles.get(profile)
+        return fw.run_pre_enqueue if fw is not None else None
+
+    def hints_for(self, profile: str) -> Sequence[tuple[str, EventRegistration]]:
+        return self._hints.get(profile, ())
+
+    # -- typed objects from the informer (kube/informer.py) or the simulator ---------------------
+    def on_node(self, spec: NodeSpec) -> None:
+        """A node added or changed."""
+        name = spec.name
+        row = self.cache.table.index.get(name)
+        old = self.cache.table.specs[row] if row is not None else None
+        if old == spec:
+            return  # heartbeats and status noise: nothing the scheduler looks at changed
+        new = self.cache.set_node(spec)
+        if old is not None and replace(old, images=spec.images) == spec:
+            return  # only the images (ImageLocality's score) changed: nothing for a parked pod
+        self._event(EventKind.NODE_ADD if new else EventKind.NODE_UPDATE, spec)
+
+    def on_node_deleted(self, name: str) -> None:
+        if name in self.cache.table:
+            self.cache.remove_node(name)
+            self._event(EventKind.NODE_DELETE, name)
+
+    def on_pod(self, pod: PodInfo, deleted: bool = False) -> None:
+        if deleted or pod.terminated:
+            old = self.cache.remove_pod(pod.uid)
+            self.queue.delete(pod.uid)
+            self.waiting.reject(pod.uid, "", "pod was deleted while waiting at Permit")
+            if old is not None:
+                self._event(EventKind.POD_DELETE, old)
+            return
+        old = self.cache.upsert_pod(pod)
+        if pod.bound:
+            self.queue.delete(pod.uid)
+            if old is None or not old.bound:
+                self._event(EventKind.POD_ADD, pod)
+                return
+            if (old.labels, old.terminating, old.node_name) != (pod.labels, pod.terminating, pod.node_name):
+                # relabelled or being deleted: pod affinity and spread see it differently now
+                self._event(EventKind.POD_UPDATE, pod)
+            if _scaled_down(old, pod):
+                self._event(EventKind.POD_SCALE_DOWN, pod)
+            return
+        fw = self.profiles.get(pod.scheduler_name)
+        if fw is not None and not pod.terminating and not self.cache.is_assumed(pod.uid):
+            self.queue.add(pod, fw.name)
+        elif pod.terminating:
+            self.queue.delete(pod.uid)
+        self._event(EventKind.POD_ADD if old is None else EventKind.POD_UPDATE, pod)
+
+    def on_pod_group(self, group: PodGroupInfo, deleted: bool = False) -> None:
+        if deleted:
+            self.cache.remove_pod_group(group.key)
+        else:
+            self.cache.set_pod_group(group)
+        self._event(EventKind.POD_GROUP_CHANGE, group)
+
+    def on_namespace(self, name: str, labels: Mapping[str, str] | None, deleted: bool = False) -> None:
+        """A namespace's labels (pod affinity terms select namespaces by label)."""
+        if deleted:
+            self.cache.remove_namespace(name)
+        else:
+            self.cache.set_namespace(name, {str(k): str(v) for k, v in (labels or {}).items()})
+        self._event(EventKind.NAMESPACE_CHANGE, name)
+
+    def on_storage(self, obj: StorageObject, deleted: bool = False) -> None:
+        """A PersistentVolume, claim, StorageClass, CSINode or VolumeAttachment added, changed or
+        deleted. A VolumeAttachment only frees room when it goes (upstream's only hint for it)."""
+        self.cache.volumes.apply(obj, deleted)
+        if deleted or not isinstance(obj, VolumeAttachmentInfo):
+            self._event(EventKind.STORAGE_CHANGE, obj)
+
+    def on_dra(self, obj: DraObject, deleted: bool = False) -> None:
+        """A DeviceClass, ResourceSlice or ResourceClaim added, changed or deleted."""
+        freed = deleted
+        if isinstance(obj, ResourceClaimInfo) and not deleted:
+            before = self.cache.dra.claims.get(obj.key)
+            freed = before is not None and before.allocated is not None and obj.allocated is None
+        self.cache.dra.apply(obj, deleted)
+        # a claim deleted or deallocated carries no object: "something was freed", which may help
+        # any pod (the last state of a deleted claim may still show the allocation it no longer
+        # holds, which a queueing hint would read as "nothing freed")
+        self._event(EventKind.DRA_CHANGE, None if freed else obj)
+
+    # -- the loop --------------------------------------------------------------------------------
+    async def run(self, batch_seconds: float = 0.005) -> None:
+        """Schedule until cancelled (or the queue is closed).
+
+        Cycles run back to back for up to ``batch_seconds``, then the loop yields once. Yielding after
+        every pod would let thousands of watch-event tasks run between two cycles and starve the
+        scheduler under a burst; 5 ms batches keep event handling and bindings flowing.
+        """
+        while True:
+            while self._binds_in_flight >= self.max_binds_in_flight:
+                self._bind_slot.clear()
+                await self._bind_slot.wait()
+            qpi = await self.queue.pop()
+            if qpi is None:
+                return
+            deadline = time.perf_counter() + batch_seconds
+            while qpi is not None:
+                self._schedule_guarded(qpi)
+                if time.perf_counter() >= deadline or self._binds_in_flight >= self.max_binds_in_flight:
+                    break
+                qpi = self.queue.pop_nowait()
+            self._maintenance()
+            await asyncio.sleep(0)
+
+    def _schedule_guarded(self, qpi: QueuedPodInfo) -> None:
+        """One cycle; a bug anywhere in it costs its pods a backoff, never the loop: what it assumed
+        and did not hand over is released, and every pod it popped goes back to the queue."""
+        cycle = self._new_cycle(qpi)
+        try:
+            self.schedule_one(qpi, cycle)
+        except Exception as exc:
+            log.exception("scheduling cycle for %s failed", qpi.pod.key)
+            message = f"internal error: {type(exc).__name__}: {exc}"
+            for member in cycle.rollback():  # not those deleted meanwhile, or binding
+                if cycle.fw is not None:
+                    self.retry_after_error(cycle.fw, member, message, 0.0)
+                else:
+                    self.queue.requeue_backoff(member, message)
+
+    def _new_cycle(self, qpi: QueuedPodInfo) -> Cycle:
+        return Cycle(self.profiles.get(qpi.profile), self.cache, self.waiting, qpi)
+
+    def _maintenance(self) -> None:
+        now = self.clock()
+        if now - self._last_cleanup >= 1.0:
+            self._last_cleanup = now
+            for uid in self.cache.cleanup_expired(now):
+                log.warning("assumed pod %s expired without confirmation; forgot it", uid)
+            self.queue.report()
+
+    async def run_until_idle(self, settle: float = 0.0, max_attempts: int = 8) -> None:
+        """Schedule until nothing is runnable and no binding is in flight (simulation, tests); a pod
+        failing with errors is left in backoff after ``max_attempts`` attempts, so this returns."""
+        while True:
+            qpi = self.queue.pop_nowait()
+            if qpi is not None:
+                self._schedule_guarded(qpi)
+                await asyncio.sleep(0)
+                continue
+            if self._binding:
+                await asyncio.wait(set(self._binding), timeout=0.5)
+                continue
+            retrying = [q for q in self.queue.pods_in("backoff") if q.attempts < max_attempts]
+            if retrying:
+                await asyncio.sleep(0.05)
+                continue
+            if settle > 0:
+                await asyncio.sleep(settle)
+                settle = 0.0
+                continue
+            return
+
+    async def drain(self, grace: float = 30.0, *, close_queue: bool = True) -> None:
+        """Graceful shutdown: let in-flight bindings finish; cancel (and release) the rest."""
+        if close_queue:
+            self.queue.close()
+        if not self._binding:
+            return
+        _, pending = await asyncio.wait(set(self._binding), timeout=grace)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=5)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._binding)
+
+    # -- the scheduling cycle --------------------------------------------------------------------
+    def place(self, fw: Framework, state: CycleState, pod: PodInfo, *, record: bool = False) -> Placement:
+        """PreFilter → Filter (every node) → PostFilter → PreScore/Score → pick. Assumes nothing."""
+        observer = self.placement_observer
+        placement = schedule_pod(fw, state, pod, record=record or observer is not None, names=record)
+        if observer is not None and placement.row is not None:
+            observer(pod, placement)
+        return placement
+
+    def schedule_one(self, qpi: QueuedPodInfo, cycle: Cycle | None = None) -> None:
+        """One scheduling cycle for ``qpi`` (and its gang's queued members): placed pods are handed
+        to binding tasks; whatever ``cycle`` still holds if this raises is the caller's to roll back."""
+        cycle = cycle or self._new_cycle(qpi)
+        fw = self.profiles.get(qpi.profile)
+        if fw is None or qpi.uid not in self.cache.pods or self.cache.placed_node(qpi.uid):
+            self.queue.delete(qpi.uid)
+            return
+        self.attempts += 1
+        group = fw.pod_group(qpi.pod)
+        if group is not None:
+            schedule_gang(self, fw, qpi, group, cycle)
+            return
+        began = time.perf_counter()
+        state = fw.new_cycle_state()
+        placement = self.place(fw, state, qpi.pod)
+        if placement.node is None:
+            self.failed(fw, qpi, placement, began)
+            return
+        placed, status = cycle.assume(fw, qpi, state, placement.node)
+        if not status.ok and not status.is_wait:
+            cycle.release(fw, placed)
+            self.failed(fw, qpi, Placement(status=status), began)
+            return
+        self.start_binding(fw, placed, began)
+
+    def failed(self, fw: Framework, qpi: QueuedPodInfo, placement: Placement, began: float) -> None:
+        status = placement.status
+        duration = time.perf_counter() - began
+        if status.code is Code.ERROR or (placement.diagnosis is None and not status.is_rejected):
+            self.retry_after_error(fw, qpi, error_message(status), duration)
+            return
+        diag = placement.diagnosis
+        message = diag.message() if diag is not None else status.message
+        plugins = diag.unschedulable_plugins if diag is not None else {status.plugin}
+        self.metrics.attempt("unschedulable", fw.name, duration)
+        self.queue.requeue_unschedulable(qpi, plugins, message)
+        self.reporter.unschedulable(qpi.pod, message, fw.name)
+
+    def retry_after_error(self, fw: Framework, qpi: QueuedPodInfo, message: str, duration: float) -> None:
+        """An error (not "no node fits"): count it, retry after the backoff, say so in an event."""
+        self.metrics.attempt("error", fw.name, duration)
+        self.queue.requeue_backoff(qpi, message)
+        self.reporter.unschedulable(qpi.pod, message, fw.name, error=True)
+
+    def start_binding(self, fw: Framework, placed: Assumed, began: float) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._binding_cycle(fw, placed, began), name=f"bind {placed.qpi.pod.key}"
+        )
+        self._binding.add(task)
+        task.add_done_callback(self._binding.discard)
+        # handed over only once the task exists: until then a failure releases it (the guard)
+        placed.cycle.hand_over(placed)
+        self.queue.done(placed.qpi.uid)
+
+    # -- the binding cycle -----------------------------------------------------------------------
+    async def _binding_cycle(self, fw: Framework, placed: Assumed, began: float) -> None:
+        qpi, state, node = placed.qpi, placed.state, placed.node
+        pod = qpi.pod
+        status = Status()
+        binding = False
+        try:
+            if placed.gate is not None:
+                result = await placed.gate.wait()
+                self.waiting.remove(pod.uid)
+                self.metrics.permit_wait("allowed" if result.allowed else "rejected", result.waited)
+                if result.timed_out and pod.group_key is not None:
+                    self._gang_timed_out(fw, pod.group_key, result.waited)
+                status = result.status
+            if status.ok:
+                binding = True
+                self._binds_in_flight += 1
+                status = await fw.run_pre_bind(state, pod, node)
+            if status.ok and node not in self.cache.table:
+                # deleted while the pod waited or pre-bound: the API server would accept a Binding
+                # to a node that no longer exists, so stop here and place the pod again
+                status = Status.unschedulable(f"node {node} was deleted before the pod was bound")
+            if status.ok:
+                status = await fw.run_bind(state, pod, node)
+        except asyncio.CancelledError:
+            self._binding_failed(fw, placed, Status.error("scheduler shutting down"), began, report=False)
+            raise
+        except Exception as exc:  # an adapter bug must not leak the reservation
+            log.exception("binding cycle for %s failed", pod.key)
+            status = Status.error(f"{type(exc).__name__}: {exc}")
+        finally:
+            if binding:
+                self._binds_in_flight -= 1
+                self._bind_slot.set()
+        if not status.ok:
+            self._binding_failed(fw, placed, status, began)
+            return
+        self.cache.finish_binding(pod.uid)
+        fw.run_post_bind(state, pod, node)
+        self.metrics.attempt("scheduled", fw.name, time.perf_counter() - began)
+        if qpi.initial_attempt is not None:
+            self.metrics.pod_scheduled(qpi.attempts, self.queue.clock() - qpi.initial_attempt)
+        self.reporter.scheduled(pod, node, fw.name, note=state.read(PLACEMENT_NOTE, ""))
+
+    def _gang_timed_out(self, fw: Framework, key: str, waited: float) -> None:
+        """Count a gang's Permit timeout once: its members' gates time out within moments of each
+        other, and a retry's gates wait a whole timeout again (``waited``) before theirs."""
+        now = self.clock()
+        if now - self._gang_timeouts.get(key, -1e9) < waited / 2:
+            return
+        self._gang_timeouts[key] = now
+        if len(self._gang_timeouts) > 4096:  # forget the oldest (dicts keep insertion order)
+            del self._gang_timeouts[next(iter(self._gang_timeouts))]
+        self.metrics.gang_timeout(fw.name)
+
+    def _binding_failed(
+        self, fw: Framework, placed: Assumed, status: Status, began: float, *, report: bool = True
+    ) -> None:
+        qpi, pod = placed.qpi, placed.qpi.pod
+        self.waiting.remove(pod.uid)
+        fw.run_unreserve(placed.state, pod, placed.node)
+        self.cache.forget(pod.uid)
+        if not status.requeue:
+            log.info("pod %s was bound by someone else (%s); forgot it", pod.key, status.message)
+            return
+        if pod.uid not in self.cache.pods:
+            return  # deleted meanwhile
+        if not report:  # stepping down: keep the pod queued (quietly) for whoever schedules next
+            self.queue.requeue_backoff(qpi, status.message)
+            return
+        message = status.message or "binding failed"
+        result = "unschedulable" if status.is_rejected else "error"
+        self.metrics.attempt(result, fw.name, time.perf_counter() - began)
+        # Rejected or timed out at Permit, or failed at PreBind/Bind: retried after the backoff
+        # (1 s doubling to 10 s). Waiting for a cluster event instead could strand a gang whose
+        # Permit timed out with nothing left to change.
+        self.queue.requeue_backoff(qpi, message, error=result == "error")
+        self.reporter.unschedulable(pod, message, fw.name, error=result == "error")
+
+    # -- explain ---------------------------------------------------------------------------------
+    def explain(self, pod: PodInfo, profile: str | None = None) -> Explanation:
+        """Why ``pod`` would (not) be placed now: per node and plugin. Changes nothing."""
+        fw = self.profiles.get(profile or pod.scheduler_name)
+        if fw is None:
+            raise KeyError(f"no profile for schedulerName {pod.scheduler_name!r}")
+        placement = schedule_pod(fw, CycleState(), pod, what_if=True)
+        result = Explanation.of(pod, fw.name, placement, self.cache.table)
+        group = fw.pod_group(pod)
+        if group is not None:
+            result.gang = explain_gang(fw, group)
+        table = self.cache.table
+        rows = [table.index[n] for n in result.totals if n in table.index]
+        every = [table.index[n] for n in [*result.totals, *result.diagnosis.node_reasons] if n in table.index]
+        for plugin in fw.plugins.values():
+            if isinstance(plugin, ExplainsCosts) and plugin.name in fw.at["score"]:
+                for row, cost in plugin.explain_costs(pod, rows).items():
+                    result.costs.setdefault(table.name(row), {})[plugin.name] = cost
+            if isinstance(plugin, ExplainsNodes):
+                for row, note in plugin.explain_nodes(pod, every).items():
+                    result.notes.setdefault(table.name(row), {})[plugin.name] = note
+        return result
+
+
+def _scaled_down(old: PodInfo, new: PodInfo) -> bool:
+    """Whether a bound pod now holds less of some resource (kube-scheduler's UpdatePodScaleDown)."""
+    less = any(new.requests.get(k, 0) < v for k, v in old.requests.items())
+    return less or new.nonzero_cpu < old.nonzero_cpu or new.nonzero_memory < old.nonzero_memory

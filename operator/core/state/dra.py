@@ -1,0 +1,500 @@
+"""Dynamic Resource Allocation (``resource.k8s.io/v1``): typed views of DeviceClasses, ResourceSlices
+and ResourceClaims, a pod's claims, and the store that says which devices each node offers and which
+are already taken.
+
+Why here, parsed once: the DynamicResources plugin looks devices up for every node of every cycle;
+parsing slices when the watch delivers them keeps the cycle to lookups. Every allocated claim's
+devices are counted as taken, whoever allocated it (kube-scheduler, another shoal, a driver), so two
+schedulers never hand out one device; the allocations shoal itself holds between Reserve and the
+claim's status update coming back through the watch (``assumed``) are counted too. A malformed field
+never raises out of here: it is recorded in ``problems`` and the object is kept without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from shoal.core.state.nodeselectors import SelectorTerm, parse_term
+from shoal.core.state.quantity import QuantityError, parse_quantity
+
+JSON = Mapping[str, Any]
+
+POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"  # set on claims made from a template
+ALLOCATION_EXACT_COUNT, ALLOCATION_ALL = "ExactCount", "All"
+#: at most this many pods in a claim's reservedFor (ResourceClaimReservedForMaxSize)
+RESERVED_FOR_MAX = 256
+
+
+class DeviceId(NamedTuple):
+    """A device, unique in the cluster (the allocator's DeviceID); a tuple: hashed in C."""
+
+    driver: str
+    pool: str
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One device of a slice. ``attributes`` and ``capacity`` are keyed by fully qualified name
+    (``gpu.nvidia.com/productName``: an unqualified name belongs to the driver's domain); capacity
+    values are quantities in base units (bytes for memory)."""
+
+    id: DeviceId
+    attributes: Mapping[str, Any]
+    capacity: Mapping[str, int]
+    #: why shoal never allocates this device ("" if it may): a feature it does not evaluate yet
+    unsupported: str = ""
+
+
+def qualify(driver: str, name: str) -> str:
+    """An attribute or capacity name with its domain (``productName`` -> ``gpu.nvidia.com/productName``)."""
+    return name if "/" in name else f"{driver}/{name}"
+
+
+def _attribute(value: Any) -> Any:
+    """A DeviceAttribute's one value (``int``, ``bool``, ``string``, ``version``); a version is kept as
+    ``("version", text)`` so CEL can tell it from a string."""
+    if not isinstance(value, Mapping):
+        return None
+    for key in ("int", "bool", "string"):
+        if key in value:
+            return value[key]
+    if "version" in value:
+        return ("version", str(value["version"]))
+    return None
+
+
+def _device(driver: str, pool: str, raw: JSON, problems: dict[str, str]) -> Device:
+    name = str(raw.get("name") or "")
+    attributes = {qualify(driver, str(k)): _attribute(v) for k, v in (raw.get("attributes") or {}).items()}
+    capacity: dict[str, int] = {}
+    for key, cap in (raw.get("capacity") or {}).items():
+        value = cap.get("value") if isinstance(cap, Mapping) else None
+        try:
+            capacity[qualify(driver, str(key))] = int(parse_quantity(str(value)))
+        except QuantityError as exc:
+            problems[f"devices[{name}].capacity[{key}]"] = str(exc)
+    fields = ("taints", "consumesCounters", "allowMultipleAllocations", "bindingConditions")
+    skipped = [f for f in fields if raw.get(f)]
+    return Device(DeviceId(driver, pool, name), attributes, capacity, ", ".join(skipped))
+
+
+@dataclass(slots=True)
+class DeviceClassInfo:
+    """A DeviceClass: the CEL selectors every device allocated for it must match."""
+
+    name: str
+    selectors: tuple[str, ...] = ()
+    resource_version: str = ""
+    #: ``spec.config`` (opaque driver parameters), copied into an allocation as ``FromClass``
+    config: tuple[JSON, ...] = ()
+    #: ``spec.extendedResourceName``: the extended resource it provides to pods' requests ("": none)
+    extended_resource_name: str = ""
+
+    @classmethod
+    def from_dict(cls, obj: JSON) -> DeviceClassInfo:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        config = tuple(c for c in spec.get("config") or () if isinstance(c, Mapping))
+        return cls(
+            name=str(meta.get("name") or ""),
+            selectors=_cel_selectors(spec.get("selectors")),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            config=config,
+            extended_resource_name=str(spec.get("extendedResourceName") or ""),
+        )
+
+
+def _cel_selectors(items: Any) -> tuple[str, ...]:
+    return tuple(
+        str((s.get("cel") or {}).get("expression") or "")
+        for s in items or ()
+        if isinstance(s, Mapping) and s.get("cel")
+    )
+
+
+@dataclass(slots=True)
+class ResourceSliceInfo:
+    """A ResourceSlice: a driver's pool's devices, on one node (``spec.nodeName``), on the nodes a
+    selector picks (``nodeSelector``) or on every node (``allNodes``)."""
+
+    name: str
+    driver: str = ""
+    pool: str = ""
+    generation: int = 0
+    node_name: str = ""
+    all_nodes: bool = False
+    node_selector_terms: tuple[SelectorTerm, ...] = ()
+    devices: tuple[Device, ...] = ()
+    problems: dict[str, str] = field(default_factory=dict)
+
+    def available_on(self, node: str, labels: Mapping[str, str]) -> bool:
+        """Whether this slice's devices can be reached from ``node``."""
+        if self.node_name:
+            return self.node_name == node
+        if self.all_nodes:
+            return True
+        return any(t.matches(node, labels) for t in self.node_selector_terms)
+
+    @classmethod
+    def from_dict(cls, obj: JSON) -> ResourceSliceInfo:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        pool = spec.get("pool") or {}
+        driver = str(spec.get("driver") or "")
+        problems: dict[str, str] = {}
+        pool_name = str(pool.get("name") or "")
+        devices = tuple(
+            _device(driver, pool_name, d, problems)
+            for d in spec.get("devices") or ()
+            if isinstance(d, Mapping)
+        )
+        terms = tuple(parse_term(t) for t in (spec.get("nodeSelector") or {}).get("nodeSelectorTerms") or ())
+        return cls(
+            name=str(meta.get("name") or ""),
+            driver=driver,
+            pool=pool_name,
+            generation=int(pool.get("generation") or 0),
+            node_name=str(spec.get("nodeName") or ""),
+            all_nodes=bool(spec.get("allNodes")),
+            node_selector_terms=terms,
+            devices=devices,
+            problems=problems,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    """One request of a claim, ``exactly`` (or one of ``firstAvailable``'s subrequests, named
+    ``request/subrequest``): a class, CEL selectors, how many."""
+
+    name: str
+    device_class: str
+    selectors: tuple[str, ...] = ()
+    mode: str = ALLOCATION_EXACT_COUNT
+    count: int = 1
+    #: the fields of this request shoal does not evaluate yet ("" if none)
+    unsupported: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """``constraints[i].matchAttribute``: every device of ``requests`` (all when empty) has the
+    same value of this fully qualified attribute."""
+
+    requests: tuple[str, ...]
+    match_attribute: str
+    #: a constraint of a kind shoal does not evaluate yet (``distinctAttribute``): its fields
+    unsupported: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AllocatedDevice:
+    """One ``status.allocation.devices.results`` entry."""
+
+    request: str
+    id: DeviceId
+
+
+def _request(raw: JSON, prefix: str = "") -> DeviceRequest:
+    exactly = raw.get("exactly") if "exactly" in raw else raw  # subrequests are flat
+    exactly = exactly if isinstance(exactly, Mapping) else {}
+    mode = str(exactly.get("allocationMode") or ALLOCATION_EXACT_COUNT)
+    count = exactly.get("count")
+    return DeviceRequest(
+        name=prefix + str(raw.get("name") or ""),
+        device_class=str(exactly.get("deviceClassName") or ""),
+        selectors=_cel_selectors(exactly.get("selectors")),
+        mode=mode,
+        count=int(count) if isinstance(count, int) and mode == ALLOCATION_EXACT_COUNT else 1,
+        unsupported=", ".join(f for f in ("adminAccess", "tolerations", "capacity") if exactly.get(f)),
+    )
+
+
+@dataclass(slots=True)
+class ResourceClaimInfo:
+    """A ResourceClaim: what it asks for, and (``status``) what it was given and to whom."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    #: each request's alternatives, in order: one for ``exactly``, the subrequests of ``firstAvailable``
+    requests: tuple[tuple[DeviceRequest, ...], ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+    allocated: tuple[AllocatedDevice, ...] | None = None  # None: not allocated
+    #: the allocation's node selector, when it is node-local (the node it was allocated on)
+    allocated_node: str = ""
+    #: the allocation's node selector terms, any of which a node must match (none: every node)
+    allocated_terms: tuple[SelectorTerm, ...] = ()
+    #: ``status.reservedFor`` as the API has it (resource, name, uid)
+    consumers: tuple[JSON, ...] = ()
+    #: ``spec.devices.config``, copied into an allocation as ``FromClaim``
+    config: tuple[JSON, ...] = ()
+    finalizers: tuple[str, ...] = ()
+    pod_claim_name: str = ""  # set by the resourceclaim controller on a claim from a template
+    owner_uid: str = ""  # the pod that owns a generated claim
+    deleting: bool = False
+
+    #: the allocation's ``devices.config`` (class and claim configuration), set by Reserve
+    allocation_config: tuple[JSON, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def reserved_for(self) -> tuple[str, ...]:
+        """The uids of the consumers."""
+        return tuple(str(c.get("uid") or "") for c in self.consumers)
+
+    @classmethod
+    def from_dict(cls, obj: JSON) -> ResourceClaimInfo:
+        meta = obj.get("metadata") or {}
+        devices = (obj.get("spec") or {}).get("devices") or {}
+        status = obj.get("status") or {}
+        requests = []
+        for raw in devices.get("requests") or ():
+            if raw.get("firstAvailable"):
+                prefix = f"{raw.get('name') or ''}/"
+                requests.append(tuple(_request(s, prefix) for s in raw["firstAvailable"]))
+            else:
+                requests.append((_request(raw),))
+        constraints = tuple(  # another kind (distinctAttribute) is kept to be refused, not dropped
+            Constraint(
+                tuple(str(r) for r in c.get("requests") or ()),
+                str(c.get("matchAttribute") or ""),
+                "" if c.get("matchAttribute") else ", ".join(k for k in c if k != "requests"),
+            )
+            for c in devices.get("constraints") or ()
+            if isinstance(c, Mapping)
+        )
+        allocation = status.get("allocation")
+        node, terms = _allocated_on(allocation) if isinstance(allocation, Mapping) else ("", ())
+        owner: JSON = next((o for o in meta.get("ownerReferences") or () if o.get("kind") == "Pod"), {})
+        return cls(
+            namespace=str(meta.get("namespace") or "default"),
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            requests=tuple(requests),
+            constraints=constraints,
+            allocated=_allocated(allocation) if isinstance(allocation, Mapping) else None,
+            allocated_node=node,
+            allocated_terms=terms,
+            consumers=tuple(r for r in status.get("reservedFor") or () if isinstance(r, Mapping)),
+            config=tuple(c for c in devices.get("config") or () if isinstance(c, Mapping)),
+            finalizers=tuple(str(f) for f in meta.get("finalizers") or ()),
+            pod_claim_name=str((meta.get("annotations") or {}).get(POD_CLAIM_NAME) or ""),
+            owner_uid=str(owner.get("uid") or ""),
+            deleting=bool(meta.get("deletionTimestamp")),
+        )
+
+
+def _allocated(allocation: JSON) -> tuple[AllocatedDevice, ...]:
+    results = (allocation.get("devices") or {}).get("results") or ()
+    return tuple(
+        AllocatedDevice(
+            str(r.get("request") or ""),
+            DeviceId(str(r.get("driver")), str(r.get("pool")), str(r.get("device"))),
+        )
+        for r in results
+        if isinstance(r, Mapping)
+    )
+
+
+def _allocated_on(allocation: JSON) -> tuple[str, tuple[SelectorTerm, ...]]:
+    """The allocation's node selector terms, and its node when the selector is one node's name
+    alone (one term, one ``metadata.name In [node]`` field); any other is evaluated as written."""
+    selector = allocation.get("nodeSelector")
+    raw = selector.get("nodeSelectorTerms") if isinstance(selector, Mapping) else None
+    terms = tuple(parse_term(t) for t in raw) if isinstance(raw, list | tuple) else ()
+    if len(terms) == 1 and not terms[0].expressions and len(terms[0].fields) == 1:
+        req = terms[0].fields[0]
+        if req.key == "metadata.name" and req.operator == "In" and len(req.values) == 1:
+            return req.values[0], terms
+    return "", terms
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """One ``spec.resourceClaims`` entry: a claim by name, or from a template (its generated claim's
+    name, from ``status.resourceClaimStatuses``, is ``generated``: empty until the controller made it)."""
+
+    name: str
+    claim_name: str = ""
+    template: str = ""
+    generated: str = ""
+
+    @property
+    def resolved(self) -> str:
+        """The claim's name, "" while a template's claim is not created yet."""
+        return self.claim_name or self.generated
+
+
+def pod_claims(spec: JSON, status: JSON) -> tuple[PodClaim, ...]:
+    """A pod's claims, with the generated names of template claims."""
+    generated = {
+        str(s.get("name") or ""): str(s.get("resourceClaimName") or "")
+        for s in status.get("resourceClaimStatuses") or ()
+        if isinstance(s, Mapping)
+    }
+    return tuple(
+        PodClaim(
+            name=str(c.get("name") or ""),
+            claim_name=str(c.get("resourceClaimName") or ""),
+            template=str(c.get("resourceClaimTemplateName") or ""),
+            generated=generated.get(str(c.get("name") or ""), ""),
+        )
+        for c in spec.get("resourceClaims") or ()
+        if isinstance(c, Mapping)
+    )
+
+
+DraObject = DeviceClassInfo | ResourceSliceInfo | ResourceClaimInfo
+
+
+@dataclass
+class DraStore:
+    """DeviceClasses and slices by name, claims by ``namespace/name``; the devices taken."""
+
+    classes: dict[str, DeviceClassInfo] = field(default_factory=dict)
+    slices: dict[str, ResourceSliceInfo] = field(default_factory=dict)
+    claims: dict[str, ResourceClaimInfo] = field(default_factory=dict)
+    #: claims shoal allocated in memory (Reserve) and has not seen come back allocated yet
+    assumed: dict[str, ResourceClaimInfo] = field(default_factory=dict)
+    #: node name -> the slices published for it alone (``spec.nodeName``)
+    _by_node: dict[str, set[str]] = field(default_factory=dict)
+    #: slices not tied to one node (allNodes, nodeSelector)
+    _shared: set[str] = field(default_factory=set)
+    #: device -> the claim (``namespace/name``) it is allocated to
+    _taken: dict[DeviceId, str] = field(default_factory=dict)
+    #: bumped on every change; ``devices_version`` only when classes or slices change (what a
+    #: plugin's per-device caches are keyed on)
+    version: int = 0
+    devices_version: int = 0
+    #: bumped whenever a device is taken or released (what per-node "free" caches are keyed on)
+    taken_version: int = 0
+
+    def apply(self, obj: DraObject, deleted: bool = False) -> None:
+        """Record (or forget, when ``deleted``) one object."""
+        self.version += 1
+        if not isinstance(obj, ResourceClaimInfo):
+            self.devices_version += 1
+        if isinstance(obj, DeviceClassInfo):
+            self.classes.pop(obj.name, None)
+            if not deleted:
+                self.classes[obj.name] = obj
+        elif isinstance(obj, ResourceSliceInfo):
+            self._apply_slice(obj, deleted)
+        else:
+            self._apply_claim(obj, deleted)
+
+    def _apply_slice(self, obj: ResourceSliceInfo, deleted: bool) -> None:
+        old = self.slices.pop(obj.name, None)
+        if old is not None:
+            self._by_node.get(old.node_name, set()).discard(old.name)
+            self._shared.discard(old.name)
+        if deleted:
+            return
+        self.slices[obj.name] = obj
+        if obj.node_name:
+            self._by_node.setdefault(obj.node_name, set()).add(obj.name)
+        else:
+            self._shared.add(obj.name)
+
+    def _apply_claim(self, obj: ResourceClaimInfo, deleted: bool) -> None:
+        old = self.claims.pop(obj.key, None)
+        if old is not None:
+            self._release(old)
+        if deleted:  # a deleted claim frees what shoal held for it too
+            held = self.assumed.pop(obj.key, None)
+            if held is not None:
+                self._release(held)
+            return
+        self.claims[obj.key] = obj
+        if obj.allocated is not None:
+            self.assumed.pop(obj.key, None)  # the allocation came back: the watch's copy rules
+            self._take(obj)
+
+    def _take(self, claim: ResourceClaimInfo) -> None:
+        for result in claim.allocated or ():
+            self._taken[result.id] = claim.key
+            self.taken_version += 1
+
+    def _release(self, claim: ResourceClaimInfo) -> None:
+        for result in claim.allocated or ():
+            if self._taken.get(result.id) == claim.key:
+                del self._taken[result.id]
+                self.taken_version += 1
+
+    def claim(self, namespace: str, name: str) -> ResourceClaimInfo | None:
+        """The claim as shoal believes it is: an assumed allocation over the watch's copy."""
+        key = f"{namespace}/{name}"
+        return self.assumed.get(key) or self.claims.get(key)
+
+    @property
+    def taken(self) -> Mapping[DeviceId, str]:
+        """Every taken device -> the claim holding it (read-only view for the hot loop)."""
+        return self._taken
+
+    def taken_by(self, device: DeviceId) -> str | None:
+        """The claim holding ``device``, if any (allocated per the API, or assumed by shoal)."""
+        return self._taken.get(device)
+
+    def assume(self, claim: ResourceClaimInfo) -> None:
+        """Hold ``claim`` (allocated in memory) until its status comes back or :meth:`forget`."""
+        self.version += 1
+        self.assumed[claim.key] = claim
+        self._take(claim)
+
+    def forget(self, key: str) -> None:
+        """Drop an assumed allocation (Unreserve); the watch's copy, if allocated, keeps its devices."""
+        claim = self.assumed.pop(key, None)
+        if claim is None:
+            return
+        self.version += 1
+        self._release(claim)
+        known = self.claims.get(key)
+        if known is not None and known.allocated is not None:
+            self._take(known)
+
+    def slices_for(self, node: str, labels: Mapping[str, str]) -> Iterator[ResourceSliceInfo]:
+        """The slices whose devices ``node`` can reach: its own, then shared ones that select it."""
+        for name in sorted(self._by_node.get(node, ())):
+            yield self.slices[name]
+        for name in sorted(self._shared):
+            s = self.slices[name]
+            if s.available_on(node, labels):
+                yield s
+
+    def devices_for(self, node: str, labels: Mapping[str, str]) -> Iterator[Device]:
+        """Every device ``node`` can reach (free or not), newest pool generation only."""
+        newest: dict[tuple[str, str], int] = {}
+        found = list(self.slices_for(node, labels))
+        for s in found:
+            key = (s.driver, s.pool)
+            newest[key] = max(newest.get(key, s.generation), s.generation)
+        for s in found:
+            if s.generation == newest[(s.driver, s.pool)]:
+                yield from s.devices
+
+    def node_slice_names(self) -> set[str]:
+        """Nodes that have slices of their own (what a plugin may skip the rest for)."""
+        return {n for n, names in self._by_node.items() if names}
+
+    @property
+    def has_shared(self) -> bool:
+        return bool(self._shared)
+
+
+DRA_DECODERS: dict[str, Callable[[JSON], DraObject]] = {
+    "DeviceClass": DeviceClassInfo.from_dict,
+    "ResourceSlice": ResourceSliceInfo.from_dict,
+    "ResourceClaim": ResourceClaimInfo.from_dict,
+}

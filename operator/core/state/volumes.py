@@ -1,0 +1,475 @@
+"""Typed views of the storage objects the volume plugins read: PersistentVolumes, PersistentVolumeClaims,
+StorageClasses, CSINodes, and a pod's own volumes.
+
+Why: VolumeBinding, VolumeZone, VolumeRestrictions and NodeVolumeLimits look claims, volumes and
+classes up for every pod that has one; parsing them once, when the watch delivers them, keeps the
+cycle to lookups. Only the fields those plugins read are kept. A malformed field never raises out
+of here: it is recorded in ``problems`` and the object is kept with the field left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from shoal.core.state.attachments import Attachments, VolumeAttachmentInfo
+from shoal.core.state.csidrivers import CSIDriverInfo
+from shoal.core.state.nodeselectors import SelectorTerm, parse_term
+from shoal.core.state.quantity import QuantityError, to_int
+from shoal.core.state.selectors import LabelSelector, SelectorError, parse_selector
+from shoal.core.state.status import Status
+
+JSON = Mapping[str, Any]
+
+BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+MIGRATED_PLUGINS = "storage.alpha.kubernetes.io/migrated-plugins"
+IMMEDIATE, WAIT_FOR_FIRST_CONSUMER = "Immediate", "WaitForFirstConsumer"
+READ_WRITE_ONCE_POD = "ReadWriteOncePod"
+
+
+def not_found(resource: str, name: str) -> str:
+    """The API's NotFound message as kube-scheduler's listers word it (``persistentvolumeclaim
+    "data" not found``; ``resource`` is singular, with its group: ``storageclass.storage.k8s.io``)."""
+    return f'{resource} "{name}" not found'
+
+
+def _labels(meta: JSON, key: str = "labels") -> dict[str, str]:
+    return {str(k): str(v) for k, v in (meta.get(key) or {}).items()}
+
+
+#: the largest amount an int64 holds, as a Quantity's Value() caps it (scores use int64 arrays)
+_INT64_MAX = 2**63 - 1
+
+
+def _storage(obj: Any, problems: dict[str, str], what: str) -> int | None:
+    """``storage`` of a resource list, in bytes (None when absent or unparsable; capped at int64)."""
+    value = obj.get("storage") if isinstance(obj, Mapping) else None
+    if value is None:
+        return None
+    try:
+        return max(0, min(to_int("storage", value), _INT64_MAX))
+    except QuantityError as exc:
+        problems[what] = str(exc)
+        return None
+
+
+def _get(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, Mapping) else None
+
+
+def _terms(items: Any) -> tuple[SelectorTerm, ...]:
+    return tuple(parse_term(t) for t in items or () if isinstance(t, Mapping))
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRef:
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _claim_ref(ref: JSON) -> ClaimRef:
+    return ClaimRef(str(ref.get("namespace") or ""), str(ref.get("name") or ""), str(ref.get("uid") or ""))
+
+
+@dataclass(slots=True)
+class PVInfo:
+    """A PersistentVolume: its class, size, access modes, node affinity, claim and CSI source."""
+
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    storage_class: str = ""
+    capacity: int | None = None
+    access_modes: tuple[str, ...] = ()
+    volume_mode: str = "Filesystem"
+    #: ``spec.nodeAffinity.required.nodeSelectorTerms``; None: no node affinity
+    node_affinity: tuple[SelectorTerm, ...] | None = None
+    claim_ref: ClaimRef | None = None
+    phase: str = ""
+    #: (driver, volumeHandle) of a CSI volume
+    csi: tuple[str, str] | None = None
+    #: an in-tree source CSI migration covers: (in-tree plugin, CSI driver, volume handle)
+    migrated: tuple[str, str, str] | None = None
+    deleting: bool = False
+    resource_version: str = ""
+    problems: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, obj: JSON) -> PVInfo:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        problems: dict[str, str] = {}
+        annotations = _labels(meta, "annotations")
+        required = (spec.get("nodeAffinity") or {}).get("required")
+        ref = spec.get("claimRef")
+        csi = spec.get("csi")
+        return cls(
+            name=str(meta.get("name") or ""),
+            labels=_labels(meta),
+            annotations=annotations,
+            storage_class=annotations.get(BETA_STORAGE_CLASS, str(spec.get("storageClassName") or "")),
+            capacity=_storage(spec.get("capacity"), problems, "spec.capacity.storage"),
+            access_modes=tuple(str(m) for m in spec.get("accessModes") or ()),
+            volume_mode=str(spec.get("volumeMode") or "Filesystem"),
+            node_affinity=_terms(required.get("nodeSelectorTerms"))
+            if isinstance(required, Mapping)
+            else None,
+            claim_ref=(
+                ClaimRef(
+                    str(ref.get("namespace") or ""), str(ref.get("name") or ""), str(ref.get("uid") or "")
+                )
+                if isinstance(ref, Mapping)
+                else None
+            ),
+            phase=str((obj.get("status") or {}).get("phase") or ""),
+            csi=(str(csi.get("driver") or ""), str(csi.get("volumeHandle") or ""))
+            if isinstance(csi, Mapping)
+            else None,
+            migrated=migrated_source(spec),
+            deleting=bool(meta.get("deletionTimestamp")),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            problems=problems,
+        )
+
+    def node_affinity_matches(self, node: str, labels: Mapping[str, str]) -> bool:
+        """``CheckNodeAffinity``: no affinity, or one of the required terms matches the node."""
+        if self.node_affinity is None:
+            return True
+        return any(t.matches(node, labels) for t in self.node_affinity)
+
+
+@dataclass(slots=True)
+class PVCInfo:
+    """A PersistentVolumeClaim: its class, the volume it is bound to, what it asks for."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    #: ``GetPersistentVolumeClaimClass``: the beta annotation, else ``spec.storageClassName``, else ""
+    storage_class: str = ""
+    volume_name: str = ""
+    access_modes: tuple[str, ...] = ()
+    volume_mode: str = "Filesystem"
+    request: int = 0
+    selector: LabelSelector | None = None
+    annotations: dict[str, str] = field(default_factory=dict)
+    phase: str = ""
+    #: uid of the controlling owner (a generic ephemeral volume's pod)
+    controller_uid: str = ""
+    deleting: bool = False
+    resource_version: str = ""
+    problems: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.volume_name)
+
+    @classmethod
+    def from_dict(cls, obj: JSON) -> PVCInfo:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        problems: dict[str, str] = {}
+        annotations = _labels(meta, "annotations")
+        try:
+            selector = parse_selector(spec.get("selector"))
+        except SelectorError as exc:
+            problems["spec.selector"] = str(exc)
+            selector = None
+        owner = next(
+            (o for o in meta.get("ownerReferences") or () if isinstance(o, Mapping) and o.get("controller")),
+            {},
+        )
+        return cls(
+            namespace=str(meta.get("namespace") or "default"),
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            storage_class=annotations.get(BETA_STORAGE_CLASS, str(spec.get("storageClassName") or "")),
+            volume_name=str(spec.get("volumeName") or ""),
+            access_modes=tuple(str(m) for m in spec.get("accessModes") or ()),
+            volume_mode=str(spec.get("volumeMode") or "Filesystem"),
+            request=_storage(_get(spec.get("resources"), "requests"), problems, "spec.resources") or 0,
+            selector=selector,
+            annotations=annotations,
+            phase=str((obj.get("status") or {}).get("phase") or ""),
+            controller_uid=str(owner.get("uid") or ""),
+            deleting=bool(meta.get("deletionTimestamp")),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            problems=problems,
+        )
+
+
+@dataclass(slots=True)
+class StorageClassInfo:
+    name: str
+    provisioner: str = ""
+    #: ``volumeBindingMode`` (the API defaults it to Immediate; None only in hand-made objects)
+    binding_mode: str | None = IMMEDIATE
+    #: ``allowedTopologies`` as node selector terms (matchLabelExpressions: key In values)
+    allowed_topologies: tuple[SelectorTerm, ...] = ()
+
+    @classmethod
+    def from_dict(cls, obj: JSON) -> StorageClassInfo:
+        meta = obj.get("metadata") or {}
+        mode = obj.get("volumeBindingMode")
+        terms = tuple(
+            parse_term(
+                {
+                    "matchExpressions": [
+                        {"key": e.get("key"), "operator": "In", "values": e.get("values")}
+                        for e in t.get("matchLabelExpressions") or ()
+                        if isinstance(e, Mapping)
+                    ]
+                }
+            )
+            for t in obj.get("allowedTopologies") or ()
+            if isinstance(t, Mapping)
+        )
+        return cls(
+            name=str(meta.get("name") or ""),
+            provisioner=str(obj.get("provisioner") or ""),
+            binding_mode=str(mode) if mode is not None else None,
+            allowed_topologies=terms,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CSIDriverOnNode:
+    name: str
+    node_id: str = ""
+    #: ``allocatable.count``: how many of the driver's volumes the node may attach (None: no limit)
+    count: int | None = None
+    topology_keys: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class CSINodeInfo:
+    """A CSINode: the CSI drivers on a node (named as the node) and their attach limits."""
+
+    name: str
+    drivers: dict[str, CSIDriverOnNode] = field(default_factory=dict)
+    migrated_plugins: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_dict(cls, obj: JSON) -> CSINodeInfo:
+        meta = obj.get("metadata") or {}
+        drivers: dict[str, CSIDriverOnNode] = {}
+        for d in (obj.get("spec") or {}).get("drivers") or ():
+            if not isinstance(d, Mapping):
+                continue
+            count = (d.get("allocatable") or {}).get("count")
+            name = str(d.get("name") or "")
+            drivers[name] = CSIDriverOnNode(
+                name,
+                str(d.get("nodeID") or ""),
+                int(count) if isinstance(count, int) else None,
+                tuple(str(k) for k in d.get("topologyKeys") or ()),
+            )
+        migrated = str(_labels(meta, "annotations").get(MIGRATED_PLUGINS, ""))
+        return cls(
+            name=str(meta.get("name") or ""),
+            drivers=drivers,
+            migrated_plugins=frozenset(p.strip() for p in migrated.split(",") if p.strip()),
+        )
+
+
+# -- a pod's volumes ------------------------------------------------------------------------------
+#: in-tree disk sources whose conflicts VolumeRestrictions checks
+DISK_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
+
+
+@dataclass(frozen=True, slots=True)
+class Disk:
+    """An in-tree disk as VolumeRestrictions compares them: the source, its identity, read-only."""
+
+    source: str
+    ident: tuple[str, ...]
+    read_only: bool = False
+    monitors: frozenset[str] = frozenset()  # rbd: the Ceph monitors (any overlap is the same cluster)
+
+    def conflicts(self, other: Disk) -> bool:
+        """``isVolumeConflict``: the same disk, and (but for EBS) not both read-only."""
+        if self.source != other.source or self.ident != other.ident:
+            return False
+        if self.source == "awsElasticBlockStore":
+            return True
+        if self.source == "rbd" and not (self.monitors & other.monitors):
+            return False
+        return not (self.read_only and other.read_only)
+
+
+@dataclass(frozen=True, slots=True)
+class PodVolume:
+    name: str
+    #: the claim's name: ``persistentVolumeClaim.claimName``, or ``<pod>-<volume>`` for ``ephemeral``
+    claim: str | None = None
+    ephemeral: bool = False
+    disk: Disk | None = None
+    #: an in-tree volume CSI migration covers: (in-tree plugin, CSI driver, volume handle)
+    migrated: tuple[str, str, str] | None = None
+
+
+def _disk(volume: JSON) -> Disk | None:
+    for source in DISK_SOURCES:
+        d = volume.get(source)
+        if not isinstance(d, Mapping):
+            continue
+        ro = bool(d.get("readOnly"))
+        if source == "gcePersistentDisk":
+            return Disk(source, (str(d.get("pdName") or ""),), ro)
+        if source == "awsElasticBlockStore":
+            return Disk(source, (str(d.get("volumeID") or ""),), ro)
+        if source == "iscsi":
+            return Disk(source, (str(d.get("iqn") or ""),), ro)
+        monitors = frozenset(str(m) for m in d.get("monitors") or ())
+        return Disk(source, (str(d.get("pool") or "rbd"), str(d.get("image") or "")), ro, monitors)
+    return None
+
+
+def pod_volumes(pod_name: str, spec: JSON) -> tuple[PodVolume, ...]:
+    """The volumes of a pod spec that the volume plugins look at (claims, ephemeral claims, disks)."""
+    out = []
+    for v in spec.get("volumes") or ():
+        if not isinstance(v, Mapping):
+            continue
+        name = str(v.get("name") or "")
+        pvc = v.get("persistentVolumeClaim")
+        if isinstance(pvc, Mapping):
+            out.append(PodVolume(name, claim=str(pvc.get("claimName") or "")))
+        elif v.get("ephemeral") is not None:
+            out.append(PodVolume(name, claim=f"{pod_name}-{name}", ephemeral=True))
+        else:
+            disk, migrated = _disk(v), migrated_source(v)
+            if disk is not None or migrated is not None:
+                out.append(PodVolume(name, disk=disk, migrated=migrated))
+    return tuple(out)
+
+
+#: in-tree source -> (in-tree plugin, CSI driver, the field naming the disk); the five whose
+#: migration kube-scheduler's NodeVolumeLimits counts (``isCSIMigrationOn``)
+MIGRATED_SOURCES = {
+    "gcePersistentDisk": ("kubernetes.io/gce-pd", "pd.csi.storage.gke.io", "pdName"),
+    "awsElasticBlockStore": ("kubernetes.io/aws-ebs", "ebs.csi.aws.com", "volumeID"),
+    "azureDisk": ("kubernetes.io/azure-disk", "disk.csi.azure.com", "diskURI"),
+    "cinder": ("kubernetes.io/cinder", "cinder.csi.openstack.org", "volumeID"),
+    "portworxVolume": ("kubernetes.io/portworx-volume", "pxd.portworx.com", "volumeID"),
+}
+#: in-tree provisioner -> CSI driver
+MIGRATED_PROVISIONERS = {plugin: driver for plugin, driver, _ in MIGRATED_SOURCES.values()}
+
+
+def migrated_source(source: JSON) -> tuple[str, str, str] | None:
+    """(in-tree plugin, CSI driver, volume handle) of an in-tree volume or PV source CSI migration
+    covers; the handle names the disk (EBS: without its ``aws://zone/`` prefix)."""
+    for key, (plugin, driver, field_name) in MIGRATED_SOURCES.items():
+        spec = source.get(key)
+        if isinstance(spec, Mapping):
+            handle = str(spec.get(field_name) or "")
+            if key == "awsElasticBlockStore" and handle.startswith("aws://"):
+                handle = handle.rsplit("/", 1)[-1]
+            return plugin, driver, handle
+    return None
+
+
+StorageObject = PVInfo | PVCInfo | StorageClassInfo | CSINodeInfo | VolumeAttachmentInfo | CSIDriverInfo
+
+
+class VolumeWriter(Protocol):
+    """What VolumeBinding's PreBind writes, as kube-scheduler's volume binder writes it (the
+    operator's is ``kube/volumes.py``; the simulator's binds in memory). Each returns a non-success
+    Status on failure (a 409 included: the object changed since it was read)."""
+
+    async def bind_volume(self, pv: PVInfo, claim: PVCInfo) -> Status:
+        """Set the PV's ``claimRef`` to the claim (and ``pv.kubernetes.io/bound-by-controller``),
+        guarded by the PV's resourceVersion; the PV controller completes the binding."""
+        ...
+
+    async def select_node(self, claim: PVCInfo, node: str) -> Status:
+        """Annotate the claim ``volume.kubernetes.io/selected-node: <node>`` (guarded by its
+        resourceVersion), asking its provisioner for a volume there."""
+        ...
+
+
+#: the key of the VolumeWriter in ``Handle.extras``
+VOLUME_WRITER = "volume-writer"
+#: API kind -> the typed object (dumps for ``shoal simulate``)
+STORAGE_DECODERS: dict[str, Callable[[JSON], StorageObject]] = {
+    "PersistentVolume": PVInfo.from_dict,
+    "PersistentVolumeClaim": PVCInfo.from_dict,
+    "StorageClass": StorageClassInfo.from_dict,
+    "CSINode": CSINodeInfo.from_dict,
+    "VolumeAttachment": VolumeAttachmentInfo.from_dict,
+    "CSIDriver": CSIDriverInfo.from_dict,
+}
+
+
+def decode_storage(obj: JSON) -> StorageObject:
+    """A storage object from an API dict; ValueError naming the object when it is malformed."""
+    kind = str(obj.get("kind") or "")
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{kind} without metadata.name")
+    if kind == "PersistentVolumeClaim" and meta is not None:
+        name = f"{meta.get('namespace') or 'default'}/{name}"
+    try:
+        return STORAGE_DECODERS[kind](obj)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise ValueError(f"{kind} {name}: malformed ({exc})") from None
+
+
+@dataclass
+class VolumeStore:
+    """The storage objects the cache keeps: PVs and classes and CSINodes by name, claims by
+    ``namespace/name``."""
+
+    pvs: dict[str, PVInfo] = field(default_factory=dict)
+    pvcs: dict[str, PVCInfo] = field(default_factory=dict)
+    classes: dict[str, StorageClassInfo] = field(default_factory=dict)
+    csi_nodes: dict[str, CSINodeInfo] = field(default_factory=dict)
+    #: VolumeBinding's assumptions, from Reserve until the binding is written and seen (or
+    #: Unreserve): PV name -> the claim (``namespace/name``) it is being bound to; claim -> the node
+    #: it is being provisioned for
+    assumed_pvs: dict[str, str] = field(default_factory=dict)
+    assumed_claims: dict[str, str] = field(default_factory=dict)
+    #: VolumeAttachments (NodeVolumeLimits counts them per node)
+    attachments: Attachments = field(default_factory=Attachments)
+    #: CSIDrivers by name (NodeVolumeLimits: ``preventPodSchedulingIfMissing``)
+    csi_drivers: dict[str, CSIDriverInfo] = field(default_factory=dict)
+
+    def apply(self, obj: StorageObject, deleted: bool = False) -> None:
+        """Record (or forget, when ``deleted``) one object."""
+        if isinstance(obj, VolumeAttachmentInfo):
+            self.attachments.apply(obj, deleted)
+        elif isinstance(obj, PVCInfo):
+            _put(self.pvcs, obj.key, obj, deleted)
+        elif isinstance(obj, PVInfo):
+            _put(self.pvs, obj.name, obj, deleted)
+        elif isinstance(obj, StorageClassInfo):
+            _put(self.classes, obj.name, obj, deleted)
+        elif isinstance(obj, CSIDriverInfo):
+            _put(self.csi_drivers, obj.name, obj, deleted)
+        else:
+            _put(self.csi_nodes, obj.name, obj, deleted)
+
+    def claim(self, namespace: str, name: str) -> PVCInfo | None:
+        return self.pvcs.get(f"{namespace}/{name}")
+
+
+def _put(where: dict[str, Any], key: str, obj: object, deleted: bool) -> None:
+    if deleted:
+        where.pop(key, None)
+    else:
+        where[key] = obj

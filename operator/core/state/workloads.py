@@ -1,0 +1,124 @@
+"""Kubernetes' native gang API (``scheduling.k8s.io/v1beta1``, KEP-4671) in shoal's one gang model.
+
+Why a module of its own: scheduler-plugins' PodGroup and the native one describe the same thing
+(a group of pods placed all together or not at all) in different words. Both become a
+:class:`~shoal.core.state.objects.PodGroupInfo`, so the cache, the queue, Coscheduling and the gang
+cycle have one code path; what differs is read here:
+
+========================================  ==============================================
+native (1.37)                             ``PodGroupInfo``
+========================================  ==============================================
+``spec.schedulingPolicy.gang.minCount``   ``min_member``, ``gang=True``
+``spec.schedulingPolicy.basic``           ``min_member=1``, ``gang=False``: not a gang
+``spec.schedulingConstraints.topology``   ``topology_required`` (its one key)
+``spec.workloadRef``                      ``workload`` (``workload/template``, for messages)
+pod ``spec.schedulingGroup.podGroupName`` ``PodInfo.pod_group`` (``pod_group_api`` native)
+========================================  ==============================================
+
+and the status shoal writes is kube-scheduler's ``PodGroupInitiallyScheduled`` condition
+(:func:`initially_scheduled`), not scheduler-plugins' phase and counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from shoal.core.state.grouplinks import VOLCANO_GROUP_API
+from shoal.core.state.objects import NATIVE_GROUP_API, PodGroupInfo, parse_time
+from shoal.core.state.volcano import volcano_pod_group
+
+#: kube-scheduler 1.37's condition on a native PodGroup, its reasons (``k8s.io/api/scheduling/v1beta1``)
+INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
+REASON_SCHEDULED = "Scheduled"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
+
+
+def native_pod_group(obj: Mapping[str, Any]) -> PodGroupInfo:
+    """A ``scheduling.k8s.io`` PodGroup as shoal's model. Never raises: a malformed policy is
+    read as ``basic`` (the API server validates exactly one policy and ``minCount >= 1``)."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    policy = spec.get("schedulingPolicy") or {}
+    gang = policy.get("gang") if isinstance(policy, Mapping) else None
+    min_count = gang.get("minCount") if isinstance(gang, Mapping) else None
+    is_gang = isinstance(min_count, int) and min_count >= 1
+    constraints = spec.get("schedulingConstraints") or {}
+    topology = constraints.get("topology") if isinstance(constraints, Mapping) else None
+    keys = [str(t.get("key")) for t in topology or () if isinstance(t, Mapping) and t.get("key")]
+    ref = spec.get("workloadRef") or {}
+    workload = (
+        f"{ref.get('workloadName', '')}/{ref.get('templateName', '')}" if isinstance(ref, Mapping) else ""
+    )
+    return PodGroupInfo(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or ""),
+        min_member=int(min_count) if is_gang and min_count is not None else 1,
+        created=parse_time(meta.get("creationTimestamp")),
+        uid=str(meta.get("uid") or ""),
+        generation=int(meta.get("generation") or 0),
+        # the API allows one key today ("may change in the future"): the first one is required
+        topology_required=keys[0] if keys else None,
+        api=NATIVE_GROUP_API,
+        gang=is_gang,
+        workload=workload if ref else "",
+    )
+
+
+def find_condition(conditions: Sequence[Mapping[str, Any]], type_: str) -> Mapping[str, Any] | None:
+    return next((c for c in conditions if isinstance(c, Mapping) and c.get("type") == type_), None)
+
+
+def initially_scheduled(
+    group: PodGroupInfo,
+    scheduled: int,
+    message: str,
+    current: Sequence[Mapping[str, Any]],
+    now: str,
+    *,
+    error: bool = False,
+) -> dict[str, Any] | None:
+    """The ``PodGroupInitiallyScheduled`` condition to write, or None when there is nothing to say.
+
+    As kube-scheduler 1.37 (``schedule_one_podgroup.go``, ``updatePodGroupCondition``): True
+    (reason ``Scheduled``) once ``minCount`` members (one, for ``basic``) were placed; False with
+    reason ``Unschedulable`` and the scheduling failure's ``message`` while they cannot be
+    (``SchedulerError`` when the failure was an ``error``: a plugin's or a binding's); a True
+    condition is final (never turned back to False). ``lastTransitionTime`` changes only with the
+    status; ``observedGeneration`` is the group's. ``scheduled`` counts members bound (or that ran).
+    """
+    existing = find_condition(current, INITIALLY_SCHEDULED)
+    if existing is not None and existing.get("status") == "True":
+        return None
+    if scheduled >= group.min_member:
+        status, reason, message = "True", REASON_SCHEDULED, ""
+    elif message:
+        status, reason = "False", REASON_SCHEDULER_ERROR if error else REASON_UNSCHEDULABLE
+    else:
+        return None  # not attempted yet (or waiting for members): kube-scheduler says nothing either
+    since = now
+    if existing is not None and existing.get("status") == status:
+        since = str(existing.get("lastTransitionTime") or now)
+    condition = {
+        "type": INITIALLY_SCHEDULED,
+        "status": status,
+        "reason": reason,
+        "message": message[:32768],  # the API's limit for a condition's message
+        "observedGeneration": group.generation,
+        "lastTransitionTime": since,
+    }
+    if existing is not None and all(existing.get(k) == v for k, v in condition.items()):
+        return None
+    return condition
+
+
+def decode_pod_group(obj: Mapping[str, Any]) -> PodGroupInfo:
+    """A PodGroup of any of the three APIs, told apart by ``apiVersion`` (snapshots, simulations,
+    checks)."""
+    api_version = str(obj.get("apiVersion") or "")
+    if api_version.startswith(f"{NATIVE_GROUP_API}/"):
+        return native_pod_group(obj)
+    if api_version.startswith(f"{VOLCANO_GROUP_API}/"):
+        return volcano_pod_group(obj)
+    return PodGroupInfo.from_dict(obj)

@@ -1,0 +1,2 @@
+"""The DefaultPreemption plugin: plugin.py is what the registry builds; the other modules are its
+domain logic."""

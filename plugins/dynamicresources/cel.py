@@ -1,0 +1,278 @@
+"""CEL for DRA device selectors: cel-python (PyPI ``cel-python``) with the Kubernetes extensions DRA
+selectors use, behind a narrow typed wrapper.
+
+Why a wrapper: cel-python evaluates CEL's core language; Kubernetes adds libraries to it. DRA
+selectors see one variable, ``device`` (``driver``, ``attributes[domain].name``,
+``capacity[domain].name``, ``allowMultipleAllocations``), and use the quantity library
+(``quantity("40Gi")``, ``q.compareTo(p)``, ``isGreaterThan``, ``isLessThan``, ``asInteger``,
+``asApproximateFloat``, ``isInteger``, ``sign``, ``add``, ``sub``, ``isQuantity``) and the semver
+library (``semver("1.2.3")``, version attributes, ``major``/``minor``/``patch``, ``compareTo``,
+``isGreaterThan``, ``isLessThan``, ``isSemver``). Those are added here as cel-python functions
+(a method call ``x.f(y)`` is the function ``f(x, y)`` to cel-python).
+
+Never silently wrong: an expression that does not parse, that fails at run time (a missing
+attribute, a function it lacks, a type mismatch) or that does not yield a bool raises
+:class:`CelError` with the expression; the caller names the claim. Nothing here treats an error as a
+match or as a mismatch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from functools import total_ordering
+from typing import Any
+
+import celpy
+from celpy import celtypes
+
+from shoal.core.state.quantity import QuantityError, parse_quantity
+
+
+class CelError(ValueError):
+    """An expression cel-python cannot compile or evaluate to a bool; says which and why."""
+
+    def __init__(self, expression: str, why: str) -> None:
+        super().__init__(f"CEL expression {expression!r}: {why}")
+        self.expression = expression
+        self.why = why
+
+
+@total_ordering
+class Quantity:
+    """A Kubernetes quantity as CEL's ``kubernetes.Quantity`` (compared by value, not by text)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Decimal) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Quantity) and self.value == other.value
+
+    def __lt__(self, other: Quantity) -> bool:
+        return self.value < other.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return f"quantity({self.value})"
+
+
+_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
+
+
+@total_ordering
+class Semver:
+    """A semantic version (CEL's ``kubernetes.Semver``; DRA ``version`` attributes)."""
+
+    __slots__ = ("key", "text")
+
+    def __init__(self, text: str) -> None:
+        match = _SEMVER.match(text)
+        if match is None:
+            raise ValueError(f"invalid semver {text!r}")
+        major, minor, patch, pre = match.groups()
+        # a pre-release sorts before its release; pre-release identifiers compare numerically first
+        pre_key = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split(".")) if pre else ()
+        self.key: tuple[Any, ...] = (int(major), int(minor), int(patch), 0 if pre else 1, pre_key)
+        self.text = text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Semver) and self.key == other.key
+
+    def __lt__(self, other: Semver) -> bool:
+        return bool(self.key < other.key)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+def _quantity(text: Any) -> Quantity:
+    try:
+        return Quantity(parse_quantity(str(text)))
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _is_quantity(text: Any) -> celtypes.BoolType:
+    try:
+        parse_quantity(str(text))
+    except QuantityError:
+        return celtypes.BoolType(False)
+    return celtypes.BoolType(True)
+
+
+def _is_semver(text: Any) -> celtypes.BoolType:
+    return celtypes.BoolType(_SEMVER.match(str(text)) is not None)
+
+
+def _same(a: Any, b: Any) -> tuple[Quantity, Quantity] | tuple[Semver, Semver]:
+    if isinstance(a, Quantity) and isinstance(b, Quantity):
+        return a, b
+    if isinstance(a, Semver) and isinstance(b, Semver):
+        return a, b
+    raise TypeError(f"no such overload: {type(a).__name__} and {type(b).__name__}")
+
+
+def _compare(a: Any, b: Any) -> celtypes.IntType:
+    x, y = _same(a, b)
+    return celtypes.IntType(0 if x == y else (-1 if x < y else 1))  # type: ignore[operator]
+
+
+def _amount(b: Any) -> Decimal:
+    if isinstance(b, Quantity):
+        return b.value
+    if isinstance(b, int) and not isinstance(b, bool):
+        return Decimal(int(b))
+    raise TypeError(f"no such overload: quantity and {type(b).__name__}")
+
+
+def _need_quantity(q: Any) -> Quantity:
+    if not isinstance(q, Quantity):
+        raise TypeError(f"no such overload for {type(q).__name__}")
+    return q
+
+
+def _as_integer(q: Any) -> celtypes.IntType:
+    value = _need_quantity(q).value
+    if value != value.to_integral_value():
+        raise ValueError("cannot convert value to integer")
+    return celtypes.IntType(int(value))
+
+
+def _version_part(index: int) -> Callable[[Any], celtypes.IntType]:
+    def part(v: Any) -> celtypes.IntType:
+        if not isinstance(v, Semver):
+            raise TypeError(f"no such overload for {type(v).__name__}")
+        return celtypes.IntType(v.key[index])
+
+    return part
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "quantity": _quantity,
+    "isQuantity": _is_quantity,
+    "semver": lambda text: Semver(str(text)),
+    "isSemver": _is_semver,
+    "compareTo": _compare,
+    "isGreaterThan": lambda a, b: celtypes.BoolType(_compare(a, b) > 0),
+    "isLessThan": lambda a, b: celtypes.BoolType(_compare(a, b) < 0),
+    "sign": lambda q: celtypes.IntType((_need_quantity(q).value > 0) - (_need_quantity(q).value < 0)),
+    "isInteger": lambda q: celtypes.BoolType(
+        _need_quantity(q).value == _need_quantity(q).value.to_integral_value()
+    ),
+    "asInteger": _as_integer,
+    "asApproximateFloat": lambda q: celtypes.DoubleType(float(_need_quantity(q).value)),
+    "add": lambda q, b: Quantity(_need_quantity(q).value + _amount(b)),
+    "sub": lambda q, b: Quantity(_need_quantity(q).value - _amount(b)),
+    "major": _version_part(0),
+    "minor": _version_part(1),
+    "patch": _version_part(2),
+}
+
+
+class _Domains(celtypes.MapType):
+    """``device.attributes`` / ``device.capacity``: a domain the device has nothing in is an empty
+    map (so ``has(device.attributes["x"].y)`` is false), as in Kubernetes."""
+
+    def __getitem__(self, key: Any) -> Any:
+        if super().__contains__(key):
+            return super().__getitem__(key)
+        return celtypes.MapType()
+
+
+def _cel_value(value: Any) -> Any:
+    if isinstance(value, bool):
+        return celtypes.BoolType(value)
+    if isinstance(value, int):
+        return celtypes.IntType(value)
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "version":
+        try:
+            return Semver(str(value[1]))
+        except ValueError:
+            return celtypes.StringType(str(value[1]))
+    return celtypes.StringType(str(value))
+
+
+def _by_domain(values: Mapping[str, Any], convert: Callable[[Any], Any]) -> _Domains:
+    out: dict[str, dict[str, Any]] = {}
+    for qualified, value in values.items():
+        domain, _, name = qualified.rpartition("/")
+        out.setdefault(domain, {})[name] = convert(value)
+    return _Domains(
+        {
+            celtypes.StringType(d): celtypes.MapType({celtypes.StringType(k): v for k, v in m.items()})
+            for d, m in out.items()
+        }
+    )
+
+
+def device_activation(
+    driver: str, attributes: Mapping[str, Any], capacity: Mapping[str, int], multiple: bool = False
+) -> dict[str, Any]:
+    """The CEL variables a selector sees for one device (fully qualified names split by domain)."""
+    device = celtypes.MapType(
+        {
+            celtypes.StringType("driver"): celtypes.StringType(driver),
+            celtypes.StringType("attributes"): _by_domain(attributes, _cel_value),
+            celtypes.StringType("capacity"): _by_domain(capacity, lambda v: Quantity(Decimal(v))),
+            celtypes.StringType("allowMultipleAllocations"): celtypes.BoolType(multiple),
+        }
+    )
+    return {"device": device}
+
+
+class Selector:
+    """One compiled CEL selector."""
+
+    __slots__ = ("_program", "expression")
+
+    def __init__(self, expression: str) -> None:
+        self.expression = expression
+        env = celpy.Environment()
+        try:
+            ast = env.compile(expression)
+        except Exception as exc:  # cel-python's parse errors have no common base worth naming
+            raise CelError(expression, f"compilation failed: {_first_line(exc)}") from None
+        self._program = env.program(ast, functions=FUNCTIONS)
+
+    def matches(self, activation: Mapping[str, Any]) -> bool:
+        """Whether the device matches; CelError when the expression fails or is not a bool."""
+        try:
+            result = self._program.evaluate(dict(activation))
+        except Exception as exc:  # CELEvalError and whatever a function raised
+            raise CelError(self.expression, f"runtime error: {_first_line(exc)}") from None
+        if isinstance(result, Exception):
+            raise CelError(self.expression, f"runtime error: {_first_line(result)}")
+        if isinstance(result, celtypes.BoolType | bool):
+            return bool(result)
+        raise CelError(self.expression, f"must return bool, got {type(result).__name__}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc.args[0]) if exc.args else str(exc)
+    text = text.split(" (in activation")[0].strip()  # cel-python appends its whole activation
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+_COMPILED: dict[str, Selector | CelError] = {}
+
+
+def compile_selector(expression: str) -> Selector:
+    """A compiled selector, cached by text (DeviceClasses and claims repeat the same few); raises
+    CelError (cached too) for one that does not compile."""
+    found = _COMPILED.get(expression)
+    if found is None:
+        try:
+            found = Selector(expression)
+        except CelError as exc:
+            found = exc
+        if len(_COMPILED) > 4096:
+            _COMPILED.clear()
+        _COMPILED[expression] = found
+    if isinstance(found, CelError):
+        raise found
+    return found

@@ -1,0 +1,489 @@
+"""DynamicResources (PreEnqueue, PreFilter, Filter, Score, Reserve, Unreserve, PreBind): a pod's
+ResourceClaims are allocated on the node it goes to, as kube-scheduler 1.37 allocates them.
+
+kube-scheduler's semantics (pkg/scheduler/framework/plugins/dynamicresources, structured
+parameters; read, not ported):
+
+* **PreEnqueue**: every claim of the pod exists (UnschedulableAndUnresolvable otherwise, so the pod
+  waits outside the queue): a claim named by ``resourceClaimName`` must be in the cache
+  (``resourceclaim.resource.k8s.io "x" not found``); a claim from ``resourceClaimTemplateName``
+  waits until the resourceclaim controller created it and recorded its name in
+  ``status.resourceClaimStatuses`` (``pod "ns/p": ResourceClaim not created yet``) and must be owned
+  by the pod; a claim being deleted is refused.
+* **PreFilter**: as PreEnqueue, then per claim: allocated and reserved for 256 other consumers
+  (``resourceclaim in use``); unallocated but being allocated for another pod right now (``resource
+  claim ns/c is in the process of being allocated``); a request naming a DeviceClass that does not
+  exist (``request gpu: device class x does not exist``). No claims: Skip.
+* **Filter**: an allocated claim restricts the pod to the nodes its allocation's node selector picks
+  (``resourceclaim not available on the node``); the unallocated claims must all be allocatable on
+  the node from the devices it reaches (its own slices, ``allNodes`` and ``nodeSelector`` slices),
+  excluding every device already allocated to any claim, by anyone, and those shoal holds for pods
+  in flight (``cannot allocate all claims``). Every rejection is UnschedulableAndUnresolvable, as
+  upstream's: evicting pods does not free their claims' devices, so preemption cannot help. The
+  allocator is :mod:`shoal.plugins.dynamicresources.allocator`: class and request CEL selectors, ``exactly``
+  with ``count`` and ``allocationMode: All``, ``firstAvailable``, ``constraints[].matchAttribute``. A
+  selector that cannot be evaluated is an Error naming the claim and the expression, never a match.
+* **Score** prefers the node where a ``firstAvailable`` request gets an earlier subrequest: ``8 - i``
+  per request allocated by its subrequest ``i``, normalised to 0..100 by the best node
+  (:mod:`shoal.plugins.dynamicresources.scoring`); a pod without ``firstAvailable`` scores 0 everywhere, at
+  no cost.
+* **Reserve** holds the allocation in the cache's DRA store (the devices are taken for every later
+  cycle); **Unreserve** drops it.
+* **PreBind** writes, per claim, what kube-scheduler writes: the ``delete-protection`` finalizer and
+  ``status.allocation`` for a claim it allocated, and the pod (resource ``pods``, name, uid) in
+  ``status.reservedFor``, through the ClaimWriter (``Handle.extras[CLAIM_WRITER]``). A claim that
+  someone else allocated meanwhile fails it (the 409 of a stale resourceVersion).
+
+Vectorised where it pays: when the pod's unallocated claims amount to one ``ExactCount`` request
+with no constraint (the common "N GPUs" claim), Filter counts the free matching devices per node
+(selector results memoised per device, so a cycle over 1,000 nodes × 8 devices is lookups) and the
+allocation is searched at Reserve, on the chosen node only; otherwise the search runs per node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import (
+    BoolArray,
+    ClusterEvent,
+    EventKind,
+    EventRegistration,
+    Handle,
+    IntArray,
+    PreFilterResult,
+    Rejection,
+    the_pod_itself,
+)
+from shoal.core.framework.invoker import PluginFailed
+from shoal.core.framework.profile import PluginEntry
+from shoal.core.framework.scoring import default_normalize
+from shoal.core.state.cache import ClusterCache
+from shoal.core.state.dra import (
+    ALLOCATION_EXACT_COUNT,
+    RESERVED_FOR_MAX,
+    AllocatedDevice,
+    Device,
+    DraStore,
+    ResourceClaimInfo,
+)
+from shoal.core.state.nodetable import NodeTable
+from shoal.core.state.objects import NodeSpec, PodInfo
+from shoal.core.state.status import SUCCESS, Code, Status
+from shoal.plugins.dynamicresources.allocator import (
+    CLAIM_WRITER,
+    AllocationError,
+    ClaimWriter,
+    Matcher,
+    allocate,
+    allocation_config,
+    allocation_selector,
+)
+from shoal.plugins.dynamicresources.explain import describe_request, node_request
+from shoal.plugins.dynamicresources.scoring import Allocation, score_rows
+from shoal.plugins.nodeaffinity import term_mask
+
+NAME = "DynamicResources"
+STATE_KEY = f"PreFilter{NAME}"
+NOT_AVAILABLE = "resourceclaim not available on the node"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NOT_YET = "which shoal does not evaluate yet"
+
+
+def _unresolvable(message: str) -> Status:
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,), NAME)
+
+
+def pod_claims(store: DraStore, pod: PodInfo) -> tuple[list[ResourceClaimInfo], Status]:
+    """``foreachPodResourceClaim``: the pod's claims as the cache has them, or why not."""
+    out: list[ResourceClaimInfo] = []
+    for pc in pod.resource_claims:
+        name = pc.resolved
+        if not name:
+            if pc.template:
+                return [], _unresolvable(f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet')
+            why = "none of the supported fields are set"
+            return [], _unresolvable(
+                f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim "{pc.name}": {why}'
+            )
+        claim = store.claims.get(f"{pod.namespace}/{name}")  # the API's copy, not an assumed one
+        if claim is None:
+            return [], _unresolvable(f'resourceclaim.resource.k8s.io "{name}" not found')
+        if claim.deleting:
+            return [], _unresolvable(f'resourceclaim "{name}" is being deleted')
+        if pc.template and claim.owner_uid != pod.uid:
+            why = f"was not created for Pod {pod.namespace}/{pod.name} (Pod is not owner)"
+            return [], _unresolvable(f"ResourceClaim {claim.key} {why}")
+        out.append(claim)
+    return out, SUCCESS
+
+
+@dataclass
+class _State:
+    #: claims already allocated (by anyone) and claims this pod's cycle must allocate
+    allocated: list[ResourceClaimInfo]
+    to_allocate: list[ResourceClaimInfo]
+    #: node -> each to_allocate claim's devices there (filled by Filter, or at Reserve)
+    by_node: dict[str, list[tuple[AllocatedDevice, ...]]] = field(default_factory=dict)
+    #: the claims Reserve assumed (keys), for Unreserve and PreBind
+    assumed: list[str] = field(default_factory=list)
+
+
+class DynamicResources:
+    name = NAME
+    needs_pre_filter = True
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+        self.cache: ClusterCache = handle.cache
+        self.matcher = Matcher()
+        self._devices: dict[str, tuple[int, NodeSpec | None, tuple[Device, ...]]] = {}
+        #: (class, class selectors, request selectors) -> id(device) -> (device, matches)
+        self._matches: dict[tuple[str, tuple[str, ...], tuple[str, ...]], dict[int, tuple[Device, bool]]] = {}
+        #: (devices_version, table version, the slices that name a node that does not exist)
+        self._ghosts: tuple[int, int, tuple[str, ...]] = (-1, -1, ())
+
+    # -- PreEnqueue / PreFilter ------------------------------------------------------------------
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        if not pod.resource_claims:
+            return SUCCESS
+        return pod_claims(self.cache.dra, pod)[1]
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        store = self.cache.dra
+        claims, status = pod_claims(store, pod)
+        if not status.ok:
+            return None, status
+        if not claims:
+            return None, Status.skip()
+        allocated: list[ResourceClaimInfo] = []
+        to_allocate: list[ResourceClaimInfo] = []
+        for claim in claims:
+            if claim.allocated is not None:
+                if pod.uid not in claim.reserved_for and len(claim.reserved_for) >= RESERVED_FOR_MAX:
+                    return None, _unresolvable("resourceclaim in use")
+                allocated.append(claim)
+                continue
+            if claim.key in store.assumed:
+                return None, _unresolvable(f"resource claim {claim.key} is in the process of being allocated")
+            for c in claim.constraints:
+                if c.unsupported:
+                    return None, _unresolvable(
+                        f"claim {claim.key}, constraint uses {c.unsupported}, {NOT_YET}"
+                    )
+            for alternatives in claim.requests:
+                for req in alternatives:
+                    if req.unsupported:
+                        why = f"claim {claim.key}, request {req.name} uses {req.unsupported}, {NOT_YET}"
+                        return None, _unresolvable(why)
+                    if req.device_class not in store.classes:
+                        why = f"request {req.name}: device class {req.device_class} does not exist"
+                        return None, _unresolvable(why)
+            to_allocate.append(claim)
+        state.write(STATE_KEY, _State(allocated, to_allocate))
+        nodes = {c.allocated_node for c in allocated if c.allocated_node}
+        if len(nodes) > 1:
+            return None, _unresolvable(NOT_AVAILABLE)
+        return (PreFilterResult(frozenset(nodes)) if nodes else None), SUCCESS
+
+    # -- Filter --------------------------------------------------------------------------------
+    def filter_nodes(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
+    ) -> Sequence[Rejection]:
+        st: _State = state.require(STATE_KEY)
+        unavailable = _unavailable(st, table)
+        out = []
+        if unavailable.any():
+            out.append(Rejection(unavailable, NOT_AVAILABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+        if not st.to_allocate:
+            return out
+        rows = np.flatnonzero(candidates & ~unavailable)
+        none = np.zeros(table.n, dtype=bool)
+        try:
+            simple = _simple(st)
+            failed = self._count_free(st, table, rows, none) if simple else self._search(st, table, rows)
+        except AllocationError as exc:
+            raise PluginFailed(Status.error(str(exc))) from None
+        if none.any():  # upstream says only CANNOT_ALLOCATE; shoal says why when nothing matches
+            out.append(Rejection(none, self._nothing_matches(st, table), Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+        taken = failed & ~none
+        if taken.any():
+            out.append(Rejection(taken, CANNOT_ALLOCATE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+        return out
+
+    def _nothing_matches(self, st: _State, table: NodeTable) -> str:
+        """The reason for nodes none of whose devices match the request (taken or not), naming
+        the slices that publish devices for nodes that do not exist."""
+        claim = st.to_allocate[0]
+        req = claim.requests[0][0]
+        why = f"{CANNOT_ALLOCATE}: no device matches claim {claim.key}, request {req.name} "
+        why += f"(device class {req.device_class})"
+        store = self.cache.dra
+        if self._ghosts[:2] != (store.devices_version, table.version):  # a scan per change, not per call
+            names = sorted(
+                f"ResourceSlice {s.name} names node {s.node_name}, which does not exist"
+                for s in store.slices.values()
+                if s.node_name and s.node_name not in table.index
+            )
+            self._ghosts = (store.devices_version, table.version, tuple(names[:3]))
+        return "; ".join([why, *self._ghosts[2]])
+
+    def node_devices(self, table: NodeTable, row: int) -> tuple[Device, ...]:
+        """The devices the node at ``row`` reaches, cached until a slice or the node changes."""
+        name, spec = table.name(row), table.specs[row]
+        store = self.cache.dra
+        hit = self._devices.get(name)
+        if hit is not None and hit[0] == store.devices_version and hit[1] is spec:
+            return hit[2]
+        devices = tuple(store.devices_for(name, spec.labels if spec is not None else {}))
+        self._devices[name] = (store.devices_version, spec, devices)
+        return devices
+
+    def _count_free(self, st: _State, table: NodeTable, rows: np.ndarray, none: BoolArray) -> BoolArray:
+        """One ExactCount request, no constraint: a node fits when it has ``count`` free matching
+        devices (exact: any such devices will do). The allocation is searched at Reserve. ``none``
+        is set for the nodes where no device matches at all, free or not."""
+        claim = st.to_allocate[0]
+        req = claim.requests[0][0]
+        cls = self.cache.dra.classes[req.device_class]
+        taken = self.cache.dra.taken
+        # one result per device for the class's and the request's selectors together, keyed by the
+        # device object's id (checked by identity: a slice update makes new objects)
+        memo = self._matches.setdefault((cls.name, cls.selectors, req.selectors), {})
+        if len(memo) > 200_000:
+            memo.clear()
+        failed = np.zeros(table.n, dtype=bool)
+        for row in rows:
+            free = matched = 0
+            for d in self.node_devices(table, int(row)):
+                if d.unsupported:
+                    continue
+                hit = memo.get(id(d))
+                if hit is None or hit[0] is not d:
+                    hit = (d, self.matcher.request_matches(claim, req, cls, d))
+                    memo[id(d)] = hit
+                if hit[1]:
+                    matched += 1
+                    free += d.id not in taken
+                    if free >= req.count:
+                        break
+            failed[row] = free < req.count
+            none[row] = not matched
+        return failed
+
+    def _search(self, st: _State, table: NodeTable, rows: np.ndarray) -> BoolArray:
+        failed = np.zeros(table.n, dtype=bool)
+        st.by_node = {}
+        for row in rows:
+            found = self._allocate(st, table, int(row))
+            if found is None:
+                failed[row] = True
+            else:
+                st.by_node[table.name(int(row))] = found
+        return failed
+
+    def _allocate(self, st: _State, table: NodeTable, row: int) -> list[tuple[AllocatedDevice, ...]] | None:
+        store = self.cache.dra
+        devices = self.node_devices(table, row)
+        if not devices:
+            return None
+        return allocate(
+            st.to_allocate, devices, store.classes, lambda d: store.taken_by(d) is not None, self.matcher
+        )
+
+    # -- Score ---------------------------------------------------------------------------------
+    def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
+        """Upstream's Score (:mod:`shoal.plugins.dynamicresources.scoring`): 0 everywhere unless a claim left
+        to allocate has ``firstAvailable``; else each node's allocation as Filter kept it, searched
+        again here only on a node Filter did not search (rare: such pods are few)."""
+        st: _State | None = state.read(STATE_KEY)  # None: PreFilter skipped (no claims)
+        if st is None:
+            return np.zeros(len(rows), dtype=np.int64)
+        return score_rows(st.allocated, st.to_allocate, rows, lambda row: self._allocation_at(st, table, row))
+
+    def _allocation_at(self, st: _State, table: NodeTable, row: int) -> Allocation | None:
+        found = st.by_node.get(table.name(row))
+        return found if found is not None else self._allocate(st, table, row)
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        return default_normalize(scores)
+
+    # -- Reserve / Unreserve ---------------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        st: _State | None = state.read(STATE_KEY)
+        if st is None or not st.to_allocate:
+            return SUCCESS
+        found = st.by_node.get(node)
+        if found is None:
+            row = self.cache.table.index.get(node)
+            try:
+                found = self._allocate(st, self.cache.table, row) if row is not None else None
+            except AllocationError as exc:
+                return Status.error(str(exc))
+        if found is None:
+            return Status(Code.UNSCHEDULABLE, (CANNOT_ALLOCATE,), NAME)
+        store = self.cache.dra
+        st.assumed = []
+        row = self.cache.table.index.get(node)
+        spec = self.cache.table.specs[row] if row is not None else None
+        labels = spec.labels if spec is not None else {}
+        for claim, devices in zip(st.to_allocate, found, strict=True):
+            # the node it is pinned to, or the merged selector of the nodeSelector slices it used
+            local, terms = allocation_selector(devices, store.slices_for(node, labels))
+            config = allocation_config(claim, devices, store.classes)
+            held = replace(claim, allocated=devices, allocated_node=local, allocated_terms=terms)
+            store.assume(replace(held, allocation_config=config))
+            st.assumed.append(claim.key)
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        st: _State | None = state.read(STATE_KEY)
+        if st is None:
+            return
+        for key in st.assumed:
+            self.cache.dra.forget(key)
+        st.assumed = []
+
+    # -- PreBind ---------------------------------------------------------------------------------
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        st: _State | None = state.read(STATE_KEY)
+        if st is None:
+            return SUCCESS
+        writer: ClaimWriter | None = self.handle.extras.get(CLAIM_WRITER)
+        if writer is None:
+            return Status.error("no claim writer: this scheduler cannot allocate ResourceClaims")
+        store = self.cache.dra
+        for claim in st.allocated:
+            if pod.uid in claim.reserved_for:
+                continue
+            status = await writer.reserve_claim(claim, None, pod)
+            if not status.ok:
+                return status
+        for key in st.assumed:
+            held = store.assumed.get(key)
+            known = store.claims.get(key)
+            if held is None or known is None:
+                return Status.error(f"resourceclaim {key} is gone")
+            if known.allocated is not None and pod.uid in known.reserved_for:
+                continue  # written and seen already
+            if known.allocated is not None:
+                return Status.error(f"claim {key} got allocated elsewhere in the meantime")
+            status = await writer.reserve_claim(known, held, pod)
+            if not status.ok:
+                return status
+        return SUCCESS
+
+    # -- shoal explain ---------------------------------------------------------------------------
+    def describe(self, pod: PodInfo) -> list[str]:
+        """For ``shoal explain``: per claim, where it is allocated, or per request how many devices
+        of the cluster match its class and selectors and how many of those are free."""
+        store = self.cache.dra
+        out: list[str] = []
+        for pc in pod.resource_claims:
+            claim = store.claims.get(f"{pod.namespace}/{pc.resolved}") if pc.resolved else None
+            if claim is None:
+                out.append(
+                    f"claim {pc.name}: not created yet" if pc.template else f"claim {pc.name}: not found"
+                )
+            elif claim.allocated is not None:
+                devices = ", ".join(str(a.id) for a in claim.allocated)
+                where = f" on {claim.allocated_node}" if claim.allocated_node else ""
+                out.append(
+                    f"claim {claim.key}: allocated{where} ({devices}), {len(claim.reserved_for)} consumer(s)"
+                )
+            else:
+                out += [
+                    describe_request(store, self.matcher, claim, r) for alts in claim.requests for r in alts
+                ]
+        return out
+
+    def explain_nodes(self, pod: PodInfo, rows: Sequence[int]) -> dict[int, str]:
+        """For ``shoal explain``: per node and unallocated request, how many of the devices the
+        node reaches match the class's and the request's selectors, and how many of those are
+        free (``0 of 8 devices match`` names the selectors that matched nothing)."""
+        claims, status = pod_claims(self.cache.dra, pod)
+        pending = [c for c in claims if c.allocated is None] if status.ok else []
+        out: dict[int, str] = {}
+        for row in rows if pending else ():
+            devices = [d for d in self.node_devices(self.cache.table, row) if not d.unsupported]
+            out[row] = "; ".join(
+                node_request(self.cache.dra, self.matcher, claim, req, devices)
+                for claim in pending
+                for alternatives in claim.requests
+                for req in alternatives
+            )
+        return out
+
+    def events_to_register(self) -> Sequence[EventRegistration]:
+        # a claim created, allocated or deallocated, a slice or class published, a node added;
+        # the pod itself updated (the resourceclaim controller records a generated claim's name)
+        return (
+            EventRegistration(EventKind.DRA_CHANGE, claim_change_may_help, claim_consumers),
+            EventRegistration(EventKind.NODE_ADD | EventKind.NODE_UPDATE),
+            EventRegistration(EventKind.POD_UPDATE, _same_pod, the_pod_itself),
+        )
+
+
+def claim_change_may_help(pod: PodInfo, event: ClusterEvent) -> bool:
+    """The queueing hint for DRA changes (upstream's isSchedulableAfterClaimChange): a class or
+    slice change may help anyone, and so may a claim that freed its devices (deleted or
+    deallocated: the event carries no object, see ``Scheduler.on_dra``); any other claim change
+    helps only the pods that use that claim (created for the pod, or named by it). Another pod's
+    claim being created or allocated only takes devices."""
+    claim = event.obj
+    if not isinstance(claim, ResourceClaimInfo):
+        return True
+    if claim.owner_uid == pod.uid:
+        return True
+    return claim.namespace == pod.namespace and any(c.resolved == claim.name for c in pod.resource_claims)
+
+
+def claim_consumers(event: ClusterEvent) -> tuple[str, ...] | None:
+    """The pods a claim change can concern, when the claim says (``targets``): the pod a template
+    claim was made for. A claim named by pods (no owning pod) may concern any pod naming it."""
+    claim = event.obj
+    if isinstance(claim, ResourceClaimInfo) and claim.owner_uid:
+        return (claim.owner_uid,)
+    return None
+
+
+def _same_pod(pod: PodInfo, event: ClusterEvent) -> bool:
+    return isinstance(event.obj, PodInfo) and event.obj.uid == pod.uid
+
+
+def _unavailable(st: _State, table: NodeTable) -> BoolArray:
+    """The nodes an allocated claim's node selector leaves out (upstream's availableOnNodes): those
+    none of its terms match (a node-local allocation's one term names its node); vectorised as
+    NodeAffinity's terms are. An allocation without a selector is available everywhere."""
+    out = np.zeros(table.n, dtype=bool)
+    for claim in st.allocated:
+        if claim.allocated_terms:
+            matched = np.zeros(table.n, dtype=bool)
+            for term in claim.allocated_terms:
+                matched |= term_mask(table, term)
+            out |= ~matched
+    return out
+
+
+def _simple(st: _State) -> bool:
+    """One unallocated claim with one ``exactly`` ExactCount request and no constraint."""
+    if len(st.to_allocate) != 1:
+        return False
+    claim = st.to_allocate[0]
+    return (
+        len(claim.requests) == 1
+        and len(claim.requests[0]) == 1
+        and claim.requests[0][0].mode == ALLOCATION_EXACT_COUNT
+        and not claim.constraints
+    )
+
+
+def new(args: None, handle: Handle) -> DynamicResources:
+    return DynamicResources(handle)
+
+
+ENTRY = PluginEntry(NAME, new, None, DynamicResources)

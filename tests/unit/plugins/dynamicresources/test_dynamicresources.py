@@ -1,0 +1,469 @@
+"""DynamicResources through the default profile in the simulator (whose claim writer applies the
+allocation at once, as the watch would bring it back): claims allocated on the chosen node, 8 GPUs
+fill a node and the 9th pod waits, CEL selectors pick nodes, a claim from a template waits for the
+controller, devices allocated by someone else are never handed out again, matchAttribute,
+firstAvailable, allocationMode All, shared claims, and broken CEL is an error naming the claim."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from shoal.cli import main
+from shoal.core.framework.cyclestate import CycleState
+from shoal.core.scheduling.placement import schedule_pod
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import Code
+from shoal.plugins.dynamicresources.plugin import DynamicResources
+from shoal.sim.cluster import InMemoryCluster, Simulation
+from shoal.testing.objects import make_node, make_pod, make_pod_group
+from tests.unit.dra_objects import GPU, allocated, claim, claim_pod, device_class, gpu, node_slice
+
+
+def node(name: str, **labels: str) -> dict[str, Any]:
+    obj = make_node(name)
+    obj["metadata"].setdefault("labels", {}).update({"kubernetes.io/hostname": name, **labels})
+    return obj
+
+
+def user(name: str, claim_name: str, **spec: Any) -> dict[str, Any]:
+    return claim_pod(name, [{"name": "gpu", "resourceClaimName": claim_name}], **spec)
+
+
+def run(*objs: dict[str, Any]) -> tuple[Simulation, dict[str, Any]]:
+    sim = Simulation(InMemoryCluster(list(objs)))
+    return sim, sim.run_sync()
+
+
+def test_one_gpu_claim_is_allocated_on_the_chosen_node_and_reserved_for_the_pod() -> None:
+    sim, out = run(node("n1"), node("n2"), device_class(), node_slice("n2"), claim("c"), user("p", "c"))
+    assert out["uid-p"].node == "n2"
+    got = sim.scheduler.cache.dra.claims["default/c"]
+    assert got.allocated is not None and len(got.allocated) == 1
+    assert got.allocated[0].id.pool == "n2" and got.allocated_node == "n2"
+    assert got.reserved_for == ("uid-p",)
+    assert not sim.scheduler.cache.dra.assumed
+
+
+def test_eight_gpus_fill_a_node_and_the_ninth_pod_waits_with_a_reason() -> None:
+    objs: list[dict[str, Any]] = [node("n1"), device_class(), node_slice("n1")]
+    for i in range(9):
+        objs += [claim(f"c{i}"), user(f"p{i}", f"c{i}")]
+    sim, out = run(*objs)
+    placed = [k for k, o in out.items() if o.node == "n1"]
+    assert len(placed) == 8
+    waiting = [o for o in out.values() if o.node is None]
+    assert len(waiting) == 1 and "1 cannot allocate all claims" in waiting[0].message
+    devices = [a.id for c in sim.scheduler.cache.dra.claims.values() for a in c.allocated or ()]
+    assert len(devices) == len(set(devices)) == 8
+
+
+def test_devices_allocated_by_someone_else_are_never_handed_out() -> None:
+    theirs = allocated(claim("theirs"), "n1", [f"gpu-{i}" for i in range(7)], reserved=("other",))
+    objs = [node("n1"), device_class(), node_slice("n1"), theirs, claim("a"), claim("b")]
+    sim, out = run(*objs, user("pa", "a"), user("pb", "b"))
+    assert sorted(o.node or "" for o in out.values()) == ["", "n1"]
+    mine = [c for c in sim.scheduler.cache.dra.claims.values() if c.name in ("a", "b") and c.allocated]
+    assert [a.id.device for c in mine for a in c.allocated or ()] == ["gpu-7"]
+
+
+def test_cel_selector_on_product_and_memory_picks_nodes() -> None:
+    a100 = node_slice("n1", product="NVIDIA A100", memory="40Gi")
+    h100 = node_slice("n2", product="NVIDIA H100", memory="80Gi")
+    big = claim("big", selectors=(f'device.capacity["{GPU}"].memory.compareTo(quantity("60Gi")) >= 0',))
+    named = claim("named", selectors=(f'device.attributes["{GPU}"].productName == "NVIDIA A100"',))
+    _, out = run(
+        node("n1"), node("n2"), device_class(), a100, h100, big, named, user("pb", "big"), user("pn", "named")
+    )
+    assert out["uid-pb"].node == "n2"
+    assert out["uid-pn"].node == "n1"
+
+
+def test_template_claim_waits_for_the_controller_then_must_be_owned_by_the_pod() -> None:
+    pod = claim_pod("p", [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}])
+    _, out = run(node("n1"), device_class(), node_slice("n1"), pod)
+    assert out["uid-p"].node is None
+    assert 'pod "default/p": ResourceClaim not created yet' in out["uid-p"].message
+    made = claim("p-gpu-x")
+    made["metadata"]["ownerReferences"] = [{"kind": "Pod", "name": "p", "uid": "uid-p", "apiVersion": "v1"}]
+    ready = claim_pod(
+        "p",
+        [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+        [{"name": "gpu", "resourceClaimName": "p-gpu-x"}],
+    )
+    _, out = run(node("n1"), device_class(), node_slice("n1"), made, ready)
+    assert out["uid-p"].node == "n1"
+    del made["metadata"]["ownerReferences"]
+    _, out = run(node("n1"), device_class(), node_slice("n1"), made, ready)
+    assert "was not created for Pod default/p (Pod is not owner)" in out["uid-p"].message
+
+
+def test_missing_claim_and_missing_class_are_named() -> None:
+    _, out = run(node("n1"), device_class(), node_slice("n1"), user("p", "nope"))
+    assert 'resourceclaim.resource.k8s.io "nope" not found' in out["uid-p"].message
+    _, out = run(node("n1"), node_slice("n1"), claim("c", device_class_name="tpu"), user("p", "c"))
+    assert "request gpu: device class tpu does not exist" in out["uid-p"].message
+
+
+def test_a_driver_without_slices_and_a_slice_for_a_missing_node_are_named() -> None:
+    tpu = device_class("tpu", expression='device.driver == "tpu.example.com"')
+    objs = [node("n1"), node("n2"), device_class(), node_slice("n1"), tpu]
+    _, out = run(*objs, claim("c", device_class_name="tpu"), user("p", "c"))
+    why = "2 cannot allocate all claims: no device matches claim default/c, request gpu (device class tpu)"
+    assert out["uid-p"].node is None and why in out["uid-p"].message, out["uid-p"].message
+    # the only GPUs are published for a node that does not exist: the slice is named
+    _, out = run(node("n1"), device_class(), node_slice("ghost"), claim("c"), user("p", "c"))
+    msg = out["uid-p"].message
+    assert out["uid-p"].node is None and "no device matches claim default/c" in msg, msg
+    assert "ResourceSlice ghost-gpu.nvidia.com names node ghost, which does not exist" in msg, msg
+    # devices that match but are all taken keep upstream's words alone
+    theirs = allocated(claim("theirs", count=8), "n1", [f"gpu-{i}" for i in range(8)])
+    _, out = run(node("n1"), device_class(), node_slice("n1"), theirs, claim("c"), user("p", "c"))
+    assert "1 cannot allocate all claims." in out["uid-p"].message, out["uid-p"].message
+
+
+def test_broken_cel_is_an_error_naming_claim_and_expression_never_a_match() -> None:
+    bad = claim("c", selectors=(f'device.attributes["{GPU}"].nosuch == "x"',))
+    pod = user("p", "c")
+    sim = Simulation(InMemoryCluster([node("n1"), device_class(), node_slice("n1"), bad, pod]))
+    framework = sim.scheduler.profiles["gpu-scheduler"]
+    status = schedule_pod(framework, CycleState(), PodInfo.from_dict(pod), what_if=True).status
+    assert status is not None and status.code == Code.ERROR
+    assert "claim default/c, request gpu" in status.message and "nosuch" in status.message, status.message
+
+
+def test_match_attribute_keeps_a_two_gpu_claim_on_one_pcie_root() -> None:
+    # gpu-0..3 on pci0000, gpu-4..7 on pci0001; gpu-0..2 and gpu-4..6 are taken: no root has 2 free
+    theirs = allocated(claim("theirs"), "n1", ["gpu-0", "gpu-1", "gpu-2", "gpu-4", "gpu-5", "gpu-6"])
+    pair = claim("pair", count=2, constraints=[{"matchAttribute": "resource.kubernetes.io/pcieRoot"}])
+    _, out = run(node("n1"), device_class(), node_slice("n1"), theirs, pair, user("p", "pair"))
+    assert out["uid-p"].node is None
+    theirs = allocated(claim("theirs"), "n1", ["gpu-0", "gpu-1", "gpu-4", "gpu-5", "gpu-6"])
+    sim, out = run(node("n1"), device_class(), node_slice("n1"), theirs, pair, user("p", "pair"))
+    assert out["uid-p"].node == "n1"
+    got = sim.scheduler.cache.dra.claims["default/pair"].allocated or ()
+    assert sorted(a.id.device for a in got) == ["gpu-2", "gpu-3"]
+
+
+def test_first_available_falls_back_and_all_mode_takes_every_device() -> None:
+    raw = claim("c")
+    raw["spec"]["devices"]["requests"] = [
+        {
+            "name": "gpu",
+            "firstAvailable": [
+                {
+                    "name": "h100",
+                    "deviceClassName": GPU,
+                    "selectors": [
+                        {"cel": {"expression": f'device.attributes["{GPU}"].productName == "NVIDIA H100"'}}
+                    ],
+                },
+                {"name": "any", "deviceClassName": GPU, "count": 2},
+            ],
+        }
+    ]
+    sim, out = run(node("n1"), device_class(), node_slice("n1"), raw, user("p", "c"))
+    assert out["uid-p"].node == "n1"
+    got = sim.scheduler.cache.dra.claims["default/c"].allocated or ()
+    assert [a.request for a in got] == ["gpu/any", "gpu/any"]
+    every = claim("all", mode="All")
+    sim, out = run(node("n1"), device_class(), node_slice("n1", 4), every, user("p", "all"))
+    assert len(sim.scheduler.cache.dra.claims["default/all"].allocated or ()) == 4
+    theirs = allocated(claim("theirs"), "n1", ["gpu-0"])
+    _, out = run(node("n1"), device_class(), node_slice("n1", 4), theirs, every, user("p", "all"))
+    assert out["uid-p"].node is None
+
+
+def test_shared_claim_allocated_elsewhere_pins_its_pods_to_that_node() -> None:
+    shared = allocated(claim("shared"), "n2", ["gpu-0"], reserved=("uid-first",))
+    sim, out = run(
+        node("n1"),
+        node("n2"),
+        device_class(),
+        node_slice("n1"),
+        node_slice("n2"),
+        shared,
+        user("p", "shared"),
+    )
+    assert out["uid-p"].node == "n2"
+    assert sim.scheduler.cache.dra.claims["default/shared"].reserved_for == ("uid-first", "uid-p")
+
+
+def test_an_allocation_selector_with_more_than_a_node_name_is_evaluated_whole() -> None:
+    """upstream's availableOnNodes matches the whole selector: here two OR'd terms, one node by
+    name (cordoned) or any node of rack r2; the pod goes to the r2 node, not only the named one."""
+    from shoal.core.state.dra import ResourceClaimInfo
+
+    named = {"key": "metadata.name", "operator": "In", "values": ["n1"]}
+    rack = {"key": "rack", "operator": "In", "values": ["r2"]}
+    terms = [{"matchFields": [named]}, {"matchExpressions": [rack]}]
+    pinned = allocated(claim("shared"), "n1", ["gpu-0"], reserved=("uid-first",))
+    pinned["status"]["allocation"]["nodeSelector"] = {"nodeSelectorTerms": terms}
+    info = ResourceClaimInfo.from_dict(pinned)
+    assert info.allocated_node == "" and len(info.allocated_terms) == 2
+    cordoned = node("n1", rack="r1")
+    cordoned["spec"]["unschedulable"] = True
+    load = make_pod("load", cpu="8", node_name="n3")  # shoal's packing would pick n3 if it could
+    _, out = run(
+        cordoned,
+        node("n2", rack="r2"),
+        node("n3", rack="r3"),
+        load,
+        device_class(),
+        pinned,
+        user("p", "shared"),
+    )
+    assert out["uid-p"].node == "n2"
+
+
+def test_an_allocation_from_a_node_selector_slice_keeps_that_selector() -> None:
+    """As the allocator's createNodeSelector: devices of a slice shared by rack r1's nodes make an
+    allocation available on every r1 node, not only the first pod's; a second pod sharing the claim
+    may go to the other r1 node (here the first one is cordoned meanwhile), never to rack r2."""
+    from shoal.core.state.objects import NodeSpec
+    from shoal.kube.dra import allocation_body
+
+    rack = {"key": "rack", "operator": "In", "values": ["r1"]}
+    shared_slice = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "rack-r1-fabric"},
+        "spec": {
+            "driver": GPU,
+            "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [rack]}]},
+            "pool": {"name": "rack-r1", "generation": 1, "resourceSliceCount": 1},
+            "devices": [gpu("rack-r1", i) for i in range(2)],
+        },
+    }
+    nodes = [node("n1", rack="r1"), node("n2", rack="r1"), node("n3", rack="r2")]
+    sim, out = run(*nodes, device_class(), shared_slice, claim("c"), user("p1", "c"))
+    first = out["uid-p1"].node
+    assert first in ("n1", "n2")
+    held = sim.scheduler.cache.dra.claims["default/c"]
+    assert held.allocated_node == "" and held.allocated_terms and held.allocated_terms[0].expressions
+    body = allocation_body(held)
+    assert body["nodeSelector"] == {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}]
+    }
+    cordoned = next(n for n in nodes if n["metadata"]["name"] == first)
+    cordoned["spec"]["unschedulable"] = True
+    sim.scheduler.on_node(NodeSpec.from_dict(cordoned))
+    sim.submit(user("p2", "c"))
+    assert sim.run_sync()["uid-p2"].node == ({"n1", "n2"} - {first}).pop()
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        "x",
+        [1],
+        {"nodeSelectorTerms": "ab"},
+        {"nodeSelectorTerms": [{"matchFields": ["x"]}]},
+        {"nodeSelectorTerms": [7]},
+        {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": 5}]}]},
+    ],
+)
+def test_a_malformed_allocation_selector_never_crashes_the_watch(selector: Any) -> None:
+    from shoal.core.state.dra import ResourceClaimInfo
+
+    obj = allocated(claim("c"), "n1", ["gpu-0"])
+    obj["status"]["allocation"]["nodeSelector"] = selector
+    info = ResourceClaimInfo.from_dict(obj)
+    assert info.allocated is not None and info.allocated_node == ""
+
+
+def test_profile_without_dynamic_resources_refuses_the_pod_naming_the_field() -> None:
+    profile = {
+        "apiVersion": "shoal.dev/v1alpha1",
+        "kind": "SchedulingProfile",
+        "metadata": {"name": "gpu-scheduler"},
+        "spec": {"schedulerName": "gpu-scheduler", "plugins": {"filter": [{"name": "NodeName"}]}},
+    }
+    _, out = run(profile, node("n1"), device_class(), node_slice("n1"), claim("c"), user("p", "c"))
+    assert "pod uses spec.resourceClaims, which this profile does not evaluate" in out["uid-p"].message
+    assert "DynamicResources at filter" in out["uid-p"].message
+
+
+def test_a_cycle_at_1000_nodes_by_8_devices() -> None:
+    """Measured (printed with -s): the first batch pays the selector evaluations, the second is the
+    steady state; both must stay well under a second per pod on this machine."""
+    objs: list[dict[str, Any]] = [device_class()]
+    for i in range(1000):
+        objs += [node(f"n{i}"), node_slice(f"n{i}")]
+    objs += [claim(f"c{i}") for i in range(40)]
+    objs += [user(f"p{i}", f"c{i}") for i in range(20)]
+    sim = Simulation(InMemoryCluster(objs))
+    start = time.perf_counter()
+    sim.run_sync()
+    first = (time.perf_counter() - start) / 20
+    for i in range(20, 40):
+        sim.submit(user(f"p{i}", f"c{i}"))
+    start = time.perf_counter()
+    out = sim.run_sync()
+    steady = (time.perf_counter() - start) / 20
+    assert all(o.node for o in out.values())
+    taken = [a.id for c in sim.scheduler.cache.dra.claims.values() for a in c.allocated or ()]
+    assert len(taken) == len(set(taken)) == 40
+    print(f"\n1,000 nodes x 8 devices, one-GPU claims: {first * 1000:.1f} ms per pod (first batch), ", end="")
+    print(f"{steady * 1000:.1f} ms per pod (steady)")
+    assert steady < 1.0
+
+
+def test_what_shoal_does_not_evaluate_is_refused_or_left_alone_never_guessed() -> None:
+    admin = claim("c")
+    admin["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
+    _, out = run(node("n1"), device_class(), node_slice("n1"), admin, user("p", "c"))
+    assert "request gpu uses adminAccess, which shoal does not evaluate yet" in out["uid-p"].message
+    distinct = claim("d", count=2, constraints=[{"distinctAttribute": "resource.kubernetes.io/pcieRoot"}])
+    _, out = run(node("n1"), device_class(), node_slice("n1"), distinct, user("p", "d"))
+    assert (
+        "claim default/d, constraint uses distinctAttribute, which shoal does not evaluate yet"
+        in out["uid-p"].message
+    )
+    tainted = node_slice("n1", 1)
+    tainted["spec"]["devices"][0]["taints"] = [{"key": "broken", "effect": "NoSchedule"}]
+    _, out = run(node("n1"), device_class(), tainted, claim("c"), user("p", "c"))
+    assert out["uid-p"].node is None and "cannot allocate all claims" in out["uid-p"].message
+
+
+def gang_member(name: str, claim_name: str, group: str) -> dict[str, Any]:
+    pod = user(name, claim_name)
+    pod["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": group}
+    return pod
+
+
+def test_gang_with_two_gpu_claims_is_all_or_nothing_and_a_rollback_leaves_no_allocation() -> None:
+    def gang(members: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = [make_pod_group("train", min_member=members)]
+        for i in range(members):
+            out += [claim(f"c{i}", count=2), gang_member(f"t{i}", f"c{i}", "train")]
+        return out
+
+    base = [node("n1"), node("n2"), device_class(), node_slice("n1", 4), node_slice("n2", 4)]
+    sim, out = run(*base, *gang(4))
+    assert sorted(o.node or "" for o in out.values()) == ["n1", "n1", "n2", "n2"]
+    taken = [a.id for c in sim.scheduler.cache.dra.claims.values() for a in c.allocated or ()]
+    assert len(taken) == len(set(taken)) == 8
+    sim, out = run(*base, *gang(5))  # 5 x 2 GPUs on 8: none placed, nothing left allocated
+    assert all(o.node is None for o in out.values())
+    dra = sim.scheduler.cache.dra
+    assert not dra.assumed
+    assert all(c.allocated is None for c in dra.claims.values())
+
+
+def test_simulate_reads_dra_objects_from_a_snapshot_and_allocates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshot = tmp_path / "snapshot.yaml"
+    objs = [node("n1"), device_class(), node_slice("n1"), claim("c"), user("p", "c")]
+    snapshot.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objs}))
+    assert main(["simulate", "--cluster", str(snapshot)]) == 0
+    assert "1/1 pending pods placed" in capsys.readouterr().out
+
+
+def test_queueing_hint_wakes_a_pod_only_for_claim_changes_that_may_free_or_make_its_claims() -> None:
+    from shoal.core.framework.interfaces import ClusterEvent, EventKind
+    from shoal.core.state.dra import ResourceClaimInfo, ResourceSliceInfo
+    from shoal.core.state.objects import PodInfo
+    from shoal.plugins.dynamicresources.plugin import claim_change_may_help
+
+    pod = PodInfo.from_dict(user("p", "mine"))
+
+    def event(obj: object) -> ClusterEvent:
+        return ClusterEvent(EventKind.DRA_CHANGE, obj)
+
+    other_allocated = ResourceClaimInfo.from_dict(allocated(claim("other"), "n1", ["gpu-0"]))
+    assert not claim_change_may_help(pod, event(other_allocated))  # it only took a device
+    # another pod's claim created (unallocated): it cannot help; a deallocation comes as None
+    assert not claim_change_may_help(pod, event(ResourceClaimInfo.from_dict(claim("other"))))
+    assert claim_change_may_help(
+        pod, event(ResourceClaimInfo.from_dict(allocated(claim("mine"), "n1", ["gpu-1"])))
+    )
+    assert claim_change_may_help(pod, event(None))  # a deletion or a deallocation
+    assert claim_change_may_help(pod, event(ResourceSliceInfo.from_dict(node_slice("n2"))))
+
+
+def test_explain_says_per_claim_how_many_devices_match_and_are_free(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from shoal.core.state.objects import PodInfo
+    from shoal.explain_cli import explanation_doc, print_text
+
+    theirs = allocated(claim("theirs"), "n1", [f"gpu-{i}" for i in range(8)], reserved=("x",))
+    big = claim("big", selectors=(f'device.capacity["{GPU}"].memory.compareTo(quantity("60Gi")) >= 0',))
+    objs = [
+        node("n1"),
+        node("n2"),
+        device_class(),
+        node_slice("n1"),
+        node_slice("n2", memory="40Gi"),
+        theirs,
+        big,
+    ]
+    sim = Simulation(InMemoryCluster([*objs, user("p", "big"), user("q", "theirs")]))
+    pod = PodInfo.from_dict(user("p", "big"))
+    print_text(explanation_doc(sim.scheduler, pod, sim.scheduler.explain(pod)))
+    out = capsys.readouterr().out
+    assert (
+        "claim default/big, request gpu (device class gpu.nvidia.com, count 1): "
+        "8 of 16 devices match, 0 of them free" in out
+    )
+    plugin = sim.scheduler.profiles["gpu-scheduler"].plugins["DynamicResources"]
+    assert isinstance(plugin, DynamicResources)
+    [line] = plugin.describe(PodInfo.from_dict(user("q", "theirs")))
+    assert (
+        line.startswith("claim default/theirs: allocated on n1 (gpu.nvidia.com/n1/gpu-0,")
+        and "1 consumer(s)" in line
+    )
+
+
+def test_a_claim_change_is_asked_only_of_its_pod_and_a_deallocation_of_every_pod() -> None:
+    """Thousands of pods wait for their template claims at once: each claim created must not
+    re-run PreEnqueue for every one of them (quadratic), only for the pod it was made for; a
+    claim that frees devices (deallocated or deleted) may help any pod."""
+    from shoal.core.framework.interfaces import ClusterEvent, EventKind
+    from shoal.core.scheduling.scheduler import Scheduler
+    from shoal.core.state.dra import ResourceClaimInfo
+    from shoal.plugins.dynamicresources.plugin import claim_consumers
+    from tests.unit.helpers import NoBinder
+
+    made_for = claim("c")
+    made_for["metadata"]["ownerReferences"] = [
+        {"kind": "Pod", "name": "p", "uid": "uid-p", "controller": True}
+    ]
+    info = ResourceClaimInfo.from_dict(made_for)
+    assert claim_consumers(ClusterEvent(EventKind.DRA_CHANGE, info)) == ("uid-p",)
+    assert (
+        claim_consumers(ClusterEvent(EventKind.DRA_CHANGE, ResourceClaimInfo.from_dict(claim("n")))) is None
+    )
+    assert claim_consumers(ClusterEvent(EventKind.DRA_CHANGE, None)) is None
+
+    seen: list[object] = []
+    sched = Scheduler({}, NoBinder())
+    sched._event = lambda kind, obj: seen.append(obj)  # type: ignore[method-assign]
+    held = ResourceClaimInfo.from_dict(allocated(claim("a"), "n1", ["gpu-0"]))
+    sched.on_dra(held)
+    sched.on_dra(ResourceClaimInfo.from_dict(claim("a")))  # deallocated
+    assert seen == [held, None]
+
+
+def test_explain_says_per_node_how_many_of_its_devices_match_the_selectors_and_are_free(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from shoal.explain_cli import explanation_doc, print_text
+
+    big = claim("big", selectors=(f'device.capacity["{GPU}"].memory.compareTo(quantity("60Gi")) >= 0',))
+    theirs = allocated(claim("theirs"), "n1", [f"gpu-{i}" for i in range(6)], reserved=("x",))
+    objs = [node("n1"), node("n2"), device_class(), node_slice("n1"), node_slice("n2", memory="40Gi")]
+    sim = Simulation(InMemoryCluster([*objs, theirs, big, user("p", "big"), user("q", "theirs")]))
+    pod = PodInfo.from_dict(user("p", "big"))
+    print_text(explanation_doc(sim.scheduler, pod, sim.scheduler.explain(pod)))
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("n")}
+    assert "8 of 8 devices match, 2 free, 1 wanted" in lines["n1"] and "fits" in lines["n1"]
+    assert "rejected by DynamicResources" in lines["n2"]
+    assert "0 of 8 devices match, 0 free, 1 wanted" in lines["n2"]
+    assert "memory.compareTo" in lines["n2"] and "device class gpu.nvidia.com" in lines["n2"]
