@@ -52,10 +52,10 @@ demo: $(STAMP) cluster-bin ## start a local control plane, run shoal on a GPU fl
 	$(PY) -m shoal.demo $(if $(KEEP),--keep,)
 
 cluster-up: $(STAMP) cluster-bin ## start etcd + kube-apiserver in .cluster/ and print the KUBECONFIG line
-	@$(PY) -m shoal.testing.controlplane up --dir .cluster
+	@$(PY) -m shoal.testing.cluster_cli up --dir .cluster
 
 cluster-down: $(STAMP) ## stop the control plane started by cluster-up
-	@$(PY) -m shoal.testing.controlplane down --dir .cluster
+	@$(PY) -m shoal.testing.cluster_cli down --dir .cluster
 
 crds: $(STAMP) ## regenerate crds/ from the pydantic models
 	$(PY) -m shoal.cli crds --out crds

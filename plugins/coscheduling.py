@@ -41,6 +41,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import Field
 
+from shoal.core.framework.contract import Contract, Evaluates
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.gates import MAX_PERMIT_TIMEOUT
 from shoal.core.framework.interfaces import (
@@ -51,8 +52,9 @@ from shoal.core.framework.interfaces import (
     PreFilterResult,
 )
 from shoal.core.framework.profile import ArgsModel, PluginEntry
+from shoal.core.state import fidelity
 from shoal.core.state.objects import PodGroupInfo, PodInfo
-from shoal.core.state.status import SUCCESS, Status
+from shoal.core.state.status import SUCCESS, Code, Status
 from shoal.core.state.volcano import TASK_SPEC_ANNOTATION, short_of_task_quorums
 
 NAME = "Coscheduling"
@@ -77,6 +79,12 @@ def named(group: PodGroupInfo) -> str:
     workload, _, template = group.workload.partition("/")
     origin = f" (Workload {workload}, template {template})" if group.workload else ""
     return f"pod group {group.key}{origin}"
+
+
+#: how a held member is reported (its event and its ``PodScheduled=False`` condition): below its
+#: quorum (a Normal event: more members are coming), or naming a PodGroup that does not exist
+WAITING_FOR_GANG = "WaitingForGang"
+POD_GROUP_MISSING = "PodGroupMissing"
 
 
 def quorum_reached(placed: int, min_member: int) -> bool:
@@ -120,6 +128,10 @@ class Coscheduling:
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
         return self._check(pod)
+
+    def hold_reason(self, status: Status) -> str | None:
+        """Unresolvable: the PodGroup does not exist (yet); else the gang is below its quorum."""
+        return POD_GROUP_MISSING if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else WAITING_FOR_GANG
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         status = self._check(pod)
@@ -207,4 +219,11 @@ def new(args: Args, handle: Handle) -> Coscheduling:
     return Coscheduling(args, handle)
 
 
-ENTRY = PluginEntry(NAME, new, Args, Coscheduling)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(
+    evaluates=tuple(
+        Evaluates(f, None)
+        for f in (fidelity.SCHEDULING_GROUP, fidelity.POD_GROUP_LABEL_FIELD, fidelity.VOLCANO_GROUP_FIELD)
+    )
+)
+ENTRY = PluginEntry(NAME, new, Args, Coscheduling, contract=CONTRACT)

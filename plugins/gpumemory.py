@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from pydantic import Field
 
+from shoal.core.framework.contract import Contract, Evaluates
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import (
     MAX_NODE_SCORE,
@@ -47,9 +48,10 @@ from shoal.core.framework.interfaces import (
 )
 from shoal.core.framework.profile import ArgsModel, PluginEntry
 from shoal.core.framework.scoring import default_normalize
+from shoal.core.state import fidelity
 from shoal.core.state.dra import DeviceId, DraStore
 from shoal.core.state.nodetable import FloatArray, NodeTable
-from shoal.core.state.objects import GPU_RESOURCE, PodInfo
+from shoal.core.state.objects import GPU_MEMORY_ANNOTATION, GPU_RESOURCE, PodInfo
 from shoal.core.state.status import SKIP, SUCCESS, Code, Status
 
 log = logging.getLogger("shoal.plugins.gpumemory")
@@ -339,4 +341,11 @@ def new(args: Args, handle: Handle) -> GPUMemory:
     return GPUMemory(args, handle.cache.table, handle.cache.dra)
 
 
-ENTRY = PluginEntry(NAME, new, Args, GPUMemory)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(
+    evaluates=(Evaluates(fidelity.annotation(GPU_MEMORY_ANNOTATION)),),
+    pod_only_pre_filter=True,
+    # blind for a pod that asks for no GPU memory (the what-ifs check)
+    filter_blind_to_pods=True,
+)
+ENTRY = PluginEntry(NAME, new, Args, GPUMemory, contract=CONTRACT)

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import Field
 
+from shoal.core.framework.contract import Contract, Evaluates
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import (
     MAX_NODE_SCORE,
@@ -56,6 +57,7 @@ from shoal.core.framework.interfaces import (
     Rejection,
 )
 from shoal.core.framework.profile import ArgsModel, PluginEntry
+from shoal.core.state import fidelity
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import PodInfo
@@ -323,4 +325,16 @@ def new(args: Args, handle: Handle) -> InterPodAffinity:
     return InterPodAffinity(args, handle.cache)
 
 
-ENTRY = PluginEntry(NAME, new, Args, InterPodAffinity)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(
+    evaluates=(
+        Evaluates(fidelity.POD_AFFINITY_REQUIRED),
+        Evaluates(fidelity.POD_AFFINITY_PREFERRED, "score"),
+        Evaluates(fidelity.POD_ANTI_AFFINITY_REQUIRED),
+        Evaluates(fidelity.POD_ANTI_AFFINITY_PREFERRED, "score"),
+    ),
+    # blind for a pod without terms only while no placed pod has required anti-affinity, which
+    # the what-ifs check before they share a PreFilter (whatif.shared_pre_filter)
+    filter_blind_to_pods=True,
+)
+ENTRY = PluginEntry(NAME, new, Args, InterPodAffinity, contract=CONTRACT)

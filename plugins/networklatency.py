@@ -21,9 +21,11 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from shoal.core.framework.contract import Contract, Evaluates
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import MAX_NODE_SCORE, Handle, IntArray
 from shoal.core.framework.profile import ArgsModel, PluginEntry
+from shoal.core.state import fidelity
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import POD_GROUP_LABEL, TALKS_TO_ANNOTATION, PodInfo
@@ -141,4 +143,6 @@ def new(args: Args, handle: Handle) -> NetworkLatency:
     return NetworkLatency(args, handle)
 
 
-ENTRY = PluginEntry(NAME, new, Args, NetworkLatency)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(evaluates=(Evaluates(fidelity.annotation(TALKS_TO_ANNOTATION), "score"),))
+ENTRY = PluginEntry(NAME, new, Args, NetworkLatency, contract=CONTRACT)

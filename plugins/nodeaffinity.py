@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from pydantic import field_validator
 
+from shoal.core.framework.contract import Contract, Evaluates
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import (
     BoolArray,
@@ -36,6 +37,7 @@ from shoal.core.framework.interfaces import (
 )
 from shoal.core.framework.profile import ArgsModel, PluginEntry
 from shoal.core.framework.scoring import default_normalize
+from shoal.core.state import fidelity
 from shoal.core.state.nodeselectors import Requirement, SelectorTerm, parse_int64, parse_term
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import PodInfo
@@ -264,4 +266,14 @@ def new(args: Args | None, handle: Handle) -> NodeAffinity:
     return NodeAffinity(args)
 
 
-ENTRY = PluginEntry(NAME, new, Args, NodeAffinity)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(
+    evaluates=(
+        Evaluates(fidelity.NODE_SELECTOR),
+        Evaluates(fidelity.NODE_AFFINITY_REQUIRED),
+        Evaluates(fidelity.NODE_AFFINITY_PREFERRED, "score"),
+    ),
+    pod_only_pre_filter=True,
+    filter_blind_to_pods=True,
+)
+ENTRY = PluginEntry(NAME, new, Args, NodeAffinity, contract=CONTRACT)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from shoal.core.framework.contract import Contract, Evaluates
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import (
     BoolArray,
@@ -29,6 +30,7 @@ from shoal.core.framework.interfaces import (
     Rejection,
 )
 from shoal.core.framework.profile import PluginEntry
+from shoal.core.state import fidelity
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import NodeSpec, PodInfo
 from shoal.core.state.status import SKIP, SUCCESS, Code, Status
@@ -79,4 +81,8 @@ def new(args: None, handle: Handle) -> NodeDeclaredFeatures:
     return NodeDeclaredFeatures()
 
 
-ENTRY = PluginEntry(NAME, new, None, NodeDeclaredFeatures)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(
+    evaluates=(Evaluates(fidelity.NODE_FEATURE),), pod_only_pre_filter=True, filter_blind_to_pods=True
+)
+ENTRY = PluginEntry(NAME, new, None, NodeDeclaredFeatures, contract=CONTRACT)

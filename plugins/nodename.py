@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from shoal.core.framework.contract import Contract
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import BoolArray, Handle, Rejection
 from shoal.core.framework.profile import PluginEntry
@@ -44,4 +45,6 @@ def new(args: None, handle: Handle) -> NodeName:
     return NodeName()
 
 
-ENTRY = PluginEntry(NAME, new, None, NodeName)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(filter_blind_to_pods=True)
+ENTRY = PluginEntry(NAME, new, None, NodeName, contract=CONTRACT)

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from shoal.core.framework.contract import Contract, Evaluates
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import (
     BoolArray,
@@ -24,6 +25,7 @@ from shoal.core.framework.interfaces import (
     Rejection,
 )
 from shoal.core.framework.profile import PluginEntry
+from shoal.core.state import fidelity
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import SKIP, SUCCESS, Status
@@ -69,4 +71,8 @@ def new(args: None, handle: Handle) -> NodePorts:
     return NodePorts()
 
 
-ENTRY = PluginEntry(NAME, new, None, NodePorts)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(
+    evaluates=(Evaluates(fidelity.HOST_PORTS),), pod_only_pre_filter=True, filter_blind_to_pods=True
+)
+ENTRY = PluginEntry(NAME, new, None, NodePorts, contract=CONTRACT)

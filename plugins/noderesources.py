@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field, field_validator, model_validator
 
+from shoal.core.framework.contract import Contract
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import (
     MAX_NODE_SCORE,
@@ -172,6 +173,11 @@ class NodeResourcesFit:
         self.ignored = frozenset(args.ignored_resources)
         self.ignored_groups = frozenset(args.ignored_resource_groups)
         self.strategy = args.scoring_strategy
+
+    def counts_every_resource(self) -> bool:
+        """The core's resource arithmetic (core/state/room.py) counts every resource a pod asks
+        for: it stands for this Filter only while the args ignore none."""
+        return not self.ignored and not self.ignored_groups
 
     def _ignored(self, resource: str) -> bool:
         if not is_extended(resource):
@@ -390,4 +396,6 @@ def new(args: Args, handle: Handle) -> NodeResourcesFit:
     return NodeResourcesFit(args, handle.cache)
 
 
-ENTRY = PluginEntry(NAME, new, Args, NodeResourcesFit)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(filter_blind_to_pods=True)
+ENTRY = PluginEntry(NAME, new, Args, NodeResourcesFit, contract=CONTRACT)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from shoal.core.framework.contract import Contract
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import BoolArray, EventKind, EventRegistration, Handle, Rejection
 from shoal.core.framework.profile import PluginEntry
@@ -41,4 +42,6 @@ def new(args: None, handle: Handle) -> NodeUnschedulable:
     return NodeUnschedulable()
 
 
-ENTRY = PluginEntry(NAME, new, None, NodeUnschedulable)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(filter_blind_to_pods=True)
+ENTRY = PluginEntry(NAME, new, None, NodeUnschedulable, contract=CONTRACT)

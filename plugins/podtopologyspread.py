@@ -40,6 +40,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from shoal.core.framework.contract import Contract, Evaluates
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import (
     MAX_NODE_SCORE,
@@ -52,6 +53,7 @@ from shoal.core.framework.interfaces import (
     Rejection,
 )
 from shoal.core.framework.profile import ArgsModel, PluginEntry
+from shoal.core.state import fidelity
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import PodInfo
@@ -354,4 +356,9 @@ def new(args: Args | None, handle: Handle) -> PodTopologySpread:
     return PodTopologySpread(handle.cache, args)
 
 
-ENTRY = PluginEntry(NAME, new, Args, PodTopologySpread)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(
+    evaluates=(Evaluates(fidelity.SPREAD_HARD), Evaluates(fidelity.SPREAD_SOFT, "score")),
+    filter_blind_to_pods=True,
+)
+ENTRY = PluginEntry(NAME, new, Args, PodTopologySpread, contract=CONTRACT)

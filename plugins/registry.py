@@ -6,7 +6,8 @@ A third-party package registers a plugin without rebuilding shoal::
     MyPlugin = "my_package.my_plugin"          # a module with NAME, new(args, handle), Args, ENTRY
 
 The value may be a :class:`~shoal.core.framework.profile.PluginEntry`, or a module exposing ``ENTRY`` or
-``NAME`` + ``new`` (+ optional ``Args`` and ``PLUGIN_CLASS``). A name registered twice is an
+``NAME`` + ``new`` (+ optional ``Args``, ``PLUGIN_CLASS`` and ``CONTRACT``, a
+:class:`~shoal.core.framework.contract.Contract`). A name registered twice is an
 error, whether two packages or a package and a built-in claim it.
 
 Also here: the default plugin lists and the default ``gpu-scheduler`` profile.
@@ -17,10 +18,12 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any
 
+from shoal.core.framework.contract import NO_CONTRACT, Contract
 from shoal.core.framework.profile import PluginEntry, PluginSet
 from shoal.plugins import (
     balancedallocation,
@@ -68,10 +71,11 @@ BUILTIN: tuple[PluginEntry, ...] = (
     networklatency.ENTRY,
     podtopologyspread.ENTRY,
     imagelocality.ENTRY,
-    volumerestrictions.ENTRY,
-    nodevolumelimits.ENTRY,
+    # a claim's four plugins, in the order a pod refused for leaving them out names them
     volumebinding.ENTRY,
     volumezone.ENTRY,
+    volumerestrictions.ENTRY,
+    nodevolumelimits.ENTRY,
     dynamicresources.ENTRY,
     topologyplacement.ENTRY,
     defaultpreemption.ENTRY,
@@ -86,15 +90,21 @@ class RegistryError(ValueError):
 
 def _as_entry(obj: Any, source: str) -> PluginEntry:
     if isinstance(obj, PluginEntry):
-        return PluginEntry(obj.name, obj.factory, obj.args_model, obj.plugin_class, source)
+        return replace(obj, source=source)
     if isinstance(obj, ModuleType) or hasattr(obj, "NAME"):
         entry = getattr(obj, "ENTRY", None)
         if isinstance(entry, PluginEntry):
             return _as_entry(entry, source)
         name, factory = getattr(obj, "NAME", None), getattr(obj, "new", None)
         if isinstance(name, str) and callable(factory):
+            contract = getattr(obj, "CONTRACT", None)
             return PluginEntry(
-                name, factory, getattr(obj, "Args", None), getattr(obj, "PLUGIN_CLASS", None), source
+                name,
+                factory,
+                getattr(obj, "Args", None),
+                getattr(obj, "PLUGIN_CLASS", None),
+                source,
+                contract if isinstance(contract, Contract) else NO_CONTRACT,
             )
     raise RegistryError(f"{source}: not a plugin (expected a PluginEntry or a module with NAME and new)")
 

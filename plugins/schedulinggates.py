@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from shoal.core.framework.contract import Contract, Evaluates
 from shoal.core.framework.interfaces import ClusterEvent, EventKind, EventRegistration, Handle, the_pod_itself
 from shoal.core.framework.profile import PluginEntry
+from shoal.core.state import fidelity
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import SUCCESS, Code, Status
 
@@ -31,6 +33,10 @@ class SchedulingGates:
             return SUCCESS
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (waiting_for(pod.scheduling_gates),), NAME)
 
+    def hold_reason(self, status: Status) -> str | None:
+        """Not reported: the API server sets ``PodScheduled=False`` reason ``SchedulingGated``."""
+        return None
+
     def events_to_register(self) -> Sequence[EventRegistration]:
         # Only an update of the pod itself lifts a gate; the queue re-runs PreEnqueue on it.
         return (EventRegistration(EventKind.POD_UPDATE, _same_pod, the_pod_itself),)
@@ -44,4 +50,6 @@ def new(args: None, handle: Handle) -> SchedulingGates:
     return SchedulingGates()
 
 
-ENTRY = PluginEntry(NAME, new, None, SchedulingGates)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(evaluates=(Evaluates(fidelity.SCHEDULING_GATES, "preEnqueue"),), pod_only_pre_filter=True)
+ENTRY = PluginEntry(NAME, new, None, SchedulingGates, contract=CONTRACT)

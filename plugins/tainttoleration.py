@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from shoal.core.framework.contract import Contract
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import (
     BoolArray,
@@ -88,4 +89,6 @@ def new(args: None, handle: Handle) -> TaintToleration:
     return TaintToleration()
 
 
-ENTRY = PluginEntry(NAME, new, None, TaintToleration)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(pod_only_pre_filter=True, filter_blind_to_pods=True)
+ENTRY = PluginEntry(NAME, new, None, TaintToleration, contract=CONTRACT)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shoal.core.framework.contract import Contract, Evaluates
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import (
     BoolArray,
@@ -35,6 +36,7 @@ from shoal.core.framework.interfaces import (
     Rejection,
 )
 from shoal.core.framework.profile import PluginEntry
+from shoal.core.state import fidelity
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import PodInfo
@@ -111,4 +113,12 @@ def new(args: None, handle: Handle) -> VolumeRestrictions:
     return VolumeRestrictions(handle.cache)
 
 
-ENTRY = PluginEntry(NAME, new, None, VolumeRestrictions)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(
+    evaluates=tuple(
+        Evaluates(fidelity.volume(source))
+        for source in ("persistentVolumeClaim", "gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
+    ),
+    filter_blind_to_pods=True,
+)
+ENTRY = PluginEntry(NAME, new, None, VolumeRestrictions, contract=CONTRACT)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shoal.core.framework.contract import Contract, Evaluates
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import (
     BoolArray,
@@ -33,6 +34,7 @@ from shoal.core.framework.interfaces import (
     Rejection,
 )
 from shoal.core.framework.profile import PluginEntry
+from shoal.core.state import fidelity
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import PodInfo
@@ -151,4 +153,8 @@ def new(args: None, handle: Handle) -> VolumeZone:
     return VolumeZone(handle.cache)
 
 
-ENTRY = PluginEntry(NAME, new, None, VolumeZone)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(
+    evaluates=(Evaluates(fidelity.volume("persistentVolumeClaim")),), filter_blind_to_pods=True
+)
+ENTRY = PluginEntry(NAME, new, None, VolumeZone, contract=CONTRACT)

@@ -39,10 +39,11 @@ from typing import Any, TypeVar
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from shoal.core.scheduling.reporting import NOT_READY_FOR_SCHEDULING, WAITING_FOR_GANG, HeldPacer
+from shoal.core.scheduling.reporting import NOT_READY_FOR_SCHEDULING, HeldPacer
 from shoal.core.state.objects import PodInfo
 from shoal.kube.rest import RawClient, message_of
 from shoal.kube.wire import EVENTS, PODS, STRATEGIC_MERGE_PATCH, micro_time, rfc3339
+from shoal.plugins.coscheduling import WAITING_FOR_GANG
 
 log = logging.getLogger("shoal.reporter")
 

@@ -319,7 +319,7 @@ class Simulation:
         self.binder.scheduler = self.scheduler
         self.scheduler.handle.extras[VOLUME_WRITER] = MemoryVolumeWriter(self.scheduler)
         self.scheduler.handle.extras[CLAIM_WRITER] = MemoryClaimWriter(self.scheduler)
-        self.preemption = MemoryPreemptionExecutor(self)
+        self.preemption = MemoryPreemptionExecutor(cluster.pods, self.scheduler.on_pod, self.delete_pod)
         self.scheduler.handle.extras[PREEMPTION_EXECUTOR] = self.preemption
         specs = [profile_spec(p) for p in profiles] or [profile_spec(p) for p in cluster.profiles]
         for spec in specs or [DEFAULT_PROFILE_SPEC]:

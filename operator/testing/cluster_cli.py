@@ -1,4 +1,4 @@
-"""``python -m shoal.testing.controlplane up|down|serve``: a control plane for manual use.
+"""``python -m shoal.testing.cluster_cli up|down|serve``: a control plane for manual use.
 
 `make cluster-up` starts a detached supervisor (``serve``) that keeps etcd + kube-apiserver running
 in ``.cluster/`` and writes their state; `make cluster-down` stops it by PID (``down``).
@@ -66,7 +66,7 @@ def _up(directory: Path, timeout: float) -> int:
     directory.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         subprocess.Popen(
-            [sys.executable, "-m", "shoal.testing.controlplane", "serve", "--dir", str(directory)],
+            [sys.executable, "-m", "shoal.testing.cluster_cli", "serve", "--dir", str(directory)],
             env=python_env(),
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -137,7 +137,7 @@ def _down(directory: Path, timeout: float) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shoal.testing.controlplane")
+    parser = argparse.ArgumentParser(prog="python -m shoal.testing.cluster_cli")
     parser.add_argument("command", choices=["up", "down", "serve"])
     parser.add_argument("--dir", type=Path, default=Path(".cluster"))
     parser.add_argument("--timeout", type=float, default=120.0)
@@ -147,3 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "up":
         return _up(args.dir, args.timeout)
     return _down(args.dir, args.timeout)
+
+
+if __name__ == "__main__":  # make cluster-up / cluster-down
+    raise SystemExit(main())

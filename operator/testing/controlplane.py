@@ -439,9 +439,3 @@ def running(**kwargs: object) -> Iterator[ControlPlane]:
         yield cp
     finally:
         cp.stop()
-
-
-if __name__ == "__main__":  # `python -m shoal.testing.controlplane up|down|serve` (make cluster-up)
-    from shoal.testing.cluster_cli import main
-
-    raise SystemExit(main())

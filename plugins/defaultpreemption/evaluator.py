@@ -27,7 +27,6 @@ from typing import Protocol
 
 import numpy as np
 
-from shoal.core.framework import fastreprieve
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import Diagnosis
 from shoal.core.framework.runtime import Framework
@@ -41,6 +40,7 @@ from shoal.core.framework.whatif import (
 from shoal.core.state.disruption import PDBInfo
 from shoal.core.state.objects import PREEMPT_NEVER, PodInfo
 from shoal.core.state.status import Code, Status
+from shoal.plugins.defaultpreemption import reprieve
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
@@ -235,14 +235,14 @@ def select_victims_on_node(
     resources_only: bool = False,
 ) -> tuple[list[PodInfo], int, Status]:
     """The fewest pods to evict for ``pod`` to fit on ``row``: (victims, PDB violations, status).
-    ``resources_only``: only NodeResourcesFit rejected the row (see core/framework/fastreprieve.py)."""
+    ``resources_only``: only the resource Filter rejected the row (see reprieve.py)."""
     potential = victims_on(fw, fw.handle.cache.table.name(row), pod.priority)
     if not potential:
         return [], 0, Status.unschedulable(NO_VICTIMS, resolvable=False)
     if resources_only and state is not None:
         node = fw.handle.cache.table.name(row)
         here = [p for v in potential for p in v.pods if fw.handle.cache.placed_node(p.uid) == node]
-        if fastreprieve.applies(fw, pod, here):
+        if reprieve.applies(fw, pod, here):
             return _select_by_arithmetic(fw, pod, row, node, potential, pdbs)
     evicted = Evicted(fw)
     try:
@@ -257,11 +257,11 @@ def select_victims_on_node(
         node = fw.handle.cache.table.name(row)
         mine = [(v, [p for p in v.pods if evicted.nodes.get(p.uid) == node]) for v in potential]
         fast = None
-        if state is not None and fastreprieve.applies(fw, pod, [p for _, ps in mine for p in ps]):
-            fast = fastreprieve.reprieve_by_resources(fw, pod, row, mine, nominated_for(fw, pod, node))
+        if state is not None and reprieve.applies(fw, pod, [p for _, ps in mine for p in ps]):
+            fast = reprieve.reprieve_by_resources(fw, pod, row, mine, nominated_for(fw, pod, node))
 
-        def reprieve(victim: Victim) -> bool:
-            if fast is not None:  # only resources can change: arithmetic (core/framework/fastreprieve.py)
+        def spare(victim: Victim) -> bool:
+            if fast is not None:  # only resources can change: arithmetic (reprieve.py)
                 if fast(victim):
                     evicted.add(victim)
                     return True
@@ -274,9 +274,9 @@ def select_victims_on_node(
             victims.append(victim)
             return False
 
-        violations = sum(count for v, count in violating if not reprieve(v))
+        violations = sum(count for v, count in violating if not spare(v))
         for victim in others:
-            reprieve(victim)
+            spare(victim)
         pods = sorted((p for v in victims for p in v.pods), key=importance)
         return pods, violations, Status()
     finally:
@@ -293,13 +293,13 @@ def _select_by_arithmetic(
     ordered = [v for v, _ in violating] + others
     counts = [n for _, n in violating] + [0] * len(others)
     on_node = [[p for p in v.pods if cache.placed_node(p.uid) == node] for v in ordered]
-    short, reprieve = fastreprieve.fits_after_evictions(fw, pod, row, on_node, nominated_for(fw, pod, node))
+    short, put_back = reprieve.fits_after_evictions(fw, pod, row, on_node, nominated_for(fw, pod, node))
     if short:
-        return [], 0, Status.unschedulable(*short, plugin="NodeResourcesFit")
+        return [], 0, reprieve.short_of(fw, short)
     victims: list[Victim] = []
     violations = 0
     for i, victim in enumerate(ordered):
-        if not reprieve(i):
+        if not put_back(i):
             victims.append(victim)
             violations += counts[i]
     pods = sorted((p for v in victims for p in v.pods), key=importance)
@@ -307,15 +307,15 @@ def _select_by_arithmetic(
 
 
 def _plain_on_node(
-    fw: Framework, pod: PodInfo, row: int, node: str, plain: fastreprieve.PlainRun
+    fw: Framework, pod: PodInfo, row: int, node: str, plain: reprieve.PlainRun
 ) -> tuple[list[PodInfo], int, Status] | None:
-    """select_victims_on_node by fastreprieve.select_plain where it applies (None: it does not)."""
-    quick = fastreprieve.select_plain(fw, pod, row, node, plain, nominated_for(fw, pod, node))
+    """select_victims_on_node by reprieve.select_plain where it applies (None: it does not)."""
+    quick = reprieve.select_plain(fw, pod, row, node, plain, nominated_for(fw, pod, node))
     if quick is None:
         return None
     victims, short = quick
     if short:
-        return [], 0, Status.unschedulable(*short, plugin="NodeResourcesFit")
+        return [], 0, reprieve.short_of(fw, short)
     return victims, 0, Status()
 
 
@@ -339,8 +339,8 @@ def dry_run(
     violating: list[Candidate] = []
     statuses: dict[str, Status] = {}
     state = shared_pre_filter(fw, pod)
-    by_resources = fastreprieve.resources_only_rows(diagnosis) if diagnosis is not None else None
-    plain = fastreprieve.plain_run(fw, pod, pdbs) if state is not None and by_resources is not None else None
+    by_resources = reprieve.resources_only_rows(fw, diagnosis) if diagnosis is not None else None
+    plain = reprieve.plain_run(fw, pod, pdbs) if state is not None and by_resources is not None else None
     for i in range(len(rows)):
         row = rows[(offset + i) % len(rows)]
         node = table.name(row)

@@ -2,8 +2,8 @@
 
 kube-scheduler's per-pod preemption can evict pods for one member of a gang that still does not
 fit (scheduler-plugins #581); shoal's DefaultPreemption never preempts for a single member.
-Instead, when a gang's cycle fails its quorum, :func:`run_gang_post_filter` asks the profile's
-PostFilter plugins that implement ``post_filter_gang`` (DefaultPreemption) for the gang as one:
+Instead, when a gang's cycle fails its quorum, the framework (``Framework.run_gang_post_filter``)
+asks DefaultPreemption's ``post_filter_gang`` for the gang as one:
 
 1. every victim of lower priority than the gang, cluster-wide, is taken away (a victim is a pod,
    or a whole lower-priority gang: :class:`~shoal.plugins.defaultpreemption.evaluator.Victim`);
@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.gangplan import GANG_DOMAIN_STATE, GangTrial
@@ -33,35 +33,9 @@ from shoal.core.framework.runtime import Framework
 from shoal.core.scheduling.placement import schedule_pod
 from shoal.core.state.disruption import PDBInfo
 from shoal.core.state.objects import PodGroupInfo, PodInfo
-from shoal.core.state.status import Status
 from shoal.plugins.defaultpreemption.evaluator import Evicted, Victim, split_by_pdb, victims_on
 
 log = logging.getLogger("shoal.preemption")
-
-
-@runtime_checkable
-class GangPostFilterPlugin(Protocol):
-    name: str
-
-    def post_filter_gang(self, group: PodGroupInfo, members: Sequence[PodInfo], need: int) -> Status:
-        """When: a gang's cycle placed fewer than ``need`` of its pending ``members`` (nothing is
-        held any more). Codes as PostFilter's; the message joins the members' FailedScheduling."""
-        ...
-
-
-def run_gang_post_filter(fw: Framework, group: PodGroupInfo, members: Sequence[PodInfo], need: int) -> str:
-    """The first PostFilter plugin of the profile that handles gangs: its message (`` preemption:
-    ...``, with a leading space), or ``""``. A plugin that raises costs the gang its preemption,
-    never the cycle."""
-    for plugin in fw.post_filter:
-        if isinstance(plugin, GangPostFilterPlugin):
-            try:
-                status = plugin.post_filter_gang(group, members, need)
-            except Exception:
-                log.exception("post_filter_gang of %s for pod group %s failed", plugin.name, group.key)
-                return ""
-            return f" {status.message}" if status.message else ""
-    return ""
 
 
 def place_gang(

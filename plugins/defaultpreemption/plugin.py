@@ -142,6 +142,10 @@ class DefaultPreemption:
             return Status()
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (WAITING,), plugin=NAME)
 
+    def hold_reason(self, status: Status) -> str | None:
+        """Not reported: a moment's wait while the preemption's API writes finish."""
+        return None
+
     def attach_framework(self, fw: Framework) -> None:
         """The profile this instance belongs to: its PreFilter/Filter run the dry runs."""
         self.fw = fw

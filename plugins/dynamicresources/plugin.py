@@ -47,6 +47,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from shoal.core.framework.contract import Contract, Evaluates
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import (
     BoolArray,
@@ -62,6 +63,7 @@ from shoal.core.framework.interfaces import (
 from shoal.core.framework.invoker import PluginFailed
 from shoal.core.framework.profile import PluginEntry
 from shoal.core.framework.scoring import default_normalize
+from shoal.core.state import fidelity
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.dra import (
     ALLOCATION_EXACT_COUNT,
@@ -486,4 +488,12 @@ def new(args: None, handle: Handle) -> DynamicResources:
     return DynamicResources(handle)
 
 
-ENTRY = PluginEntry(NAME, new, None, DynamicResources)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(
+    # allocated at Reserve, written at PreBind: all three needed
+    evaluates=tuple(Evaluates(fidelity.RESOURCE_CLAIMS, point) for point in ("filter", "reserve", "preBind")),
+    # a pod with claims never shares its PreFilter (the field is not pod-only); for one without,
+    # the Filter passes every node whatever it holds
+    filter_blind_to_pods=True,
+)
+ENTRY = PluginEntry(NAME, new, None, DynamicResources, contract=CONTRACT)

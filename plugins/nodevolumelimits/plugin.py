@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shoal.core.framework.contract import Contract, Evaluates
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import (
     BoolArray,
@@ -45,6 +46,7 @@ from shoal.core.framework.interfaces import (
 )
 from shoal.core.framework.invoker import PluginFailed
 from shoal.core.framework.profile import PluginEntry
+from shoal.core.state import fidelity
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import PodInfo
@@ -268,4 +270,19 @@ def new(args: None, handle: Handle) -> NodeVolumeLimits:
     return NodeVolumeLimits(handle.cache)
 
 
-ENTRY = PluginEntry(NAME, new, None, NodeVolumeLimits)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(
+    evaluates=tuple(
+        Evaluates(fidelity.volume(source))
+        for source in (
+            "persistentVolumeClaim",
+            "ephemeral",
+            "gcePersistentDisk",
+            "awsElasticBlockStore",
+            "azureDisk",
+            "cinder",
+        )
+    ),
+    filter_blind_to_pods=True,
+)
+ENTRY = PluginEntry(NAME, new, None, NodeVolumeLimits, contract=CONTRACT)

@@ -23,10 +23,12 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
+from shoal.core.framework.contract import Contract, Evaluates
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.gangplan import GANG_DOMAIN_STATE, GangPlan, GangTrial
 from shoal.core.framework.interfaces import BoolArray, EventKind, EventRegistration, Handle, Rejection
 from shoal.core.framework.profile import ArgsModel, PluginEntry
+from shoal.core.state import fidelity
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import PodGroupInfo, PodInfo
 from shoal.core.state.status import Code
@@ -158,4 +160,6 @@ def new(args: Args, handle: Handle) -> TopologyPlacement:
     return TopologyPlacement(args, handle)
 
 
-ENTRY = PluginEntry(NAME, new, Args, TopologyPlacement)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(evaluates=(Evaluates(fidelity.GANG_TOPOLOGY),), filter_blind_to_pods=True)
+ENTRY = PluginEntry(NAME, new, Args, TopologyPlacement, contract=CONTRACT)

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import Field, field_validator
 
+from shoal.core.framework.contract import Contract, Evaluates
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import (
     BoolArray,
@@ -69,6 +70,7 @@ from shoal.core.framework.scoring import (
     class_mean_scores,
     shape_points,
 )
+from shoal.core.state import fidelity
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import PodInfo
@@ -484,4 +486,12 @@ def new(args: Args, handle: Handle) -> VolumeBinding:
     return VolumeBinding(args, handle)
 
 
-ENTRY = PluginEntry(NAME, new, Args, VolumeBinding)
+#: what the core must know of this plugin (core/framework/contract.py)
+CONTRACT = Contract(
+    evaluates=(
+        Evaluates(fidelity.volume("persistentVolumeClaim")),
+        Evaluates(fidelity.volume("ephemeral")),
+    ),
+    filter_blind_to_pods=True,
+)
+ENTRY = PluginEntry(NAME, new, Args, VolumeBinding, contract=CONTRACT)

@@ -101,7 +101,7 @@ def test_cluster_up_prints_a_working_kubeconfig_and_down_stops_it(tmp_path: Path
     # `up` and `down` give up after their own 120 s; the 200 s here only catches a hang
     directory = tmp_path / "cluster"
     up = subprocess.run(
-        [sys.executable, "-m", "shoal.testing.controlplane", "up", "--dir", str(directory)],
+        [sys.executable, "-m", "shoal.testing.cluster_cli", "up", "--dir", str(directory)],
         capture_output=True,
         text=True,
         timeout=200,
@@ -126,7 +126,7 @@ def test_cluster_up_prints_a_working_kubeconfig_and_down_stops_it(tmp_path: Path
         assert asyncio.run(list_nodes()) == ["from-cluster-up"]
     finally:
         down = subprocess.run(
-            [sys.executable, "-m", "shoal.testing.controlplane", "down", "--dir", str(directory)],
+            [sys.executable, "-m", "shoal.testing.cluster_cli", "down", "--dir", str(directory)],
             capture_output=True,
             text=True,
             timeout=200,

@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
+from shoal.core.framework.contract import evaluators
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.gates import WaitingPods
 from shoal.core.framework.interfaces import Handle
+from shoal.core.state import fidelity
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import NodeSpec, PodInfo
 from shoal.core.state.status import Status
+from shoal.plugins.registry import load_registry
 from shoal.testing.objects import make_pod
+
+#: field -> (plugin, point): what the built-in plugins declare they evaluate
+BUILTIN_EVALUATORS = evaluators((e.name, e.contract) for e in load_registry(third_party=False).values())
+
+
+def refusal(fields: Collection[fidelity.FieldUse], at: Mapping[str, Collection[str]]) -> Status | None:
+    """The never-silently-wrong check of a profile running the plugins ``at`` each point, with
+    the built-in plugins' declarations."""
+    return fidelity.check(fields, at, BUILTIN_EVALUATORS)
 
 
 class NoBinder:

@@ -18,8 +18,11 @@ from shoal.core.state.status import Code
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.sim.cluster import InMemoryCluster, Simulation, load_objects
 from shoal.testing.objects import make_node, make_pod
+from tests.unit.helpers import BUILTIN_EVALUATORS, refusal
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
+EVALUATORS = BUILTIN_EVALUATORS
+check = refusal
 
 
 REQ, PREF = (
@@ -97,19 +100,26 @@ REQ, PREF = (
     ],
 )
 def test_each_field_is_found_with_its_plugin_and_point(
-    patch: dict[str, object], path: str, plugin: str | None, point: str
+    patch: dict[str, object], path: str, plugin: str, point: str
 ) -> None:
     obj = make_pod("p")
     obj["spec"].update(patch)
     info = PodInfo.from_dict(obj)
-    assert fidelity.FieldUse(path, plugin, point) in info.fields_used
-    status = fidelity.check(info.fields_used, at={})
+    (use,) = [u for u in info.fields_used if u.path == path]
+    assert (plugin, point) in EVALUATORS[use.field]
+    status = check(info.fields_used, at={})
     assert status is not None and status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert path in status.message and status.plugin == fidelity.GUARD
-    if plugin is not None:  # the plugin at that point evaluates it; elsewhere it does not
-        assert fidelity.check([fidelity.FieldUse(path, plugin, point)], at={point: {plugin}}) is None
-        elsewhere = "score" if point != "score" else "filter"
-        assert fidelity.check([fidelity.FieldUse(path, plugin, point)], at={elsewhere: {plugin}}) is not None
+    # every plugin that evaluates the field, where it must: evaluated; one of them elsewhere: not
+    needs = EVALUATORS[use.field]
+    at: dict[str, set[str]] = {}
+    for name, where in needs:
+        at.setdefault(where or "filter", set()).add(name)
+    assert check([use], at=at) is None
+    elsewhere = "score" if point != "score" else "filter"
+    moved = {k: v - {plugin} for k, v in at.items()}
+    moved.setdefault(elsewhere, set()).add(plugin)
+    assert check([use], at=moved) is not None
 
 
 def test_empty_or_harmless_fields_are_not_flagged() -> None:
@@ -132,12 +142,13 @@ def test_empty_or_harmless_fields_are_not_flagged() -> None:
 
 
 def test_a_field_whose_plugin_the_profile_leaves_out_names_the_plugin_and_point() -> None:
+    gpu = "metadata.annotations[shoal.dev/gpu-memory-gb]"
     fields = [
-        fidelity.FieldUse("spec.schedulingGates", "SchedulingGates", "preEnqueue"),
-        fidelity.FieldUse("metadata.annotations[shoal.dev/gpu-memory-gb]", "GPUMemory", "filter"),
+        fidelity.FieldUse("spec.schedulingGates", fidelity.SCHEDULING_GATES),
+        fidelity.FieldUse(gpu, gpu),
     ]
-    assert fidelity.check(fields, at={"preEnqueue": {"SchedulingGates"}, "filter": {"GPUMemory"}}) is None
-    status = fidelity.check(fields, at={"preEnqueue": {"SchedulingGates"}, "score": {"GPUMemory"}})
+    assert check(fields, at={"preEnqueue": {"SchedulingGates"}, "filter": {"GPUMemory"}}) is None
+    status = check(fields, at={"preEnqueue": {"SchedulingGates"}, "score": {"GPUMemory"}})
     assert status is not None
     assert (
         "metadata.annotations[shoal.dev/gpu-memory-gb], which this profile does not evaluate"
@@ -210,21 +221,33 @@ def test_a_claim_needs_all_four_volume_plugins_and_names_the_missing_ones() -> N
         }
     ).fields_used
     every = {"VolumeBinding", "VolumeZone", "VolumeRestrictions", "NodeVolumeLimits"}
-    assert fidelity.check(claim, at={"filter": every}) is None
-    status = fidelity.check(claim, at={"filter": {"VolumeBinding", "NodeVolumeLimits"}})
+    assert check(claim, at={"filter": every}) is None
+    status = check(claim, at={"filter": {"VolumeBinding", "NodeVolumeLimits"}})
     assert status is not None
     assert "(it leaves out VolumeZone at filter)" in status.message
     assert "(it leaves out VolumeRestrictions at filter)" in status.message
-    ephemeral = [
-        fidelity.FieldUse("spec.volumes[1].ephemeral", p) for p in fidelity.VOLUME_PLUGINS["ephemeral"]
-    ]
-    assert fidelity.check(ephemeral, at={"filter": {"VolumeBinding", "NodeVolumeLimits"}}) is None
-    disk = [
-        fidelity.FieldUse("spec.volumes[0].gcePersistentDisk", p)
-        for p in fidelity.VOLUME_PLUGINS["gcePersistentDisk"]
-    ]
-    status = fidelity.check(disk, at={"filter": {"VolumeRestrictions"}})
+    ephemeral = [fidelity.FieldUse("spec.volumes[1].ephemeral", fidelity.volume("ephemeral"))]
+    assert check(ephemeral, at={"filter": {"VolumeBinding", "NodeVolumeLimits"}}) is None
+    assert check(ephemeral, at={"filter": {"VolumeBinding"}}) is not None
+    disk = [fidelity.FieldUse("spec.volumes[0].gcePersistentDisk", fidelity.volume("gcePersistentDisk"))]
+    status = check(disk, at={"filter": {"VolumeRestrictions"}})
     assert status is not None and "(it leaves out NodeVolumeLimits at filter)" in status.message
+
+
+def test_a_field_no_plugin_declares_is_refused_and_a_plugin_that_declares_it_evaluates_it() -> None:
+    """The core knows fields, not plugins: a third-party plugin that declares a field (say,
+    Kueue's topology request) takes it off the refused list, where the profile runs it."""
+    kueue = fidelity.annotation("kueue.x-k8s.io/podset-required-topology")
+    use = [fidelity.FieldUse(kueue, kueue, why="Kueue assigns the domain")]
+    status = check(use, at={})
+    assert status is not None and "which shoal does not evaluate (Kueue assigns the domain)" in status.message
+    declared = {**EVALUATORS, kueue: (("KueueTopology", "filter"),)}
+    assert fidelity.check(use, {"filter": {"KueueTopology"}}, declared) is None
+    status = fidelity.check(use, {"score": {"KueueTopology"}}, declared)
+    assert status is not None and "(it leaves out KueueTopology at filter)" in status.message
+    unknown = [fidelity.FieldUse("spec.somethingNew", "spec.somethingNew")]
+    status = check(unknown, at={})
+    assert status is not None and "which shoal does not evaluate yet" in status.message
 
 
 def test_five_anti_affine_replicas_are_not_stacked_on_one_node() -> None:
@@ -393,7 +416,7 @@ def test_kueue_preferred_topology_is_found_only_without_a_node_selector() -> Non
     ann = {"kueue.x-k8s.io/podset-preferred-topology": "topology.shoal.dev/block"}
     used = fidelity.fields_used({}, ann)
     assert [u.path for u in used] == ["metadata.annotations[kueue.x-k8s.io/podset-preferred-topology]"]
-    assert used[0].plugin is None and used[0].why == fidelity.KUEUE_ASSIGNS
+    assert used[0].field not in BUILTIN_EVALUATORS and used[0].why == fidelity.KUEUE_ASSIGNS
     assert fidelity.fields_used({"nodeSelector": {"kubernetes.io/hostname": "n1"}}, ann) == (
-        fidelity.FieldUse("spec.nodeSelector", "NodeAffinity"),
+        fidelity.FieldUse("spec.nodeSelector", fidelity.NODE_SELECTOR),
     )

@@ -14,15 +14,19 @@ from tests.unit.helpers import pod
 
 
 def test_reasons_by_plugin_and_code() -> None:
-    assert held_reason(
-        Status(Code.UNSCHEDULABLE, ("pod group default/g has 1 of the 3 pods",), "Coscheduling")
-    ) == ("WaitingForGang")
+    fw = Simulation(InMemoryCluster([])).scheduler.profiles["gpu-scheduler"]
+    gang = fw.plugins["Coscheduling"]
+    waiting = Status(Code.UNSCHEDULABLE, ("pod group default/g has 1 of the 3 pods",), "Coscheduling")
+    assert held_reason(gang, waiting) == "WaitingForGang"
     missing = Status.unschedulable("PodGroup default/g not found", plugin="Coscheduling", resolvable=False)
-    assert held_reason(missing) == "PodGroupMissing"
+    assert held_reason(gang, missing) == "PodGroupMissing"
     gated = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("waiting for scheduling gates",), "SchedulingGates")
-    assert held_reason(gated) is None  # the API server's SchedulingGated condition says it
+    # the API server's SchedulingGated condition says it
+    assert held_reason(fw.plugins["SchedulingGates"], gated) is None
+    assert held_reason(fw.plugins["DefaultPreemption"], gated) is None  # a moment's wait
     claim = Status.unschedulable("ResourceClaim not created yet", plugin="DynamicResources", resolvable=False)
-    assert held_reason(claim) == "NotReadyForScheduling"
+    assert held_reason(fw.plugins["DynamicResources"], claim) == "NotReadyForScheduling"
+    assert held_reason(None, claim) == "NotReadyForScheduling"
 
 
 def test_pacer_waits_the_delay_then_reports_once() -> None:

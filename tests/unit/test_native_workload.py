@@ -30,6 +30,7 @@ from shoal.operator_app.settings import RunSettings
 from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
 from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_native_pod_group, make_node, make_pod, make_pod_group
+from tests.unit.helpers import refusal
 from tests.unit.test_operator_lifecycle import RecordingWriter, SlowBinder
 
 
@@ -95,16 +96,17 @@ def test_pods_link_by_scheduling_group_and_it_wins_over_the_label() -> None:
         NATIVE_GROUP_API,
         "ml/train@scheduling.k8s.io",
     )
-    assert fidelity.FieldUse("spec.schedulingGroup", "Coscheduling", None) in native.fields_used
+    assert fidelity.FieldUse("spec.schedulingGroup", fidelity.SCHEDULING_GROUP) in native.fields_used
     labelled = PodInfo.from_dict(make_pod("b", namespace="ml", pod_group="train"))
     assert (labelled.pod_group_api, labelled.group_key) == (PLUGINS_GROUP_API, "ml/train")
     both = PodInfo.from_dict(make_pod("c", namespace="ml", pod_group="other", scheduling_group="train"))
     assert both.group_key == "ml/train@scheduling.k8s.io"  # kube-scheduler reads only the field
-    assert [u.path for u in both.fields_used if u.plugin == "Coscheduling"] == ["spec.schedulingGroup"]
+    links = {fidelity.SCHEDULING_GROUP, fidelity.POD_GROUP_LABEL_FIELD, fidelity.VOLCANO_GROUP_FIELD}
+    assert [u.path for u in both.fields_used if u.field in links] == ["spec.schedulingGroup"]
     # a profile without Coscheduling refuses a native member instead of placing it alone
-    status = fidelity.check(native.fields_used, at={"filter": {"NodeResourcesFit"}})
+    status = refusal(native.fields_used, at={"filter": {"NodeResourcesFit"}})
     assert status is not None and "spec.schedulingGroup" in status.message
-    assert fidelity.check(native.fields_used, at={"permit": {"Coscheduling"}}) is None
+    assert refusal(native.fields_used, at={"permit": {"Coscheduling"}}) is None
 
 
 # -- scheduling ---------------------------------------------------------------------------------------

@@ -346,6 +346,36 @@ class GangPlacementPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class GangPostFilterPlugin(Plugin, Protocol):
+    def post_filter_gang(self, group: PodGroupInfo, members: Sequence[PodInfo], need: int) -> Status:
+        """When: a gang's cycle placed fewer than ``need`` of its pending ``members`` (nothing is
+        held any more), for the first PostFilter plugin of the profile implementing it (whole-gang
+        preemption). Codes as PostFilter's; the message joins the members' FailedScheduling. An
+        exception costs the gang its preemption, never the cycle."""
+        ...
+
+
+@runtime_checkable
+class ReportsHold(Plugin, Protocol):
+    def hold_reason(self, status: Status) -> str | None:
+        """How a pod this plugin's PreEnqueue holds is reported: the reason of its event and of
+        its ``PodScheduled=False`` condition, or None when it is not reported (the user's own gate,
+        a moment's wait). A PreEnqueue plugin without it reports ``NotReadyForScheduling``."""
+        ...
+
+
+@runtime_checkable
+class ResourceFilter(Plugin, Protocol):
+    def counts_every_resource(self) -> bool:
+        """The Filter that weighs a pod's requests against each node's allocatable, with the pod
+        count (NodeResourcesFit): does it count every resource a pod requests (its args ignore
+        none)? If so, and every other Filter of the profile is blind to the pods a node holds
+        (:class:`~shoal.core.framework.contract.Contract`), what-ifs do its arithmetic instead
+        of running every Filter: preemption's reprieve, the nominated-pods pass."""
+        ...
+
+
+@runtime_checkable
 class ImpliesRequests(Plugin, Protocol):
     def implies_filter_requests(self, pod: PodInfo) -> bool:
         """Does this plugin's Filter weigh other pods against ``pod`` for a request the pod does

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from shoal.core.framework.contract import NO_CONTRACT, Contract
 from shoal.core.framework.interfaces import EXTENSION_POINTS, Handle, Plugin
 from shoal.core.framework.interfaces import POINTS as POINTS  # the points, in order (re-exported)
 
@@ -138,6 +139,8 @@ class PluginEntry:
     args_model: type[BaseModel] | None = None
     plugin_class: type | None = None
     source: str = "builtin"
+    #: what the plugin declares to the core (fields it evaluates, what its PreFilter and Filter read)
+    contract: Contract = NO_CONTRACT
 
     def points(self) -> set[str]:
         """Extension points the plugin class implements (all, if the class is unknown): those of

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from shoal.core.framework.contract import evaluators
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.gates import MAX_PERMIT_TIMEOUT, PermitGate
 from shoal.core.framework.interfaces import (
@@ -58,11 +59,13 @@ from shoal.core.framework.interfaces import (
     ExtensionPoint,
     GangPlacementPlugin,
     GangPlugin,
+    GangPostFilterPlugin,
     Handle,
     IntArray,
     P,
     Plugin,
     PreFilterResult,
+    ResourceFilter,
     ScoreExtensions,
     VectorFilterPlugin,
     VectorScorePlugin,
@@ -89,6 +92,7 @@ from shoal.core.framework.profile import (
     ValidatedProfile,
     validate_profile,
 )
+from shoal.core.state import fidelity
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import PodGroupInfo, PodInfo
 from shoal.core.state.status import SUCCESS, Code, Status
@@ -157,6 +161,17 @@ class Framework:
                     continue
                 self.plugins[ref.name] = registry[ref.name].factory(validated.args.get(ref.name), handle)
         self._errors: list[tuple[str, str]] = []
+        #: what each plugin of the profile declares to the core (core/framework/contract.py)
+        self.contracts = {name: registry[name].contract for name in self.plugins}
+        #: field -> the plugins that evaluate it and where, from every registered plugin (a field
+        #: whose plugin the profile leaves out is refused, naming that plugin)
+        self.evaluators = evaluators((name, entry.contract) for name, entry in registry.items())
+        #: fields whose every evaluator's PreFilter reads the pod alone (what-ifs may share it)
+        self.pod_only_fields = frozenset(
+            f
+            for f, needs in self.evaluators.items()
+            if all(registry[name].contract.pod_only_pre_filter for name, _ in needs)
+        )
         at = validated.points
         #: extension point -> the names of the plugins listed there (the fidelity check reads it)
         self.at: dict[str, frozenset[str]] = {
@@ -165,9 +180,19 @@ class Framework:
         self.pre_enqueue = self._typed(PRE_ENQUEUE, at)
         queue_sort = self._typed(QUEUE_SORT, at)
         self.pre_filter = self._typed(PRE_FILTER, at)
+        filters = self._typed(FILTER, at)
         self.filter: list[VectorFilterPlugin] = [
-            p if isinstance(p, VectorFilterPlugin) else PerNodeFilter(p) for p in self._typed(FILTER, at)
+            p if isinstance(p, VectorFilterPlugin) else PerNodeFilter(p) for p in filters
         ]
+        #: the Filter that counts requests against allocatable, if the profile has one
+        self.resource_filter = next((p for p in filters if isinstance(p, ResourceFilter)), None)
+        #: what-ifs may do the resource Filter's arithmetic instead of running every Filter: it
+        #: counts every resource and every Filter is blind to the pods a node holds but for them
+        self.arithmetic_what_ifs = (
+            self.resource_filter is not None
+            and self.resource_filter.counts_every_resource()
+            and all(self.contracts[r.name].filter_blind_to_pods for r in at["filter"])
+        )
         self.post_filter = self._typed(POST_FILTER, at)
         self.pre_score = self._typed(PRE_SCORE, at)
         weights = {r.name: r.weight or 1 for r in at["score"]}
@@ -247,6 +272,17 @@ class Framework:
     @property
     def gang_plugin_name(self) -> str:
         return self._gang.name if self._gang is not None else ""
+
+    def refusal(self, pod: PodInfo) -> Status | None:
+        """Never silently wrong: why this profile refuses ``pod`` before PreFilter (a field it
+        uses whose plugins the profile leaves out: core/state/fidelity.py), or None."""
+        if not pod.fields_used:
+            return None
+        return fidelity.check(pod.fields_used, self.at, self.evaluators)
+
+    def reads_only_the_pod(self, pod: PodInfo) -> bool:
+        """Every field ``pod`` uses is evaluated by plugins whose PreFilter reads the pod alone."""
+        return all(u.field in self.pod_only_fields for u in pod.fields_used)
 
     def pod_group(self, pod: PodInfo) -> PodGroupInfo | None:
         if self._gang is None or pod.pod_group is None:
@@ -335,6 +371,20 @@ class Framework:
         outcome.feasible = cand
         self.invoker.point("Filter", began, SUCCESS if cand.any() else Status(Code.UNSCHEDULABLE))
         return outcome
+
+    def run_gang_post_filter(self, group: PodGroupInfo, members: Sequence[PodInfo], need: int) -> str:
+        """The first PostFilter plugin that handles gangs (:class:`GangPostFilterPlugin`): its
+        message (`` preemption: ...``, with a leading space), or ``""``. A plugin that raises costs
+        the gang its preemption, never the cycle."""
+        for plugin in self.post_filter:
+            if isinstance(plugin, GangPostFilterPlugin):
+                try:
+                    status = plugin.post_filter_gang(group, members, need)
+                except Exception:
+                    log.exception("post_filter_gang of %s for pod group %s failed", plugin.name, group.key)
+                    return ""
+                return f" {status.message}" if status.message else ""
+        return ""
 
     def run_post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
         """In order until one succeeds; one that fails or raises leaves the pod unschedulable."""

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shoal.core.framework import fastreprieve
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import BoolArray, ImpliesRequests, Rejection
 from shoal.core.framework.outcomes import FilterOutcome, FilterStep
 from shoal.core.framework.runtime import Framework
 from shoal.core.state.objects import PodInfo
+from shoal.core.state.room import Room
 from shoal.core.state.status import Code, Status
 
 
@@ -44,19 +44,13 @@ class RowVerdict:
 FITS = RowVerdict(Status())
 
 
-#: plugins whose PreFilter reads only the pod itself (and node columns Filter reads afresh), so
-#: evicting or nominating other pods cannot change its result
-POD_ONLY_PRE_FILTER = frozenset(
-    {"NodeAffinity", "NodePorts", "SchedulingGates", "GPUMemory", "TaintToleration", "NodeDeclaredFeatures"}
-)
-
-
 def shared_pre_filter(fw: Framework, pod: PodInfo) -> CycleState | None:
     """One PreFilter state for every what-if about ``pod`` (a preemption dry run asks hundreds),
     when nothing that PreFilter reads changes as victims come and go: the pod asks for nothing a
     plugin evaluates against other pods (pod affinity, spreading, volumes, claims, a gang), and
-    no placed pod has required anti-affinity. Otherwise None: each what-if runs PreFilter afresh."""
-    if pod.group_key is not None or any(u.plugin not in POD_ONLY_PRE_FILTER for u in pod.fields_used):
+    no placed pod has required anti-affinity. Otherwise None: each what-if runs PreFilter afresh.
+    Which PreFilters read only the pod, the plugins declare (core/framework/contract.py)."""
+    if pod.group_key is not None or not fw.reads_only_the_pod(pod):
         return None
     if implied_requests(fw, pod):
         return None
@@ -133,7 +127,7 @@ def _plain(fw: Framework, pod: PodInfo) -> bool:
         pod.group_key is None
         and pod.gpu_memory_gb is None
         and not pod.host_ports
-        and all(u.plugin in POD_ONLY_PRE_FILTER for u in pod.fields_used)
+        and fw.reads_only_the_pod(pod)
         and not implied_requests(fw, pod)
     )
 
@@ -147,12 +141,14 @@ def implied_requests(fw: Framework, pod: PodInfo) -> bool:
 def _nominated_verdict(fw: Framework, pod: PodInfo, row: int, node: str, others: list[PodInfo]) -> RowVerdict:
     """:func:`with_nominated`, by arithmetic when only resources can differ: the node passed
     every Filter in the normal pass, and when the pod and the nominated pods are plain and the
-    profile's Filters are blind to other pods but for resources, counting the nominated pods can
-    change NodeResourcesFit's verdict only (the same answer, without a PreFilter and every Filter
-    again per node: preemption leaves hundreds of nominated pods)."""
-    if fastreprieve.profile_allows(fw) and _plain(fw, pod) and all(_plain(fw, o) for o in others):
-        short, _ = fastreprieve.fits_after_evictions(fw, pod, row, [], others)
-        return RowVerdict(Status.unschedulable(*short, plugin="NodeResourcesFit")) if short else FITS
+    profile's Filters are blind to other pods but for resources (``fw.arithmetic_what_ifs``),
+    counting the nominated pods can change the resource Filter's verdict only (the same answer,
+    without a PreFilter and every Filter again per node: preemption leaves hundreds of nominated
+    pods)."""
+    fit = fw.resource_filter
+    if fit is not None and fw.arithmetic_what_ifs and _plain(fw, pod) and all(_plain(fw, o) for o in others):
+        short = Room(fw.handle.cache.table, pod, row, others).short()
+        return RowVerdict(Status.unschedulable(*short, plugin=fit.name)) if short else FITS
     return with_nominated(fw, pod, row, node, others)
 
 

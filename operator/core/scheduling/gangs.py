@@ -6,8 +6,8 @@ them all. If fewer than ``minMember`` fit, everything placed is released before 
 gang that does not fit holds nothing, two gangs can never hold half the cluster each, and small pods
 behind it are scheduled normally.
 
-Where the members go is asked first of the profile's gang placer (TopologyPlacement, a Filter
-plugin; :class:`~shoal.core.framework.interfaces.GangPlacementPlugin`): it returns *trials*, node subsets such
+Where the members go is asked first of the profile's gang placer (a Filter plugin implementing
+:class:`~shoal.core.framework.interfaces.GangPlacementPlugin`): it returns *trials*, node subsets such
 as "the fewest nodes of rack r3", "all of rack r3", "zone a". The members are placed for real inside
 each trial in turn (the trial is in each member's cycle state, the placer's Filter rejects the nodes
 outside it) until the quorum fits; a trial that fails is released whole before the next. Without a
@@ -29,6 +29,8 @@ from shoal.core.framework.runtime import Framework
 from shoal.core.scheduling.cycle import Assumed, Cycle
 from shoal.core.scheduling.placement import Placement, first_reason
 from shoal.core.scheduling.queue import QueuedPodInfo
+from shoal.core.state.fidelity import GANG_TOPOLOGY
+from shoal.core.state.grouplinks import NATIVE_GROUP_API
 from shoal.core.state.objects import (
     TOPOLOGY_PREFERRED_ANNOTATION,
     TOPOLOGY_REQUIRED_ANNOTATION,
@@ -36,7 +38,6 @@ from shoal.core.state.objects import (
     PodInfo,
 )
 from shoal.core.state.status import Code, Status
-from shoal.plugins.defaultpreemption.gang import run_gang_post_filter
 
 if TYPE_CHECKING:
     from shoal.core.scheduling.scheduler import Scheduler
@@ -91,21 +92,27 @@ def _plan(
 ) -> GangPlan:
     placer = fw.gang_placer
     if placer is None:  # never silently wrong: a constraint nobody enforces refuses the gang
-        return GangPlan((), _unevaluated(group)) if group.topology_levels else _ANYWHERE
+        return GangPlan((), _unevaluated(fw, group)) if group.topology_levels else _ANYWHERE
     if not members or not placer.constrained(group):
         return _ANYWHERE
     feasible = _feasible_pod(fw, members[0].pod)
     return placer.gang_placements(group, [m.pod for m in members], feasible, need)
 
 
-def _unevaluated(group: PodGroupInfo) -> str:
+def _unevaluated(fw: Framework, group: PodGroupInfo) -> str:
+    """Never silently wrong: the gang's topology constraint, which no plugin of the profile
+    enforces, names the plugins that would (those declaring they evaluate it)."""
     field_name = TOPOLOGY_REQUIRED_ANNOTATION if group.topology_required else TOPOLOGY_PREFERRED_ANNOTATION
-    if group.api == "scheduling.k8s.io":
+    if group.api == NATIVE_GROUP_API:
         field_name = "spec.schedulingConstraints.topology"
-    return (
-        f"pod group {group.key} uses {field_name}, which this profile does not evaluate "
-        "(it leaves out TopologyPlacement at filter)"
-    )
+    placers = _placers(fw)
+    where = f" (it leaves out {' or '.join(f'{p} at {at}' for p, at in placers)})" if placers else " yet"
+    return f"pod group {group.key} uses {field_name}, which this profile does not evaluate{where}"
+
+
+def _placers(fw: Framework) -> list[tuple[str, str | None]]:
+    """The registered plugins that enforce a gang's topology constraint, and where they run."""
+    return list(fw.evaluators.get(GANG_TOPOLOGY, ()))
 
 
 def _feasible_pod(fw: Framework, pod: PodInfo) -> BoolArray:
@@ -180,13 +187,16 @@ def _refuse(
     began: float,
 ) -> None:
     """No trial at all: a required level no domain can hold now (the gang may preempt inside one
-    domain, plugins/defaultpreemption/gang.py), or a constraint the profile does not evaluate (it may not)."""
-    preempted = run_gang_post_filter(fw, group, [m.pod for m in members], need) if fw.gang_placer else ""
+    domain: ``Framework.run_gang_post_filter``), or a constraint the profile does not evaluate (it
+    may not)."""
+    placer = fw.gang_placer
+    preempted = fw.run_gang_post_filter(group, [m.pod for m in members], need) if placer else ""
     message = f"pod group {group.key}: {why}; nothing was reserved.{preempted}"
     duration = time.perf_counter() - began
+    rejecting = {placer.name} if placer is not None else {name for name, _ in _placers(fw)}
     for m in members:
         s.metrics.attempt("unschedulable", fw.name, duration)
-        s.queue.requeue_unschedulable(m, {"TopologyPlacement"}, message)
+        s.queue.requeue_unschedulable(m, rejecting, message)
         s.reporter.unschedulable(m.pod, message, fw.name)
 
 
@@ -203,8 +213,8 @@ def _gang_failed(
             s.retry_after_error(fw, m, message, duration)
         return
     why, plugins = first_reason(pl for _, pl in attempt.failed)
-    # the gang may preempt as one (plugins/defaultpreemption/gang.py): " preemption: ..." or ""
-    preempted = run_gang_post_filter(fw, group, [m.pod for m in members], need)
+    # the gang may preempt as one (a GangPostFilterPlugin): " preemption: ..." or ""
+    preempted = fw.run_gang_post_filter(group, [m.pod for m in members], need)
     where = ""
     if attempt.trial.domain is not None:
         tried = f"{trials} placement(s) tried, the last " if trials > 1 else ""
@@ -215,7 +225,7 @@ def _gang_failed(
     ).strip()
     for m in members:
         s.metrics.attempt("unschedulable", fw.name, duration)
-        s.queue.requeue_unschedulable(m, plugins or {"Coscheduling"}, message)
+        s.queue.requeue_unschedulable(m, plugins or {fw.gang_plugin_name}, message)
         s.reporter.unschedulable(m.pod, message, fw.name)
 
 
@@ -230,7 +240,7 @@ def explain_gang(fw: Framework, group: PodGroupInfo) -> list[str]:
     head += f", {len(members)} pending"
     placer = fw.gang_placer
     if placer is None and group.topology_levels:
-        return [head, f"  no placement: {_unevaluated(group)}"]
+        return [head, f"  no placement: {_unevaluated(fw, group)}"]
     if placer is None or not placer.constrained(group):
         return [head, "  no topology constraint: the members may go anywhere"]
     if not members:

@@ -26,7 +26,6 @@ from shoal.core.framework.interfaces import BoolArray, Diagnosis, IntArray
 from shoal.core.framework.outcomes import ScoreOutcome
 from shoal.core.framework.runtime import Framework
 from shoal.core.framework.whatif import filter_with_nominated
-from shoal.core.state import fidelity
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Code, Status
@@ -98,10 +97,9 @@ def _nominated_row(fw: Framework, pod: PodInfo, feasible: BoolArray) -> IntArray
 def _refused_before_pre_filter(fw: Framework, pod: PodInfo, what_if: bool) -> Placement | None:
     """A pod using a field its profile does not evaluate (core/state/fidelity.py) is refused, naming it;
     a what-if also says when PreEnqueue holds the pod (scheduling gates, a gang below quorum)."""
-    if pod.fields_used:
-        status = fidelity.check(pod.fields_used, fw.at)
-        if status is not None:
-            return _pre_filter_failed(fw, status)
+    status = fw.refusal(pod)
+    if status is not None:
+        return _pre_filter_failed(fw, status)
     if what_if:
         gate = fw.run_pre_enqueue(pod)
         if not gate.ok:

@@ -3,10 +3,11 @@
 
 Pods held before the queue (a PreEnqueue plugin said no) are reported too, under a reason of
 their own (:func:`held_reason`), so that ``kubectl describe pod`` says why a pod that was never
-tried waits: ``WaitingForGang`` (its gang has fewer pods than its quorum), ``PodGroupMissing``
-(it names a PodGroup that does not exist), ``NotReadyForScheduling`` (any other PreEnqueue
-rejection, e.g. a ResourceClaim not created yet: KEP-5501's reason). Scheduling gates are left
-out: the API server already sets ``PodScheduled=False`` reason ``SchedulingGated`` on such pods.
+tried waits. The plugin that holds the pod names the reason
+(:class:`~shoal.core.framework.interfaces.ReportsHold`: Coscheduling's ``WaitingForGang`` and
+``PodGroupMissing``; none for scheduling gates, whose ``SchedulingGated`` condition the API server
+already sets); any other hold is ``NotReadyForScheduling`` (e.g. a ResourceClaim not created yet:
+KEP-5501's reason).
 """
 
 from __future__ import annotations
@@ -14,21 +15,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from shoal.core.framework.interfaces import Plugin, ReportsHold
 from shoal.core.state.objects import PodInfo
-from shoal.core.state.status import Code, Status
+from shoal.core.state.status import Status
 
 #: the condition reason of a held pod (KEP-5501's ``PodReasonNotReadyForScheduling``)
 NOT_READY_FOR_SCHEDULING = "NotReadyForScheduling"
-WAITING_FOR_GANG = "WaitingForGang"
-POD_GROUP_MISSING = "PodGroupMissing"
 
 
-def held_reason(status: Status) -> str | None:
-    """The event reason for a PreEnqueue rejection, or None when it is not reported."""
-    if status.plugin in ("SchedulingGates", "DefaultPreemption"):  # the user's gate; a moment's wait
-        return None
-    if status.plugin == "Coscheduling":  # unresolvable: the PodGroup does not exist (yet)
-        return POD_GROUP_MISSING if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else WAITING_FOR_GANG
+def held_reason(plugin: Plugin | None, status: Status) -> str | None:
+    """The event reason for a PreEnqueue rejection by ``plugin``, or None when it is not reported."""
+    if isinstance(plugin, ReportsHold):
+        return plugin.hold_reason(status)
     return NOT_READY_FOR_SCHEDULING
 
 

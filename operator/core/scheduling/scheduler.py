@@ -137,7 +137,9 @@ class Scheduler:
 
     def _held(self, qpi: QueuedPodInfo, status: Status | None) -> None:
         """A PreEnqueue verdict (None: the pod left the gate) for the reporter."""
-        reason = held_reason(status) if status is not None else None
+        fw = self.profiles.get(qpi.profile)
+        plugin = fw.plugins.get(status.plugin) if fw is not None and status is not None else None
+        reason = held_reason(plugin, status) if status is not None else None
         if reason is None:
             self.reporter.released(qpi.pod)
         else:

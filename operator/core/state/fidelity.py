@@ -3,60 +3,96 @@
 Why: a scheduler that places a pod as if its ``podAntiAffinity`` or ``persistentVolumeClaim`` did not
 exist is worse than one that refuses it; the user learns nothing until the workload misbehaves. Each
 placement request a pod can make is found when the pod is parsed (:func:`fields_used`), as a
-:class:`FieldUse`: the field's path, the plugin that evaluates it (``None`` while no shoal plugin
-does) and the extension point that plugin must run at for the field to count (a required term is
-evaluated by Filter, a preferred one by Score, scheduling gates by PreEnqueue). A pod that uses a
-field whose plugin the profile does not run *at that point* gets an ``UnschedulableAndUnresolvable``
-status naming the field, before PreFilter; it is retried when the pod changes (or the profile
+:class:`FieldUse`: the path as the pod spells it (``spec.volumes[1].persistentVolumeClaim``) and the
+*field* it is an instance of (``spec.volumes[*].persistentVolumeClaim``). Which plugins evaluate a
+field, and at which extension point each must run for it to count (a required term at Filter, a
+preferred one at Score, scheduling gates at PreEnqueue), is not known here: each plugin declares it
+in its registry entry (:class:`shoal.core.framework.contract.Evaluates`), and the framework hands
+:func:`check` the table of them. A pod that uses a field some declaring plugin of which the profile
+does not run *at that point* gets an ``UnschedulableAndUnresolvable`` status naming the field, before
+PreFilter; so does a field no plugin declares. It is retried when the pod changes (or the profile
 does), never on unrelated cluster events.
 
-A field several plugins evaluate (a claim) is one use per plugin. Not covered, on purpose:
-resource requests (every pod has them; a profile without NodeResourcesFit at Filter is a choice
-about the whole cluster, not about one pod's fields) and tolerations (they permit, they do not ask).
+Not covered, on purpose: resource requests (every pod has them; a profile without a resource Filter
+is a choice about the whole cluster, not about one pod's fields) and tolerations (they permit, they
+do not ask).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from shoal.core.state.declaredfeatures import inferred_features
+from shoal.core.state.grouplinks import POD_GROUP_LABEL, VOLCANO_GROUP_ANNOTATION
 from shoal.core.state.status import Code, Status
 
 #: the name diagnoses and queueing hints see for this check (no plugin registers events for it)
 GUARD = "UnevaluatedFields"
 
-FILTER, SCORE, PRE_ENQUEUE = "filter", "score", "preEnqueue"
-DRA_POINTS = (FILTER, "reserve", "preBind")
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
-#: volume source -> the plugins that must all run at Filter for it: a claim's binding and bound
-#: PVs' node affinity (VolumeBinding), zones (VolumeZone), ReadWriteOncePod (VolumeRestrictions),
-#: CSI attach limits (NodeVolumeLimits); generic ephemeral volumes are claims too (upstream's
-#: VolumeZone and VolumeRestrictions skip them); in-tree disks: VolumeRestrictions checks GCE PD,
-#: AWS EBS, RBD and iSCSI conflicts, NodeVolumeLimits counts what CSI migration covers
-VOLUME_PLUGINS: dict[str, tuple[str, ...]] = {
-    "persistentVolumeClaim": ("VolumeBinding", "VolumeZone", "VolumeRestrictions", "NodeVolumeLimits"),
-    "ephemeral": ("VolumeBinding", "NodeVolumeLimits"),
-    "gcePersistentDisk": ("VolumeRestrictions", "NodeVolumeLimits"),
-    "awsElasticBlockStore": ("VolumeRestrictions", "NodeVolumeLimits"),
-    "rbd": ("VolumeRestrictions",),
-    "iscsi": ("VolumeRestrictions",),
-    "azureDisk": ("NodeVolumeLimits",),
-    "cinder": ("NodeVolumeLimits",),
-}
+# -- the fields (what plugins declare they evaluate) ----------------------------------------------
+SCHEDULING_GATES = "spec.schedulingGates"
+NODE_SELECTOR = "spec.nodeSelector"
+NODE_AFFINITY_REQUIRED = f"spec.affinity.nodeAffinity.{REQUIRED}"
+NODE_AFFINITY_PREFERRED = f"spec.affinity.nodeAffinity.{PREFERRED}"
+POD_AFFINITY_REQUIRED = f"spec.affinity.podAffinity.{REQUIRED}"
+POD_AFFINITY_PREFERRED = f"spec.affinity.podAffinity.{PREFERRED}"
+POD_ANTI_AFFINITY_REQUIRED = f"spec.affinity.podAntiAffinity.{REQUIRED}"
+POD_ANTI_AFFINITY_PREFERRED = f"spec.affinity.podAntiAffinity.{PREFERRED}"
+SPREAD_HARD = "spec.topologySpreadConstraints[whenUnsatisfiable=DoNotSchedule]"
+SPREAD_SOFT = "spec.topologySpreadConstraints[whenUnsatisfiable=ScheduleAnyway]"
+HOST_PORTS = "spec.containers[*].ports[*].hostPort"
+RESOURCE_CLAIMS = "spec.resourceClaims"
+#: a gang link: the native ``spec.schedulingGroup``, scheduler-plugins' label, Volcano's annotation
+SCHEDULING_GROUP = "spec.schedulingGroup"
+POD_GROUP_LABEL_FIELD = f"metadata.labels[{POD_GROUP_LABEL}]"
+VOLCANO_GROUP_FIELD = f"metadata.annotations[{VOLCANO_GROUP_ANNOTATION}]"
+#: a feature the pod needs its node to declare (restart rules, user namespaces on the host network, ...)
+NODE_FEATURE = "spec (a feature its node must declare)"
+#: the PodGroup's topology constraint (a field of the gang, not of the pod: the gang cycle checks it)
+GANG_TOPOLOGY = "PodGroup topology constraint"
+
+#: volume sources that ask something of the node a pod lands on (a claim's binding and bound PVs'
+#: node affinity, zones, ReadWriteOncePod, in-tree disk conflicts, CSI attach limits); generic
+#: ephemeral volumes are claims too; other sources (emptyDir, configMap, ...) ask nothing
+VOLUME_SOURCES = (
+    "persistentVolumeClaim",
+    "ephemeral",
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "rbd",
+    "iscsi",
+    "azureDisk",
+    "cinder",
+)
+
+
+def volume(source: str) -> str:
+    """The field of a volume source (one of :data:`VOLUME_SOURCES`)."""
+    return f"spec.volumes[*].{source}"
+
+
+def annotation(key: str) -> str:
+    return f"metadata.annotations[{key}]"
 
 
 @dataclass(frozen=True, slots=True)
 class FieldUse:
-    """A pod field that asks for something, and who must evaluate it, where."""
+    """A pod field that asks for something: where the pod spells it, and which field it is."""
 
     path: str
-    plugin: str | None  # None: no shoal plugin evaluates it (yet, unless ``why`` says otherwise)
-    point: str | None = FILTER  # None: anywhere in the profile
-    why: str = ""  # for ``plugin=None``: why shoal leaves it to someone else
+    field: str
+    #: when no plugin evaluates the field on purpose: why (shoal leaves it to someone else)
+    why: str = ""
+
+
+#: field -> every plugin that evaluates it, with the extension point it must run at (None: anywhere
+#: in the profile); built by the framework from the plugins' declarations
+Evaluators = Mapping[str, Sequence[tuple[str, str | None]]]
 
 
 #: Kueue's Topology Aware Scheduling asks for a domain per pod set with these pod annotations; Kueue
@@ -76,40 +112,34 @@ def fields_used(
     """Every placement request this pod spec (and its annotations) makes (non-empty fields only)."""
     out: list[FieldUse] = list(_kueue_topology(spec, annotations or {}))
     if spec.get("schedulingGates"):
-        out.append(FieldUse("spec.schedulingGates", "SchedulingGates", PRE_ENQUEUE))
+        out.append(FieldUse(SCHEDULING_GATES, SCHEDULING_GATES))
     if spec.get("nodeSelector"):
-        out.append(FieldUse("spec.nodeSelector", "NodeAffinity"))
+        out.append(FieldUse(NODE_SELECTOR, NODE_SELECTOR))
     affinity = spec.get("affinity") or {}
-    kinds = (
-        ("nodeAffinity", "NodeAffinity"),
-        ("podAffinity", "InterPodAffinity"),
-        ("podAntiAffinity", "InterPodAffinity"),
-    )
-    for kind, plugin in kinds:
+    for kind in ("nodeAffinity", "podAffinity", "podAntiAffinity"):
         terms = affinity.get(kind) or {}
-        if isinstance(terms, Mapping) and terms.get(REQUIRED):
-            out.append(FieldUse(f"spec.affinity.{kind}.{REQUIRED}", plugin, FILTER))
-        if isinstance(terms, Mapping) and terms.get(PREFERRED):
-            out.append(FieldUse(f"spec.affinity.{kind}.{PREFERRED}", plugin, SCORE))
+        for when in (REQUIRED, PREFERRED):
+            if isinstance(terms, Mapping) and terms.get(when):
+                path = f"spec.affinity.{kind}.{when}"
+                out.append(FieldUse(path, path))
     for i, c in enumerate(spec.get("topologySpreadConstraints") or ()):
         hard = isinstance(c, Mapping) and c.get("whenUnsatisfiable") == "DoNotSchedule"
-        out.append(
-            FieldUse(f"spec.topologySpreadConstraints[{i}]", "PodTopologySpread", FILTER if hard else SCORE)
-        )
+        out.append(FieldUse(f"spec.topologySpreadConstraints[{i}]", SPREAD_HARD if hard else SPREAD_SOFT))
     if _host_ports(spec):
-        out.append(FieldUse("spec.containers[*].ports[*].hostPort", "NodePorts"))
-    if spec.get("resourceClaims"):  # allocated at Reserve, written at PreBind: all three needed
-        out += [FieldUse("spec.resourceClaims", "DynamicResources", point) for point in DRA_POINTS]
-    if spec.get("schedulingGroup"):  # the native PodGroup (Coscheduling, as the pod-group label)
-        out.append(FieldUse("spec.schedulingGroup", "Coscheduling", None))
-    for i, volume in enumerate(spec.get("volumes") or ()):
-        if not isinstance(volume, Mapping):
+        out.append(FieldUse(HOST_PORTS, HOST_PORTS))
+    if spec.get("resourceClaims"):
+        out.append(FieldUse(RESOURCE_CLAIMS, RESOURCE_CLAIMS))
+    if spec.get("schedulingGroup"):
+        out.append(FieldUse(SCHEDULING_GROUP, SCHEDULING_GROUP))
+    for i, vol in enumerate(spec.get("volumes") or ()):
+        if not isinstance(vol, Mapping):
             continue
-        for source, plugins in VOLUME_PLUGINS.items():
-            if volume.get(source) is not None:
-                out += [FieldUse(f"spec.volumes[{i}].{source}", plugin) for plugin in plugins]
-    # a feature the pod needs its node to declare (restart rules, user namespaces on the host network, ...)
-    out += [FieldUse(path, "NodeDeclaredFeatures") for path in inferred_features(spec).values()]
+        out += [
+            FieldUse(f"spec.volumes[{i}].{source}", volume(source))
+            for source in VOLUME_SOURCES
+            if vol.get(source) is not None
+        ]
+    out += [FieldUse(path, NODE_FEATURE) for path in inferred_features(spec).values()]
     return tuple(out)
 
 
@@ -121,7 +151,7 @@ def _kueue_topology(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> 
     if spec.get("nodeSelector"):
         return ()
     return tuple(
-        FieldUse(f"metadata.annotations[{key}]", None, why=KUEUE_ASSIGNS)
+        FieldUse(annotation(key), annotation(key), why=KUEUE_ASSIGNS)
         for key in KUEUE_TOPOLOGY_ANNOTATIONS
         if annotations.get(key)
     )
@@ -137,21 +167,27 @@ def _host_ports(spec: Mapping[str, Any]) -> bool:
     )
 
 
-def check(fields: Collection[FieldUse], at: Mapping[str, Collection[str]]) -> Status | None:
-    """``None`` when the profile (``at``: extension point -> plugin names) evaluates every field;
-    else why not, naming each field."""
+def check(
+    fields: Collection[FieldUse], at: Mapping[str, Collection[str]], evaluators: Evaluators
+) -> Status | None:
+    """``None`` when the profile (``at``: extension point -> plugin names) runs every plugin that
+    evaluates each field, where it must; else why not, naming each field."""
     unknown: list[str] = []
     elsewhere: dict[str, list[str]] = {}
     left_out: dict[str, list[str]] = {}
     anywhere = {name for names in at.values() for name in names}
     for use in fields:
-        if use.plugin is None and use.why:
-            elsewhere.setdefault(use.why, []).append(use.path)
-        elif use.plugin is None:
-            unknown.append(use.path)
-        elif use.plugin not in (anywhere if use.point is None else at.get(use.point, ())):
-            where = use.plugin if use.point is None else f"{use.plugin} at {use.point}"
-            left_out.setdefault(where, []).append(use.path)
+        needs = evaluators.get(use.field, ())
+        if not needs:
+            if use.why:
+                elsewhere.setdefault(use.why, []).append(use.path)
+            else:
+                unknown.append(use.path)
+            continue
+        for plugin, point in needs:
+            if plugin not in (anywhere if point is None else at.get(point, ())):
+                where = plugin if point is None else f"{plugin} at {point}"
+                left_out.setdefault(where, []).append(use.path)
     reasons = []
     if unknown:
         reasons.append(f"pod uses {', '.join(unknown)}, which shoal does not evaluate yet")

@@ -18,7 +18,7 @@ from typing import Any
 from shoal.core.state import grouplinks
 from shoal.core.state.declaredfeatures import declared_features, required_features
 from shoal.core.state.dra import PodClaim, pod_claims
-from shoal.core.state.fidelity import FieldUse, fields_used
+from shoal.core.state.fidelity import FieldUse, annotation, fields_used
 from shoal.core.state.grouplinks import pod_group_link
 from shoal.core.state.images import node_images, pod_images
 from shoal.core.state.nodeselectors import SelectorTerm, parse_term
@@ -229,7 +229,7 @@ class PodInfo:
         group, group_api, link = pod_group_link(spec, labels, annotations)
         used = fields_used(spec, annotations) + _metadata_fields(link, annotations, problems)
         if gpu_mem is not None or why:
-            used += (FieldUse(f"metadata.annotations[{GPU_MEMORY_ANNOTATION}]", "GPUMemory"),)
+            used += (FieldUse(annotation(GPU_MEMORY_ANNOTATION), annotation(GPU_MEMORY_ANNOTATION)),)
         return cls(
             uid=str(meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"),
             namespace=namespace,
@@ -280,9 +280,9 @@ def _metadata_fields(
     recorded in ``problems`` (ignored, said in the pod's events)."""
     used: tuple[FieldUse, ...] = ()
     if group_link:
-        used += (FieldUse(group_link, "Coscheduling", None),)
+        used += (FieldUse(group_link, group_link),)
     if annotations.get(TALKS_TO_ANNOTATION):
-        used += (FieldUse(f"metadata.annotations[{TALKS_TO_ANNOTATION}]", "NetworkLatency", "score"),)
+        used += (FieldUse(annotation(TALKS_TO_ANNOTATION), annotation(TALKS_TO_ANNOTATION)),)
         try:
             parse_equality_selector(annotations[TALKS_TO_ANNOTATION])
         except SelectorError as exc:

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from shoal.core.framework.interfaces import ClusterEvent, EventKind
-from shoal.core.state import fidelity
 from shoal.core.state.declaredfeatures import (
     RESTART_ALL_CONTAINERS,
     USER_NAMESPACES_HOST_NETWORK,
@@ -24,7 +23,7 @@ from shoal.plugins.nodedeclaredfeatures import REASON, STATE_KEY, NodeDeclaredFe
 from shoal.plugins.registry import DEFAULT_PLUGINS_SPEC
 from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import KUBELET_1_37_DECLARED_FEATURES, make_node, make_pod
-from tests.unit.helpers import cache_with, feasible, state
+from tests.unit.helpers import cache_with, feasible, refusal, state
 
 JSON = dict[str, Any]
 
@@ -271,10 +270,10 @@ def test_a_profile_without_it_refuses_the_pods_that_need_a_feature() -> None:
     """The fidelity guard: placed as if its needs did not exist, the kubelet would reject it."""
     pod = PodInfo.from_dict(userns_host_network(make_pod("p")))
     without = {"filter": ["NodeUnschedulable", "NodeResourcesFit"]}
-    status = fidelity.check(pod.fields_used, without)
+    status = refusal(pod.fields_used, without)
     assert status is not None and status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert "spec.hostUsers" in status.message and "NodeDeclaredFeatures at filter" in status.message
-    assert fidelity.check(pod.fields_used, {"filter": [*without["filter"], "NodeDeclaredFeatures"]}) is None
+    assert refusal(pod.fields_used, {"filter": [*without["filter"], "NodeDeclaredFeatures"]}) is None
     assert PodInfo.from_dict(make_pod("q")).fields_used == ()
 
 

@@ -1,4 +1,5 @@
-"""core/framework/fastreprieve.py: choosing victims by arithmetic gives what the Filter what-ifs give."""
+"""DefaultPreemption's reprieve by arithmetic gives the victims the Filter what-ifs give; the
+nominated-pods pass by arithmetic gives the verdict of every Filter run."""
 
 from __future__ import annotations
 
@@ -6,9 +7,12 @@ import random
 
 import pytest
 
-from shoal.core.framework import fastreprieve, whatif
+from shoal.core.framework import whatif
+from shoal.core.framework.profile import PluginEntry
 from shoal.core.state.objects import PodInfo
 from shoal.plugins.defaultpreemption import evaluator as preemption
+from shoal.plugins.defaultpreemption import reprieve
+from shoal.plugins.registry import DEFAULT_PROFILE_SPEC, load_registry
 from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
@@ -68,12 +72,39 @@ def test_a_victim_with_a_host_port_is_reprieved_by_the_filters() -> None:
 
 
 def test_the_default_profile_is_reprieved_by_arithmetic() -> None:
-    """Every Filter of the default profile is known to the fast path: a plugin added to the
-    defaults without a look at core/framework/fastreprieve.py would silently slow preemption down."""
+    """Every Filter of the default profile declares itself blind to the pods a node holds: a
+    plugin added to the defaults without its contract would silently slow preemption down."""
     sim = Simulation(InMemoryCluster([make_node("n", cpu="2")]))
     fw = sim.scheduler.profiles["gpu-scheduler"]
     pod = PodInfo.from_dict(make_pod("high", cpu="1", priority=10))
-    assert fastreprieve.applies(fw, pod, [])
+    assert fw.arithmetic_what_ifs and reprieve.applies(fw, pod, [])
+
+
+class _Undeclared:
+    """A third-party Filter that declares nothing: it may look at the pods a node holds."""
+
+    name = "Undeclared"
+
+    def filter(self, state: object, pod: PodInfo, node: object) -> object:
+        from shoal.core.state.status import Status
+
+        return Status()
+
+
+def test_a_filter_without_a_contract_turns_the_arithmetic_off() -> None:
+    entry = PluginEntry("Undeclared", lambda args, handle: _Undeclared(), None, _Undeclared)
+    registry = load_registry(third_party=False, extra=[entry])
+    filters = [{"name": "NodeResourcesFit"}, {"name": "Undeclared"}]
+    spec = {**DEFAULT_PROFILE_SPEC, "plugins": {"filter": filters}}
+    sim = Simulation(InMemoryCluster([make_node("n", cpu="2")]), [spec], registry=registry)
+    fw = sim.scheduler.profiles["gpu-scheduler"]
+    pod = PodInfo.from_dict(make_pod("high", cpu="1", priority=10))
+    assert not fw.arithmetic_what_ifs and not reprieve.applies(fw, pod, [])
+    # NodeResourcesFit ignoring a resource turns it off too: its arithmetic would count it
+    fit = {"name": "NodeResourcesFit", "args": {"ignoredResources": ["example.com/foo"]}}
+    spec = {**DEFAULT_PROFILE_SPEC, "pluginConfig": [fit]}
+    sim = Simulation(InMemoryCluster([make_node("n", cpu="2")]), [spec])
+    assert not sim.scheduler.profiles["gpu-scheduler"].arithmetic_what_ifs
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -114,7 +145,7 @@ def test_a_nominated_pod_with_a_host_port_is_counted_by_the_filters() -> None:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_the_plain_path_chooses_the_victims_of_the_arithmetic_path(seed: int) -> None:
-    """fastreprieve.select_plain (no Victim objects, no PDBs, no gangs) against the general
+    """reprieve.select_plain (no Victim objects, no PDBs, no gangs) against the general
     arithmetic path, row by row, with nominated pods on some nodes."""
     rng = random.Random(seed)
     sim, pod = cluster(rng)
@@ -125,7 +156,7 @@ def test_the_plain_path_chooses_the_victims_of_the_arithmetic_path(seed: int) ->
             nominated = PodInfo.from_dict(make_pod(f"nom{row}", cpu="500m", memory="256Mi", priority=1000))
             cache.nominator.nominate(nominated, cache.table.name(row))
     state = whatif.shared_pre_filter(fw, pod)
-    run = fastreprieve.plain_run(fw, pod, [])
+    run = reprieve.plain_run(fw, pod, [])
     assert state is not None and run is not None
     compared = 0
     for row in range(cache.table.n):
