@@ -38,7 +38,7 @@ PARTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "binding",
         "the binding cycle and the Binding POST (aiohttp)",
         (
-            "Scheduler._binding_cycle@core/scheduling/scheduler.py",
+            "PodCycles._binding_cycle@core/scheduling/schedule_one.py",
             "KubeBinder.bind@kube/binder.py",
             "post_binding@kube/binder.py",
         ),

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 if TYPE_CHECKING:
-    from shoal.core.scheduling.placement import Explanation
+    from shoal.core.scheduling.explain import Explanation
     from shoal.core.scheduling.scheduler import Scheduler
     from shoal.core.state.dra import DraObject
     from shoal.core.state.objects import PodInfo

@@ -21,7 +21,7 @@ import yaml
 
 from shoal.core.framework.outcomes import ScoreOutcome
 from shoal.core.framework.profile import PluginEntry
-from shoal.core.scheduling.placement import Placement
+from shoal.core.scheduling.schedule_one import Placement
 from shoal.core.scheduling.scheduler import Scheduler
 from shoal.core.state.dra import DRA_DECODERS, DraObject, ResourceClaimInfo
 from shoal.core.state.nodetable import NodeTable
@@ -315,7 +315,7 @@ class Simulation:
         #: pod uid -> the chosen node first, then the other best-scoring ones, with per-plugin scores
         self.last_scores: dict[str, list[tuple[str, int, dict[str, int]]]] = {}
         if record_scores:
-            self.scheduler.placement_observer = self._record_top
+            self.scheduler.cycles.placement_observer = self._record_top
         self.binder.scheduler = self.scheduler
         self.scheduler.handle.extras[VOLUME_WRITER] = MemoryVolumeWriter(self.scheduler)
         self.scheduler.handle.extras[CLAIM_WRITER] = MemoryClaimWriter(self.scheduler)

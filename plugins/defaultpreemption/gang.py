@@ -30,7 +30,7 @@ from typing import Any
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.gangplan import GANG_DOMAIN_STATE, GangTrial
 from shoal.core.framework.runtime import Framework
-from shoal.core.scheduling.placement import schedule_pod
+from shoal.core.scheduling.schedule_one import schedule_pod
 from shoal.core.state.disruption import PDBInfo
 from shoal.core.state.objects import PodGroupInfo, PodInfo
 from shoal.plugins.defaultpreemption.evaluator import Evicted, Victim, split_by_pdb, victims_on

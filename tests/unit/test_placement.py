@@ -1,4 +1,4 @@
-"""The scheduling algorithm (core/scheduling/placement.py): feasible → PostFilter → sample → score →
+"""The scheduling algorithm (core/scheduling/schedule_one.py): feasible → PostFilter → sample → score →
 select."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import Diagnosis, PreFilterResult
 from shoal.core.framework.runtime import ScoreOutcome
-from shoal.core.scheduling.placement import sample_rows, schedule_pod, select_host
+from shoal.core.scheduling.schedule_one import sample_rows, schedule_pod, select_host
 from shoal.core.state.nodetable import NodeInfo
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Code, Status
@@ -139,7 +139,7 @@ def test_explain_and_the_cycle_share_the_algorithm() -> None:
     assert exp.message == f"would be placed on {exp.best} (score {exp.totals[exp.best]})"
     assert not s.scheduler.cache.is_assumed(target.uid)  # explaining changes nothing
     fw = s.scheduler.profiles[target.scheduler_name]
-    assert s.scheduler.place(fw, fw.new_cycle_state(), target).node == exp.best
+    assert s.scheduler.cycles.place(fw, fw.new_cycle_state(), target).node == exp.best
     too_big = s.scheduler.explain(PodInfo.from_dict(make_pod("q", gpus=16)))
     assert too_big.best is None and too_big.totals == {}
     assert too_big.message == (

@@ -13,7 +13,7 @@ from shoal.core.framework.interfaces import BoolArray, EventKind, Handle, PreFil
 from shoal.core.framework.metrics import NullMetrics
 from shoal.core.framework.profile import PluginEntry, ProfileError
 from shoal.core.framework.runtime import PLUGIN_METRICS_EVERY, Framework
-from shoal.core.scheduling.placement import sample_rows, select_host
+from shoal.core.scheduling.schedule_one import sample_rows, select_host
 from shoal.core.state.nodetable import NodeInfo, NodeTable
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import SKIP, SUCCESS, Code, Status

@@ -263,7 +263,7 @@ async def test_a_plugin_that_always_errors_is_reported_and_the_run_ends() -> Non
 async def test_the_loop_survives_a_cycle_that_raises() -> None:
     s = sim([make_node("n1", cpu="4"), make_pod("a", cpu="1"), make_pod("b", cpu="1")])
     sched = s.scheduler
-    real_place = sched.place
+    real_place = sched.cycles.place
     crashed: list[str] = []
 
     def place_once_broken(fw: Any, state: CycleState, pod: PodInfo, **kw: Any) -> Any:
@@ -272,7 +272,7 @@ async def test_the_loop_survives_a_cycle_that_raises() -> None:
             raise KeyError("cache bug")
         return real_place(fw, state, pod, **kw)
 
-    sched.place = place_once_broken  # type: ignore[method-assign]
+    sched.cycles.place = place_once_broken  # type: ignore[method-assign]
     loop = asyncio.create_task(sched.run())
     try:
         for _ in range(200):

@@ -2,7 +2,7 @@
 
 The Framework runs plugins (kube-scheduler's ``frameworkImpl``); the scheduling algorithm that
 combines its points for one pod (feasible nodes, PostFilter, sampling, scoring, host selection)
-is :mod:`shoal.core.scheduling.placement`. Semantics kept from kube-scheduler:
+is :mod:`shoal.core.scheduling.schedule_one`. Semantics kept from kube-scheduler:
 
 * one plugin instance per name, shared by all the points it is listed at; the plugin lists are
   typed and built once, from the table ``EXTENSION_POINTS`` (as ``updatePluginList`` checks that

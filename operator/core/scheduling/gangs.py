@@ -19,16 +19,22 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shoal.core.framework.gangplan import GANG_DOMAIN_STATE, GangPlan, GangTrial
 from shoal.core.framework.interfaces import BoolArray
 from shoal.core.framework.runtime import Framework
-from shoal.core.scheduling.cycle import Assumed, Cycle
-from shoal.core.scheduling.placement import Placement, first_reason
 from shoal.core.scheduling.queue import QueuedPodInfo
+from shoal.core.scheduling.schedule_one import (
+    PLACEMENT_NOTE,
+    Assumed,
+    Cycle,
+    Placement,
+    PodCycles,
+    error_message,
+    first_reason,
+)
 from shoal.core.state.fidelity import GANG_TOPOLOGY
 from shoal.core.state.grouplinks import NATIVE_GROUP_API
 from shoal.core.state.objects import (
@@ -37,19 +43,9 @@ from shoal.core.state.objects import (
     PodGroupInfo,
     PodInfo,
 )
-from shoal.core.state.status import Code, Status
-
-if TYPE_CHECKING:
-    from shoal.core.scheduling.scheduler import Scheduler
-
-#: what the member's Scheduled event adds (the domain chosen, a fallback): in its cycle state
-PLACEMENT_NOTE = "shoal.dev/placement-note"
+from shoal.core.state.status import Code
 
 _ANYWHERE = GangPlan((GangTrial(None, None, ""),))
-
-
-def error_message(status: Status) -> str:
-    return f"running {status.plugin or 'the framework'}: {status.message}"
 
 
 @dataclass
@@ -59,37 +55,122 @@ class _Attempt:
     failed: list[tuple[QueuedPodInfo, Placement]] = field(default_factory=list)
 
 
-def schedule_gang(
-    s: Scheduler, fw: Framework, first: QueuedPodInfo, group: PodGroupInfo, cycle: Cycle
-) -> None:
-    """A gang is one cycle with N members: all of the quorum go to binding, or none."""
-    began = time.perf_counter()
-    members = [first, *s.queue.pop_group(group.key, exclude=first.uid)]
-    cycle.add_members(members[1:])
-    members = [m for m in members if m.uid in s.cache.pods and not s.cache.placed_node(m.uid)]
-    members.sort(key=lambda m: fw.sort_key(m.pod, m.enqueued))
-    _, already = s.cache.group_counts(group.key)
-    need = max(group.min_member - already, 0)
-    plan = _plan(s, fw, group, members, need)
-    if not plan.trials:
-        _refuse(s, fw, group, members, need, plan.failure, began)
-        return
-    attempt = _Attempt(plan.trials[0])
-    for trial in plan.trials:
-        attempt = _place(s, fw, cycle, members, trial)
-        if _quorum(fw, attempt, need):
-            _commit(s, fw, group, attempt, began)
+class GangCycles:
+    """Gangs' cycles, built on the steps of the pods' own (:class:`PodCycles`)."""
+
+    def __init__(self, cycles: PodCycles) -> None:
+        self.cycles = cycles
+
+    def schedule(self, fw: Framework, first: QueuedPodInfo, group: PodGroupInfo, cycle: Cycle) -> None:
+        """A gang is one cycle with N members: all of the quorum go to binding, or none."""
+        began = time.perf_counter()
+        cache = self.cycles.cache
+        members = [first, *self.cycles.queue.pop_group(group.key, exclude=first.uid)]
+        cycle.add_members(members[1:])
+        members = [m for m in members if m.uid in cache.pods and not cache.placed_node(m.uid)]
+        members.sort(key=lambda m: fw.sort_key(m.pod, m.enqueued))
+        _, already = cache.group_counts(group.key)
+        need = max(group.min_member - already, 0)
+        plan = _plan(fw, group, members, need)
+        if not plan.trials:
+            self._refuse(fw, group, members, need, plan.failure, began)
             return
-        for p in reversed(attempt.placed):
-            cycle.release(fw, p)
-        if any(pl.status.code is Code.ERROR for _, pl in attempt.failed):
-            break  # a plugin failed, not the cluster: no other domain will do better
-    _gang_failed(s, fw, group, attempt, need, began, len(plan.trials))
+        attempt = _Attempt(plan.trials[0])
+        for trial in plan.trials:
+            attempt = self._place(fw, cycle, members, trial)
+            if _quorum(fw, attempt, need):
+                self._commit(fw, group, attempt, began)
+                return
+            for p in reversed(attempt.placed):
+                cycle.release(fw, p)
+            if any(pl.status.code is Code.ERROR for _, pl in attempt.failed):
+                break  # a plugin failed, not the cluster: no other domain will do better
+        self._failed(fw, group, attempt, need, began, len(plan.trials))
+
+    def _place(
+        self, fw: Framework, cycle: Cycle, members: Sequence[QueuedPodInfo], trial: GangTrial
+    ) -> _Attempt:
+        """Every member placed for real inside ``trial``, one after another, each assumed."""
+        attempt = _Attempt(trial)
+        for m in members:
+            state = fw.new_cycle_state()
+            if trial.rows is not None:
+                state.write(GANG_DOMAIN_STATE, trial)
+            if trial.note:
+                state.write(PLACEMENT_NOTE, trial.note)
+            placement = self.cycles.place(fw, state, m.pod)
+            if placement.node is None:
+                attempt.failed.append((m, placement))
+                continue
+            p, status = cycle.assume(fw, m, state, placement.node)
+            if not status.ok and not status.is_wait:
+                cycle.release(fw, p)
+                attempt.failed.append((m, Placement(status=status, diagnosis=None)))
+                continue
+            attempt.placed.append(p)
+        return attempt
+
+    def _commit(self, fw: Framework, group: PodGroupInfo, attempt: _Attempt, began: float) -> None:
+        if attempt.trial.rows is not None and fw.gang_placer is not None and attempt.placed:
+            table = self.cycles.cache.table
+            rows = [table.index[p.node] for p in attempt.placed if p.node in table.index]
+            note = fw.gang_placer.describe(group, attempt.trial, rows)
+            for p in attempt.placed:
+                p.state.write(PLACEMENT_NOTE, note)
+        for p in attempt.placed:
+            self.cycles.start_binding(fw, p, began)
+        for m, placement in attempt.failed:  # members beyond the quorum that fit nowhere: retried alone
+            self.cycles.failed(fw, m, placement, began)
+
+    def _refuse(
+        self,
+        fw: Framework,
+        group: PodGroupInfo,
+        members: list[QueuedPodInfo],
+        need: int,
+        why: str,
+        began: float,
+    ) -> None:
+        """No trial at all: a required level no domain can hold now (the gang may preempt inside
+        one domain: ``Framework.run_gang_post_filter``), or a constraint the profile does not
+        evaluate (it may not)."""
+        placer = fw.gang_placer
+        preempted = fw.run_gang_post_filter(group, [m.pod for m in members], need) if placer else ""
+        message = f"pod group {group.key}: {why}; nothing was reserved.{preempted}"
+        duration = time.perf_counter() - began
+        rejecting = {placer.name} if placer is not None else {name for name, _ in _placers(fw)}
+        for m in members:
+            self.cycles.unschedulable(fw, m, rejecting, message, duration)
+
+    def _failed(
+        self, fw: Framework, group: PodGroupInfo, attempt: _Attempt, need: int, began: float, trials: int
+    ) -> None:
+        """The gang's quorum did not fit (everything it assumed is released): say why, requeue all."""
+        duration = time.perf_counter() - began
+        members = [p.qpi for p in attempt.placed] + [m for m, _ in attempt.failed]
+        error = next((pl.status for _, pl in attempt.failed if pl.status.code is Code.ERROR), None)
+        if error is not None:  # a plugin failed, not the cluster: the whole gang retries with backoff
+            message = f"{error_message(error)} (pod group {group.key}; nothing was reserved)"
+            for m in members:
+                self.cycles.retry_after_error(fw, m, message, duration)
+            return
+        why, plugins = first_reason(pl for _, pl in attempt.failed)
+        # the gang may preempt as one (a GangPostFilterPlugin): " preemption: ..." or ""
+        preempted = fw.run_gang_post_filter(group, [m.pod for m in members], need)
+        where = ""
+        if attempt.trial.domain is not None:
+            tried = f"{trials} placement(s) tried, the last " if trials > 1 else ""
+            where = f" ({tried}{attempt.trial.note})"
+        message = (
+            f"{why} pod group {group.key}: only {len(attempt.placed)} of the {need} pending member(s) "
+            f"it needs fit{where} ({group.min_field} {group.min_member}); nothing was reserved.{preempted}"
+        ).strip()
+        for m in members:
+            self.cycles.unschedulable(fw, m, plugins or {fw.gang_plugin_name}, message, duration)
 
 
-def _plan(
-    s: Scheduler, fw: Framework, group: PodGroupInfo, members: list[QueuedPodInfo], need: int
-) -> GangPlan:
+def _plan(fw: Framework, group: PodGroupInfo, members: list[QueuedPodInfo], need: int) -> GangPlan:
+    """The trials: the profile's gang placer's, or one (anywhere) for a gang it does not constrain."""
     placer = fw.gang_placer
     if placer is None:  # never silently wrong: a constraint nobody enforces refuses the gang
         return GangPlan((), _unevaluated(fw, group)) if group.topology_levels else _ANYWHERE
@@ -130,29 +211,6 @@ def _feasible_pod(fw: Framework, pod: PodInfo) -> BoolArray:
     return feasible
 
 
-def _place(
-    s: Scheduler, fw: Framework, cycle: Cycle, members: Sequence[QueuedPodInfo], trial: GangTrial
-) -> _Attempt:
-    attempt = _Attempt(trial)
-    for m in members:
-        state = fw.new_cycle_state()
-        if trial.rows is not None:
-            state.write(GANG_DOMAIN_STATE, trial)
-        if trial.note:
-            state.write(PLACEMENT_NOTE, trial.note)
-        placement = s.place(fw, state, m.pod)
-        if placement.node is None:
-            attempt.failed.append((m, placement))
-            continue
-        p, status = cycle.assume(fw, m, state, placement.node)
-        if not status.ok and not status.is_wait:
-            cycle.release(fw, p)
-            attempt.failed.append((m, Placement(status=status, diagnosis=None)))
-            continue
-        attempt.placed.append(p)
-    return attempt
-
-
 def _quorum(fw: Framework, attempt: _Attempt, need: int) -> bool:
     # The gang plugin opens its members' gates once the quorum is at Permit; a gate it still holds
     # (or one rejected meanwhile) means the quorum was not reached in this attempt.
@@ -162,71 +220,6 @@ def _quorum(fw: Framework, attempt: _Attempt, need: int) -> bool:
         for p in attempt.placed
     )
     return len(attempt.placed) >= need and not held
-
-
-def _commit(s: Scheduler, fw: Framework, group: PodGroupInfo, attempt: _Attempt, began: float) -> None:
-    if attempt.trial.rows is not None and fw.gang_placer is not None and attempt.placed:
-        table = s.cache.table
-        rows = [table.index[p.node] for p in attempt.placed if p.node in table.index]
-        note = fw.gang_placer.describe(group, attempt.trial, rows)
-        for p in attempt.placed:
-            p.state.write(PLACEMENT_NOTE, note)
-    for p in attempt.placed:
-        s.start_binding(fw, p, began)
-    for m, placement in attempt.failed:  # members beyond the quorum that fit nowhere: retried alone
-        s.failed(fw, m, placement, began)
-
-
-def _refuse(
-    s: Scheduler,
-    fw: Framework,
-    group: PodGroupInfo,
-    members: list[QueuedPodInfo],
-    need: int,
-    why: str,
-    began: float,
-) -> None:
-    """No trial at all: a required level no domain can hold now (the gang may preempt inside one
-    domain: ``Framework.run_gang_post_filter``), or a constraint the profile does not evaluate (it
-    may not)."""
-    placer = fw.gang_placer
-    preempted = fw.run_gang_post_filter(group, [m.pod for m in members], need) if placer else ""
-    message = f"pod group {group.key}: {why}; nothing was reserved.{preempted}"
-    duration = time.perf_counter() - began
-    rejecting = {placer.name} if placer is not None else {name for name, _ in _placers(fw)}
-    for m in members:
-        s.metrics.attempt("unschedulable", fw.name, duration)
-        s.queue.requeue_unschedulable(m, rejecting, message)
-        s.reporter.unschedulable(m.pod, message, fw.name)
-
-
-def _gang_failed(
-    s: Scheduler, fw: Framework, group: PodGroupInfo, attempt: _Attempt, need: int, began: float, trials: int
-) -> None:
-    """The gang's quorum did not fit (everything it assumed is released): say why, requeue all."""
-    duration = time.perf_counter() - began
-    members = [p.qpi for p in attempt.placed] + [m for m, _ in attempt.failed]
-    error = next((pl.status for _, pl in attempt.failed if pl.status.code is Code.ERROR), None)
-    if error is not None:  # a plugin failed, not the cluster: the whole gang retries with backoff
-        message = f"{error_message(error)} (pod group {group.key}; nothing was reserved)"
-        for m in members:
-            s.retry_after_error(fw, m, message, duration)
-        return
-    why, plugins = first_reason(pl for _, pl in attempt.failed)
-    # the gang may preempt as one (a GangPostFilterPlugin): " preemption: ..." or ""
-    preempted = fw.run_gang_post_filter(group, [m.pod for m in members], need)
-    where = ""
-    if attempt.trial.domain is not None:
-        tried = f"{trials} placement(s) tried, the last " if trials > 1 else ""
-        where = f" ({tried}{attempt.trial.note})"
-    message = (
-        f"{why} pod group {group.key}: only {len(attempt.placed)} of the {need} pending member(s) it needs "
-        f"fit{where} ({group.min_field} {group.min_member}); nothing was reserved.{preempted}"
-    ).strip()
-    for m in members:
-        s.metrics.attempt("unschedulable", fw.name, duration)
-        s.queue.requeue_unschedulable(m, plugins or {fw.gang_plugin_name}, message)
-        s.reporter.unschedulable(m.pod, message, fw.name)
 
 
 def explain_gang(fw: Framework, group: PodGroupInfo) -> list[str]:

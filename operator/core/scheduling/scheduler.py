@@ -1,16 +1,16 @@
-"""The scheduler: profiles, cache, queue, the serial scheduling cycle and async binding cycles.
+"""The scheduler: its profiles, cache and queue, what the informer tells it, and the loop.
 
-Why it is shaped this way:
+What happens to one pod is told in :mod:`shoal.core.scheduling.schedule_one` (its scheduling and
+binding cycles) and :mod:`shoal.core.scheduling.gangs` (a gang's members placed in one cycle, all
+or nothing); this module feeds them:
 
-* The **scheduling cycle** is synchronous: between popping a pod and assuming it on a node nothing else
-  runs on the event loop, so the cache cannot change under a cycle and no snapshot copy is needed.
-  Watch events and binding tasks run between cycles.
-* The **binding cycle** is an asyncio task per pod: Permit gate, PreBind, Bind, PostBind. Any failure
-  after assume (Permit rejection or timeout included) runs Unreserve (reverse order), forgets the pod,
-  requeues it with backoff; a 409 from Bind (someone else bound it) only forgets it.
-* **Gangs** (pods of a PodGroup, via a profile plugin that implements ``pod_group``) are scheduled in
-  one cycle, all or nothing, inside the topology domain the profile's gang placer chooses; a gang
-  that does not fit may then preempt as one: see :mod:`shoal.core.scheduling.gangs`.
+* **profiles**: one :class:`~shoal.core.framework.runtime.Framework` per schedulerName, rebuilt on
+  every edit (a bad edit keeps the old one); a new profile requeues its pending pods;
+* **the informer's entry points** (``on_node``, ``on_pod``, ...): the cache is updated and the
+  change becomes a cluster event for the queue's hints;
+* **the loop** (:meth:`Scheduler.run`): pop a pod, run its cycle (a gang's pod: the gang cycle),
+  batch cycles for 5 ms, then let watch events and binding tasks run;
+* **explain**: a what-if of a pod's cycle, per node and plugin.
 
 Outcomes go to a :class:`~shoal.core.scheduling.reporting.Reporter`; the core itself does no I/O.
 """
@@ -39,18 +39,16 @@ from shoal.core.framework.interfaces import (
 from shoal.core.framework.metrics import Metrics, NullMetrics
 from shoal.core.framework.profile import PluginEntry, PluginSet
 from shoal.core.framework.runtime import Framework
-from shoal.core.scheduling.cycle import Assumed, Cycle
-from shoal.core.scheduling.gangs import PLACEMENT_NOTE, error_message, explain_gang, schedule_gang
-from shoal.core.scheduling.placement import Explanation as Explanation  # re-exported (was defined here)
-from shoal.core.scheduling.placement import Placement as Placement  # re-exported (was defined here)
-from shoal.core.scheduling.placement import schedule_pod
+from shoal.core.scheduling.explain import Explanation
+from shoal.core.scheduling.gangs import GangCycles, explain_gang
 from shoal.core.scheduling.queue import PreEnqueue, QueuedPodInfo, SchedulingQueue, SortKey
 from shoal.core.scheduling.reporting import NullReporter, Reporter, held_reason
+from shoal.core.scheduling.schedule_one import Cycle, PodCycles, schedule_pod
 from shoal.core.state.attachments import VolumeAttachmentInfo
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.dra import DraObject, ResourceClaimInfo
 from shoal.core.state.objects import NodeSpec, PodGroupInfo, PodInfo
-from shoal.core.state.status import Code, Status
+from shoal.core.state.status import Status
 from shoal.core.state.volumes import StorageObject
 
 log = logging.getLogger("shoal.scheduler")
@@ -74,8 +72,7 @@ class Scheduler:
     ) -> None:
         self.registry = registry
         self.defaults = defaults
-        self.metrics = metrics or NullMetrics()
-        self.reporter: Reporter = reporter or NullReporter()
+        metrics = metrics or NullMetrics()
         self.rng = rng or random.Random()
         self.clock = clock
         self.cache = ClusterCache(assumed_ttl=assumed_ttl, clock=clock)
@@ -87,24 +84,42 @@ class Scheduler:
             clock=clock,
             initial_backoff=initial_backoff,
             max_backoff=max_backoff,
-            metrics=self.metrics,
+            metrics=metrics,
             profiles=self,
         )
         self.queue.gate_observer = self._held
         self.handle.activate = self.queue.activate
-        self._binding: set[asyncio.Task[None]] = set()
-        #: binding cycles past their Permit gate (PreBind/Bind under way); the loop waits when
-        #: there are ``max_binds_in_flight`` so a burst cannot pile up thousands of tasks
-        self._binds_in_flight = 0
-        self.max_binds_in_flight = max_binds_in_flight
-        self._bind_slot = asyncio.Event()
+        #: every pod's scheduling and binding cycles (schedule_one.py)
+        self.cycles = PodCycles(
+            self.cache,
+            self.queue,
+            self.waiting,
+            metrics,
+            reporter or NullReporter(),
+            clock=clock,
+            max_binds_in_flight=max_binds_in_flight,
+        )
+        #: gangs' cycles, built on the pods' own (gangs.py)
+        self.gangs = GangCycles(self.cycles)
         self._last_cleanup = 0.0
         self.attempts = 0
-        #: gang key -> when its timeout was last counted: its members' gates close together
-        self._gang_timeouts: dict[str, float] = {}
-        #: called with every placement that found a node, its per-plugin scores recorded (the
-        #: simulator keeps the best nodes' scores for ``shoal simulate``)
-        self.placement_observer: Callable[[PodInfo, Placement], None] | None = None
+
+    # the cycles report and count: what the scheduler is given, they use (swapped in tests)
+    @property
+    def reporter(self) -> Reporter:
+        return self.cycles.reporter
+
+    @reporter.setter
+    def reporter(self, reporter: Reporter) -> None:
+        self.cycles.reporter = reporter
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.cycles.metrics
+
+    @metrics.setter
+    def metrics(self, metrics: Metrics) -> None:
+        self.cycles.metrics = metrics
 
     # -- profiles ------------------------------------------------------------------------------
     def set_profile(self, spec: Mapping[str, Any]) -> Framework:
@@ -249,17 +264,18 @@ class Scheduler:
         every pod would let thousands of watch-event tasks run between two cycles and starve the
         scheduler under a burst; 5 ms batches keep event handling and bindings flowing.
         """
+        cycles = self.cycles
         while True:
-            while self._binds_in_flight >= self.max_binds_in_flight:
-                self._bind_slot.clear()
-                await self._bind_slot.wait()
+            while cycles.binds_in_flight >= cycles.max_binds_in_flight:
+                cycles.bind_slot.clear()
+                await cycles.bind_slot.wait()
             qpi = await self.queue.pop()
             if qpi is None:
                 return
             deadline = time.perf_counter() + batch_seconds
             while qpi is not None:
                 self._schedule_guarded(qpi)
-                if time.perf_counter() >= deadline or self._binds_in_flight >= self.max_binds_in_flight:
+                if time.perf_counter() >= deadline or cycles.binds_in_flight >= cycles.max_binds_in_flight:
                     break
                 qpi = self.queue.pop_nowait()
             self._maintenance()
@@ -276,12 +292,12 @@ class Scheduler:
             message = f"internal error: {type(exc).__name__}: {exc}"
             for member in cycle.rollback():  # not those deleted meanwhile, or binding
                 if cycle.fw is not None:
-                    self.retry_after_error(cycle.fw, member, message, 0.0)
+                    self.cycles.retry_after_error(cycle.fw, member, message, 0.0)
                 else:
                     self.queue.requeue_backoff(member, message)
 
     def _new_cycle(self, qpi: QueuedPodInfo) -> Cycle:
-        return Cycle(self.profiles.get(qpi.profile), self.cache, self.waiting, qpi)
+        return self.cycles.new_cycle(self.profiles.get(qpi.profile), qpi)
 
     def _maintenance(self) -> None:
         now = self.clock()
@@ -300,8 +316,8 @@ class Scheduler:
                 self._schedule_guarded(qpi)
                 await asyncio.sleep(0)
                 continue
-            if self._binding:
-                await asyncio.wait(set(self._binding), timeout=0.5)
+            if self.cycles.binding:
+                await asyncio.wait(set(self.cycles.binding), timeout=0.5)
                 continue
             retrying = [q for q in self.queue.pods_in("backoff") if q.attempts < max_attempts]
             if retrying:
@@ -317,9 +333,9 @@ class Scheduler:
         """Graceful shutdown: let in-flight bindings finish; cancel (and release) the rest."""
         if close_queue:
             self.queue.close()
-        if not self._binding:
+        if not self.cycles.binding:
             return
-        _, pending = await asyncio.wait(set(self._binding), timeout=grace)
+        _, pending = await asyncio.wait(set(self.cycles.binding), timeout=grace)
         for task in pending:
             task.cancel()
         if pending:
@@ -327,20 +343,12 @@ class Scheduler:
 
     @property
     def in_flight(self) -> int:
-        return len(self._binding)
-
-    # -- the scheduling cycle --------------------------------------------------------------------
-    def place(self, fw: Framework, state: CycleState, pod: PodInfo, *, record: bool = False) -> Placement:
-        """PreFilter → Filter (every node) → PostFilter → PreScore/Score → pick. Assumes nothing."""
-        observer = self.placement_observer
-        placement = schedule_pod(fw, state, pod, record=record or observer is not None, names=record)
-        if observer is not None and placement.row is not None:
-            observer(pod, placement)
-        return placement
+        return len(self.cycles.binding)
 
     def schedule_one(self, qpi: QueuedPodInfo, cycle: Cycle | None = None) -> None:
-        """One scheduling cycle for ``qpi`` (and its gang's queued members): placed pods are handed
-        to binding tasks; whatever ``cycle`` still holds if this raises is the caller's to roll back."""
+        """One cycle for ``qpi``: a gang's pod goes to the gang cycle with its queued members
+        (gangs.py), any other pod to its own (schedule_one.py). Whatever ``cycle`` still holds if
+        this raises is the caller's to roll back."""
         cycle = cycle or self._new_cycle(qpi)
         fw = self.profiles.get(qpi.profile)
         if fw is None or qpi.uid not in self.cache.pods or self.cache.placed_node(qpi.uid):
@@ -349,128 +357,9 @@ class Scheduler:
         self.attempts += 1
         group = fw.pod_group(qpi.pod)
         if group is not None:
-            schedule_gang(self, fw, qpi, group, cycle)
-            return
-        began = time.perf_counter()
-        state = fw.new_cycle_state()
-        placement = self.place(fw, state, qpi.pod)
-        if placement.node is None:
-            self.failed(fw, qpi, placement, began)
-            return
-        placed, status = cycle.assume(fw, qpi, state, placement.node)
-        if not status.ok and not status.is_wait:
-            cycle.release(fw, placed)
-            self.failed(fw, qpi, Placement(status=status), began)
-            return
-        self.start_binding(fw, placed, began)
-
-    def failed(self, fw: Framework, qpi: QueuedPodInfo, placement: Placement, began: float) -> None:
-        status = placement.status
-        duration = time.perf_counter() - began
-        if status.code is Code.ERROR or (placement.diagnosis is None and not status.is_rejected):
-            self.retry_after_error(fw, qpi, error_message(status), duration)
-            return
-        diag = placement.diagnosis
-        message = diag.message() if diag is not None else status.message
-        plugins = diag.unschedulable_plugins if diag is not None else {status.plugin}
-        self.metrics.attempt("unschedulable", fw.name, duration)
-        self.queue.requeue_unschedulable(qpi, plugins, message)
-        self.reporter.unschedulable(qpi.pod, message, fw.name)
-
-    def retry_after_error(self, fw: Framework, qpi: QueuedPodInfo, message: str, duration: float) -> None:
-        """An error (not "no node fits"): count it, retry after the backoff, say so in an event."""
-        self.metrics.attempt("error", fw.name, duration)
-        self.queue.requeue_backoff(qpi, message)
-        self.reporter.unschedulable(qpi.pod, message, fw.name, error=True)
-
-    def start_binding(self, fw: Framework, placed: Assumed, began: float) -> None:
-        task = asyncio.get_running_loop().create_task(
-            self._binding_cycle(fw, placed, began), name=f"bind {placed.qpi.pod.key}"
-        )
-        self._binding.add(task)
-        task.add_done_callback(self._binding.discard)
-        # handed over only once the task exists: until then a failure releases it (the guard)
-        placed.cycle.hand_over(placed)
-        self.queue.done(placed.qpi.uid)
-
-    # -- the binding cycle -----------------------------------------------------------------------
-    async def _binding_cycle(self, fw: Framework, placed: Assumed, began: float) -> None:
-        qpi, state, node = placed.qpi, placed.state, placed.node
-        pod = qpi.pod
-        status = Status()
-        binding = False
-        try:
-            if placed.gate is not None:
-                result = await placed.gate.wait()
-                self.waiting.remove(pod.uid)
-                self.metrics.permit_wait("allowed" if result.allowed else "rejected", result.waited)
-                if result.timed_out and pod.group_key is not None:
-                    self._gang_timed_out(fw, pod.group_key, result.waited)
-                status = result.status
-            if status.ok:
-                binding = True
-                self._binds_in_flight += 1
-                status = await fw.run_pre_bind(state, pod, node)
-            if status.ok and node not in self.cache.table:
-                # deleted while the pod waited or pre-bound: the API server would accept a Binding
-                # to a node that no longer exists, so stop here and place the pod again
-                status = Status.unschedulable(f"node {node} was deleted before the pod was bound")
-            if status.ok:
-                status = await fw.run_bind(state, pod, node)
-        except asyncio.CancelledError:
-            self._binding_failed(fw, placed, Status.error("scheduler shutting down"), began, report=False)
-            raise
-        except Exception as exc:  # an adapter bug must not leak the reservation
-            log.exception("binding cycle for %s failed", pod.key)
-            status = Status.error(f"{type(exc).__name__}: {exc}")
-        finally:
-            if binding:
-                self._binds_in_flight -= 1
-                self._bind_slot.set()
-        if not status.ok:
-            self._binding_failed(fw, placed, status, began)
-            return
-        self.cache.finish_binding(pod.uid)
-        fw.run_post_bind(state, pod, node)
-        self.metrics.attempt("scheduled", fw.name, time.perf_counter() - began)
-        if qpi.initial_attempt is not None:
-            self.metrics.pod_scheduled(qpi.attempts, self.queue.clock() - qpi.initial_attempt)
-        self.reporter.scheduled(pod, node, fw.name, note=state.read(PLACEMENT_NOTE, ""))
-
-    def _gang_timed_out(self, fw: Framework, key: str, waited: float) -> None:
-        """Count a gang's Permit timeout once: its members' gates time out within moments of each
-        other, and a retry's gates wait a whole timeout again (``waited``) before theirs."""
-        now = self.clock()
-        if now - self._gang_timeouts.get(key, -1e9) < waited / 2:
-            return
-        self._gang_timeouts[key] = now
-        if len(self._gang_timeouts) > 4096:  # forget the oldest (dicts keep insertion order)
-            del self._gang_timeouts[next(iter(self._gang_timeouts))]
-        self.metrics.gang_timeout(fw.name)
-
-    def _binding_failed(
-        self, fw: Framework, placed: Assumed, status: Status, began: float, *, report: bool = True
-    ) -> None:
-        qpi, pod = placed.qpi, placed.qpi.pod
-        self.waiting.remove(pod.uid)
-        fw.run_unreserve(placed.state, pod, placed.node)
-        self.cache.forget(pod.uid)
-        if not status.requeue:
-            log.info("pod %s was bound by someone else (%s); forgot it", pod.key, status.message)
-            return
-        if pod.uid not in self.cache.pods:
-            return  # deleted meanwhile
-        if not report:  # stepping down: keep the pod queued (quietly) for whoever schedules next
-            self.queue.requeue_backoff(qpi, status.message)
-            return
-        message = status.message or "binding failed"
-        result = "unschedulable" if status.is_rejected else "error"
-        self.metrics.attempt(result, fw.name, time.perf_counter() - began)
-        # Rejected or timed out at Permit, or failed at PreBind/Bind: retried after the backoff
-        # (1 s doubling to 10 s). Waiting for a cluster event instead could strand a gang whose
-        # Permit timed out with nothing left to change.
-        self.queue.requeue_backoff(qpi, message, error=result == "error")
-        self.reporter.unschedulable(pod, message, fw.name, error=result == "error")
+            self.gangs.schedule(fw, qpi, group, cycle)
+        else:
+            self.cycles.schedule_one(fw, qpi, cycle)
 
     # -- explain ---------------------------------------------------------------------------------
     def explain(self, pod: PodInfo, profile: str | None = None) -> Explanation:

@@ -15,7 +15,7 @@ import yaml
 
 from shoal.cli import main
 from shoal.core.framework.cyclestate import CycleState
-from shoal.core.scheduling.placement import schedule_pod
+from shoal.core.scheduling.schedule_one import schedule_pod
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Code
 from shoal.plugins.dynamicresources.plugin import DynamicResources
