@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.runtime import Framework
-from shoal.core.scheduling.schedule_one import Cycle
 from shoal.core.scheduling.queue import QueuedPodInfo
+from shoal.core.scheduling.schedule_one import Cycle
 from shoal.core.state.status import Status
 from tests.unit.helpers import pod
 from tests.unit.test_runtime import CALLS, Recorder, build
