@@ -24,9 +24,7 @@ import yaml
 if TYPE_CHECKING:
     from shoal.core.scheduling.explain import Explanation
     from shoal.core.scheduling.scheduler import Scheduler
-    from shoal.core.state.dra import DraObject
     from shoal.core.state.objects import PodInfo
-    from shoal.core.state.volumes import StorageObject
     from shoal.kube.informer import Informer
     from shoal.kube.rest import RawClient
     from shoal.operator_app.profiles import Profiles
@@ -131,12 +129,11 @@ def _watch_cluster(informer: Informer, sched: Scheduler) -> None:
     from shoal.core.state.spreadselectors import SelectorOwner
     from shoal.kube.informer import Event
     from shoal.kube.kinds import (
-        DRA_KINDS,
         KIND_NAMESPACES,
         KIND_NODES,
         POD_GROUP_KINDS,
         SPREAD_SELECTOR_KINDS,
-        STORAGE_KINDS,
+        STORE_KINDS,
         NamespaceInfo,
     )
 
@@ -149,11 +146,8 @@ def _watch_cluster(informer: Informer, sched: Scheduler) -> None:
     async def on_namespace(event: Event[NamespaceInfo]) -> None:
         sched.on_namespace(event.obj.name, event.obj.labels)
 
-    async def on_storage(event: Event[StorageObject]) -> None:
-        sched.on_storage(event.obj)
-
-    async def on_dra(event: Event[DraObject]) -> None:
-        sched.on_dra(event.obj)
+    async def on_stored(event: Event[Any]) -> None:
+        sched.on_object(event.obj)
 
     async def on_spread_selector(event: Event[SelectorOwner]) -> None:
         sched.cache.spread_selectors.upsert(event.obj)
@@ -162,10 +156,8 @@ def _watch_cluster(informer: Informer, sched: Scheduler) -> None:
         informer.watch(group_kind, on_group)
     informer.watch(KIND_NAMESPACES, on_namespace)
     informer.watch(KIND_NODES, on_node)
-    for kind in STORAGE_KINDS:
-        informer.watch(kind, on_storage)
-    for kind in DRA_KINDS:
-        informer.watch(kind, on_dra)
+    for kind in STORE_KINDS:
+        informer.watch(kind, on_stored)
     for selector_kind in SPREAD_SELECTOR_KINDS.values():
         informer.watch(selector_kind, on_spread_selector)
 

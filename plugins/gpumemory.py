@@ -49,10 +49,11 @@ from shoal.core.framework.interfaces import (
 from shoal.core.framework.profile import ArgsModel, PluginEntry
 from shoal.core.framework.scoring import default_normalize
 from shoal.core.state import fidelity
-from shoal.core.state.dra import DeviceId, DraStore
 from shoal.core.state.nodetable import FloatArray, NodeTable
 from shoal.core.state.objects import GPU_MEMORY_ANNOTATION, GPU_RESOURCE, PodInfo
 from shoal.core.state.status import SKIP, SUCCESS, Code, Status
+from shoal.plugins.dynamicresources.objects import DeviceId
+from shoal.plugins.dynamicresources.store import DraStore
 
 log = logging.getLogger("shoal.plugins.gpumemory")
 
@@ -338,7 +339,7 @@ class GPUMemory:
 
 
 def new(args: Args, handle: Handle) -> GPUMemory:
-    return GPUMemory(args, handle.cache.table, handle.cache.dra)
+    return GPUMemory(args, handle.cache.table, handle.cache.store(DraStore))
 
 
 #: what the core must know of this plugin (core/framework/contract.py)
@@ -348,4 +349,4 @@ CONTRACT = Contract(
     # blind for a pod that asks for no GPU memory (the what-ifs check)
     filter_blind_to_pods=True,
 )
-ENTRY = PluginEntry(NAME, new, Args, GPUMemory, contract=CONTRACT)
+ENTRY = PluginEntry(NAME, new, Args, GPUMemory, contract=CONTRACT, stores=(DraStore,))

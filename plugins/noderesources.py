@@ -57,6 +57,7 @@ from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import CPU, MEMORY, PODS, NodeTable
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import SKIP, SUCCESS, Code, Status
+from shoal.plugins.dynamicresources.store import DraStore
 
 NAME = "NodeResourcesFit"
 STATE_KEY = f"PreFilter{NAME}"
@@ -231,7 +232,9 @@ class NodeResourcesFit:
         out = np.zeros_like(rows)
         for row in np.flatnonzero(rows):
             spec = table.specs[row]
-            found = self.cache.dra.slices_for(table.name(int(row)), spec.labels if spec is not None else {})
+            found = self.cache.store(DraStore).slices_for(
+                table.name(int(row)), spec.labels if spec is not None else {}
+            )
             out[row] = next(found, None) is not None
         return out
 
@@ -242,7 +245,7 @@ class NodeResourcesFit:
         implicit = "deviceclass.resource.kubernetes.io/"
         names = [
             c.name
-            for c in self.cache.dra.classes.values()
+            for c in self.cache.store(DraStore).classes.values()
             if resource in (c.extended_resource_name, implicit + c.name)
         ]
         return min(names) if names else None
@@ -398,4 +401,4 @@ def new(args: Args, handle: Handle) -> NodeResourcesFit:
 
 #: what the core must know of this plugin (core/framework/contract.py)
 CONTRACT = Contract(filter_blind_to_pods=True)
-ENTRY = PluginEntry(NAME, new, Args, NodeResourcesFit, contract=CONTRACT)
+ENTRY = PluginEntry(NAME, new, Args, NodeResourcesFit, contract=CONTRACT, stores=(DraStore,))

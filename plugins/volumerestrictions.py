@@ -41,7 +41,8 @@ from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import SUCCESS, Code, Status
-from shoal.core.state.volumes import READ_WRITE_ONCE_POD, not_found
+from shoal.plugins.volumebinding.objects import READ_WRITE_ONCE_POD, not_found
+from shoal.plugins.volumebinding.store import VolumeStore
 
 NAME = "VolumeRestrictions"
 STATE_KEY = f"PreFilter{NAME}"
@@ -72,7 +73,7 @@ class VolumeRestrictions:
         for volume in pod.volumes:
             if volume.claim is None or volume.ephemeral:
                 continue
-            pvc = self.cache.volumes.claim(pod.namespace, volume.claim)
+            pvc = self.cache.store(VolumeStore).claim(pod.namespace, volume.claim)
             if pvc is None:
                 message = not_found("persistentvolumeclaim", volume.claim)
                 return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,))
@@ -121,4 +122,4 @@ CONTRACT = Contract(
     ),
     filter_blind_to_pods=True,
 )
-ENTRY = PluginEntry(NAME, new, None, VolumeRestrictions, contract=CONTRACT)
+ENTRY = PluginEntry(NAME, new, None, VolumeRestrictions, contract=CONTRACT, stores=(VolumeStore,))

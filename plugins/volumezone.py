@@ -39,7 +39,8 @@ from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import SUCCESS, Code, Status
-from shoal.core.state.volumes import WAIT_FOR_FIRST_CONSUMER, PVInfo, not_found
+from shoal.plugins.volumebinding.objects import WAIT_FOR_FIRST_CONSUMER, PVInfo, not_found
+from shoal.plugins.volumebinding.store import VolumeStore
 
 NAME = "VolumeZone"
 STATE_KEY = f"PreFilter{NAME}"
@@ -83,7 +84,7 @@ class VolumeZone:
         self.cache = cache
 
     def topologies(self, pod: PodInfo) -> tuple[list[PVTopology], Status]:
-        store = self.cache.volumes
+        store = self.cache.store(VolumeStore)
         out: list[PVTopology] = []
         for volume in pod.volumes:
             if volume.claim is None or volume.ephemeral:
@@ -157,4 +158,4 @@ def new(args: None, handle: Handle) -> VolumeZone:
 CONTRACT = Contract(
     evaluates=(Evaluates(fidelity.volume("persistentVolumeClaim")),), filter_blind_to_pods=True
 )
-ENTRY = PluginEntry(NAME, new, None, VolumeZone, contract=CONTRACT)
+ENTRY = PluginEntry(NAME, new, None, VolumeZone, contract=CONTRACT, stores=(VolumeStore,))

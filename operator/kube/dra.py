@@ -11,12 +11,13 @@ from typing import Any
 
 import aiohttp
 
-from shoal.core.state.dra import ResourceClaimInfo
 from shoal.core.state.nodeselectors import Requirement, SelectorTerm
+from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Status
 from shoal.kube.rest import RawClient, message_of
 from shoal.kube.wire import MERGE_PATCH, RESOURCE_CLAIMS
-from shoal.plugins.dynamicresources.allocator import DELETE_PROTECTION, PodInfoLike
+from shoal.plugins.dynamicresources.objects import ResourceClaimInfo
+from shoal.plugins.dynamicresources.ports import DELETE_PROTECTION
 
 
 def allocation_body(held: ResourceClaimInfo) -> dict[str, Any]:
@@ -58,7 +59,7 @@ class KubeClaimWriter:
         self.raw = raw
 
     async def reserve_claim(
-        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, pod: PodInfoLike
+        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, pod: PodInfo
     ) -> Status:
         path = RESOURCE_CLAIMS.path(claim.name, namespace=claim.namespace)
         version = claim.resource_version

@@ -12,10 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shoal.core.state.attachments import VolumeAttachmentInfo
-from shoal.core.state.csidrivers import CSIDriverInfo
 from shoal.core.state.disruption import PDBInfo
-from shoal.core.state.dra import DeviceClassInfo, ResourceClaimInfo, ResourceSliceInfo
 from shoal.core.state.objects import NodeSpec, PodGroupInfo, PodInfo, parse_time
 from shoal.core.state.spreadselectors import (
     REPLICA_SET,
@@ -25,7 +22,6 @@ from shoal.core.state.spreadselectors import (
     SelectorOwner,
 )
 from shoal.core.state.volcano import volcano_pod_group
-from shoal.core.state.volumes import CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
 from shoal.core.state.workloads import native_pod_group
 from shoal.kube.informer import Kind
 from shoal.kube.wire import (
@@ -55,6 +51,9 @@ from shoal.kube.wire import (
     namespaced_key,
     pod_uid,
 )
+from shoal.plugins.dynamicresources.objects import DeviceClassInfo, ResourceClaimInfo, ResourceSliceInfo
+from shoal.plugins.nodevolumelimits.attachments import VolumeAttachmentInfo
+from shoal.plugins.volumebinding.objects import CSIDriverInfo, CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
 
 
 @dataclass
@@ -157,6 +156,8 @@ KIND_RESOURCE_CLAIMS: Kind[ResourceClaimInfo] = Kind(
 )
 #: every DRA kind, in priming order (classes and slices before the claims that use them)
 DRA_KINDS: tuple[Kind[Any], ...] = (KIND_DEVICE_CLASSES, KIND_RESOURCE_SLICES, KIND_RESOURCE_CLAIMS)
+#: what plugin packages' stores take (``Scheduler.on_object``): storage, then DRA
+STORE_KINDS: tuple[Kind[Any], ...] = (*STORAGE_KINDS, *DRA_KINDS)
 #: PodDisruptionBudgets (DefaultPreemption honours them where it can)
 KIND_PDBS: Kind[PDBInfo] = Kind(PDBS, PDBInfo.from_dict, identity=namespaced_key)
 

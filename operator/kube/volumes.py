@@ -10,9 +10,9 @@ from __future__ import annotations
 import aiohttp
 
 from shoal.core.state.status import Status
-from shoal.core.state.volumes import BOUND_BY_CONTROLLER, SELECTED_NODE, PVCInfo, PVInfo
 from shoal.kube.rest import RawClient, message_of
 from shoal.kube.wire import MERGE_PATCH, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
+from shoal.plugins.volumebinding.objects import BOUND_BY_CONTROLLER, SELECTED_NODE, PVCInfo, PVInfo
 
 
 class KubeVolumeWriter:

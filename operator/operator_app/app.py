@@ -42,17 +42,14 @@ from kubernetes_asyncio import client
 
 from shoal.core.scheduling.scheduler import Scheduler
 from shoal.core.state.disruption import PDBInfo
-from shoal.core.state.dra import DraObject
 from shoal.core.state.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.state.spreadselectors import SelectorOwner
-from shoal.core.state.volumes import VOLUME_WRITER, StorageObject
 from shoal.kube.binder import KubeBinder
 from shoal.kube.bootstrap import bootstrap_profiles
 from shoal.kube.delegated_auth import DelegatedAuth
 from shoal.kube.dra import KubeClaimWriter
 from shoal.kube.informer import Event, Informer, Kind
 from shoal.kube.kinds import (
-    DRA_KINDS,
     KIND_NAMESPACES,
     KIND_NODES,
     KIND_PDBS,
@@ -60,7 +57,7 @@ from shoal.kube.kinds import (
     KIND_PROFILES,
     POD_GROUP_KINDS,
     SPREAD_SELECTOR_KINDS,
-    STORAGE_KINDS,
+    STORE_KINDS,
     NamespaceInfo,
     ProfileObject,
 )
@@ -78,9 +75,10 @@ from shoal.operator_app.podgroups import PodGroupStatus
 from shoal.operator_app.profiles import ProfileController, Profiles
 from shoal.operator_app.secure_serving import auth_middleware, server_context
 from shoal.operator_app.settings import GC_THRESHOLDS, RunSettings, tune_gc
-from shoal.plugins.defaultpreemption.evaluator import PREEMPTION_EXECUTOR
-from shoal.plugins.dynamicresources.allocator import CLAIM_WRITER
+from shoal.plugins.defaultpreemption.ports import PREEMPTION_EXECUTOR
+from shoal.plugins.dynamicresources.ports import CLAIM_WRITER
 from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
+from shoal.plugins.volumebinding.ports import VOLUME_WRITER
 
 __all__ = ["GC_THRESHOLDS", "RunSettings", "ShoalOperator", "tune_gc"]
 
@@ -102,10 +100,8 @@ class ShoalOperator:
             self.informer.watch(group_kind, self._on_pod_group)
         self.informer.watch(KIND_NAMESPACES, self._on_namespace, gone=self._namespace_gone)
         self.informer.watch(KIND_NODES, self._on_node, gone=self._node_gone)
-        for kind in STORAGE_KINDS:
-            self.informer.watch(kind, self._on_storage, gone=self._storage_gone(kind))
-        for kind in DRA_KINDS:
-            self.informer.watch(kind, self._on_dra, gone=self._dra_gone(kind))
+        for kind in STORE_KINDS:
+            self.informer.watch(kind, self._on_stored, gone=self._stored_gone(kind))
 
         self.informer.watch(KIND_PDBS, self._on_pdb, gone=self._pdb_gone)
         for owner_kind, kind in SPREAD_SELECTOR_KINDS.items():
@@ -379,33 +375,19 @@ class ShoalOperator:
         if self.scheduler is not None:
             self.scheduler.on_node_deleted(name)
 
-    async def _on_storage(self, event: Event[StorageObject]) -> None:
+    async def _on_stored(self, event: Event[Any]) -> None:
+        """A storage or DRA object: its plugin package's store takes it."""
         if self.scheduler is not None:
-            self.scheduler.on_storage(event.obj, deleted=event.deleted)
+            self.scheduler.on_object(event.obj, deleted=event.deleted)
 
-    def _storage_gone(self, kind: Kind[Any]) -> Callable[[str], None]:
-        """Forget a storage object deleted while kopf re-listed (``kind``'s identity is its key)."""
+    def _stored_gone(self, kind: Kind[Any]) -> Callable[[str], None]:
+        """Forget an object deleted while kopf re-listed (``kind``'s identity is its key)."""
 
         def gone(key: str) -> None:
             namespace, _, name = key.rpartition("/")
             meta = {"name": name, "namespace": namespace} if namespace else {"name": key}
             if self.scheduler is not None:
-                self.scheduler.on_storage(kind.decode({"metadata": meta}), deleted=True)
-
-        return gone
-
-    async def _on_dra(self, event: Event[DraObject]) -> None:
-        if self.scheduler is not None:
-            self.scheduler.on_dra(event.obj, deleted=event.deleted)
-
-    def _dra_gone(self, kind: Kind[Any]) -> Callable[[str], None]:
-        """Forget a DRA object deleted while kopf re-listed (``kind``'s identity is its key)."""
-
-        def gone(key: str) -> None:
-            namespace, _, name = key.rpartition("/")
-            meta = {"name": name, "namespace": namespace} if namespace else {"name": key}
-            if self.scheduler is not None:
-                self.scheduler.on_dra(kind.decode({"metadata": meta}), deleted=True)
+                self.scheduler.on_object(kind.decode({"metadata": meta}), deleted=True)
 
         return gone
 

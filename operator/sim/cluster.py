@@ -23,26 +23,25 @@ from shoal.core.framework.outcomes import ScoreOutcome
 from shoal.core.framework.profile import PluginEntry
 from shoal.core.scheduling.schedule_one import Placement
 from shoal.core.scheduling.scheduler import Scheduler
-from shoal.core.state.dra import DRA_DECODERS, DraObject, ResourceClaimInfo
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import NodeSpec, PodInfo
 from shoal.core.state.spreadselectors import OWNER_KINDS, SelectorOwner
 from shoal.core.state.status import Status
-from shoal.core.state.volumes import (
+from shoal.core.state.workloads import decode_pod_group
+from shoal.plugins.defaultpreemption.ports import PREEMPTION_EXECUTOR
+from shoal.plugins.dynamicresources.objects import DRA_DECODERS, ResourceClaimInfo
+from shoal.plugins.dynamicresources.ports import CLAIM_WRITER
+from shoal.plugins.nodevolumelimits.attachments import VolumeAttachmentInfo
+from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
+from shoal.plugins.volumebinding.objects import (
     BIND_COMPLETED,
     SELECTED_NODE,
     STORAGE_DECODERS,
-    VOLUME_WRITER,
     ClaimRef,
     PVCInfo,
     PVInfo,
-    StorageObject,
-    decode_storage,
 )
-from shoal.core.state.workloads import decode_pod_group
-from shoal.plugins.defaultpreemption.evaluator import PREEMPTION_EXECUTOR
-from shoal.plugins.dynamicresources.allocator import CLAIM_WRITER, PodInfoLike
-from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
+from shoal.plugins.volumebinding.ports import VOLUME_WRITER
 from shoal.sim.preemption import MemoryPreemptionExecutor
 
 JSON = dict[str, Any]
@@ -162,11 +161,11 @@ class MemoryClaimWriter:
         self.scheduler = scheduler
 
     async def reserve_claim(
-        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, pod: PodInfoLike
+        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, pod: PodInfo
     ) -> Status:
         consumer = {"resource": "pods", "name": pod.name, "uid": pod.uid}
         done = replace(allocation or claim, consumers=(*claim.consumers, consumer))
-        self.scheduler.on_dra(done)
+        self.scheduler.on_object(done)
         return Status()
 
 
@@ -198,9 +197,32 @@ class MemoryVolumeWriter:
 
     def _bind(self, pv: PVInfo, claim: PVCInfo) -> None:
         ref = ClaimRef(claim.namespace, claim.name, claim.uid)
-        self.scheduler.on_storage(replace(pv, claim_ref=ref, phase="Bound"))
+        self.scheduler.on_object(replace(pv, claim_ref=ref, phase="Bound"))
         annotations = {**claim.annotations, BIND_COMPLETED: "yes"}
-        self.scheduler.on_storage(replace(claim, volume_name=pv.name, phase="Bound", annotations=annotations))
+        self.scheduler.on_object(replace(claim, volume_name=pv.name, phase="Bound", annotations=annotations))
+
+
+#: the kinds a plugin package's store takes, and how each is parsed
+STORE_DECODERS: dict[str, Callable[[JSON], object]] = {
+    **STORAGE_DECODERS,
+    "VolumeAttachment": VolumeAttachmentInfo.from_dict,
+    **DRA_DECODERS,
+}
+
+
+def decode(decoders: Mapping[str, Callable[[JSON], object]], obj: JSON) -> object:
+    """A store's object from an API dict; ValueError naming the object when it is malformed."""
+    kind = str(obj.get("kind") or "")
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{kind} without metadata.name")
+    if isinstance(meta, Mapping) and meta.get("namespace"):
+        name = f"{meta['namespace']}/{name}"
+    try:
+        return decoders[kind](obj)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise ValueError(f"{kind} {name}: malformed ({exc})") from None
 
 
 #: how the scheduler parses each kind: tried when an object is loaded, so a malformed one is named
@@ -219,10 +241,10 @@ class InMemoryCluster:
         self.pods: dict[str, JSON] = {}
         self.pod_groups: dict[str, JSON] = {}
         self.namespaces: dict[str, JSON] = {}
-        #: PersistentVolumes, claims, StorageClasses, CSINodes, parsed when added
-        self.storage: list[StorageObject] = []
-        #: DeviceClasses, ResourceSlices, ResourceClaims, parsed when added
-        self.dra: list[DraObject] = []
+        #: what a plugin package's store takes (PersistentVolumes, claims, StorageClasses, CSINodes,
+        #: VolumeAttachments, CSIDrivers, DeviceClasses, ResourceSlices, ResourceClaims), parsed
+        #: when added
+        self.stored: list[object] = []
         self.profiles: list[JSON] = []
         #: Services, ReplicationControllers, ReplicaSets, StatefulSets (default topology spreading)
         self.selector_owners: list[SelectorOwner] = []
@@ -267,18 +289,17 @@ class InMemoryCluster:
             self.profiles.append(stored)
         elif kind == "Namespace":
             self.namespaces[meta["name"]] = stored
-        elif kind in STORAGE_DECODERS:
-            self.storage.append(decode_storage(stored))
-        elif kind in DRA_DECODERS:
-            meta.setdefault("namespace", "default")
-            self.dra.append(DRA_DECODERS[kind](stored))
+        elif kind in STORE_DECODERS:
+            if kind in DRA_DECODERS or kind == "PersistentVolumeClaim":
+                meta.setdefault("namespace", "default")
+            self.stored.append(decode(STORE_DECODERS, stored))
         elif kind in OWNER_KINDS:
             meta.setdefault("namespace", "default")
             self.selector_owners.append(SelectorOwner.decode(kind, stored))
         else:
             raise ValueError(
                 f"unsupported kind {kind!r} (expected Node, Pod, PodGroup, Namespace, SchedulingProfile, "
-                f"{', '.join(STORAGE_DECODERS)}, {', '.join(DRA_DECODERS)}, {', '.join(sorted(OWNER_KINDS))})"
+                f"{', '.join(STORE_DECODERS)}, {', '.join(sorted(OWNER_KINDS))})"
             )
         return stored
 
@@ -328,10 +349,8 @@ class Simulation:
             self.scheduler.on_namespace(name, (ns.get("metadata") or {}).get("labels"))
         for node in cluster.nodes.values():
             self.scheduler.on_node(NodeSpec.from_dict(node))
-        for obj in cluster.storage:
-            self.scheduler.on_storage(obj)
-        for dra in cluster.dra:
-            self.scheduler.on_dra(dra)
+        for obj in cluster.stored:
+            self.scheduler.on_object(obj)
         for owner in cluster.selector_owners:
             self.scheduler.cache.spread_selectors.upsert(owner)
         for group in cluster.pod_groups.values():
@@ -350,10 +369,8 @@ class Simulation:
             self.scheduler.on_pod_group(decode_pod_group(stored))
         elif kind == "Namespace":
             self.scheduler.on_namespace(stored["metadata"]["name"], stored["metadata"].get("labels"))
-        elif kind in STORAGE_DECODERS:
-            self.scheduler.on_storage(self.cluster.storage[-1])
-        elif kind in DRA_DECODERS:
-            self.scheduler.on_dra(self.cluster.dra[-1])
+        elif kind in STORE_DECODERS:
+            self.scheduler.on_object(self.cluster.stored[-1])
         elif kind in OWNER_KINDS:
             self.scheduler.cache.spread_selectors.upsert(self.cluster.selector_owners[-1])
         return stored

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
@@ -44,30 +43,6 @@ from shoal.plugins.defaultpreemption import reprieve
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
-#: a key of ``Handle.extras``: the executor the operator (or the simulator) gives DefaultPreemption
-PREEMPTION_EXECUTOR = "preemption-executor"
-
-
-class PreemptionExecutor(Protocol):
-    """The API effects of a preemption (the operator's is ``kube/preemption.py``)."""
-
-    def preempt(
-        self,
-        preemptor: PodInfo,
-        node: str,
-        victims: Sequence[PodInfo],
-        unnominate: Sequence[PodInfo],
-        done: Callable[[bool], None],
-    ) -> None:
-        """Start, without waiting: set the preemptor's ``status.nominatedNodeName`` to ``node``;
-        for each victim, a ``DisruptionTarget`` condition then a delete and a ``Preempted`` event;
-        clear the nomination of ``unnominate`` (lower-priority pods nominated there). Call
-        ``done(ok)`` when every call has been made."""
-        ...
-
-    def nominate(self, pod: PodInfo, node: str) -> None:
-        """Start setting (``""``: clearing) the pod's ``status.nominatedNodeName``."""
-        ...
 
 
 @dataclass

@@ -49,13 +49,9 @@ from shoal.core.framework.runtime import Framework
 from shoal.core.state.objects import PREEMPT_NEVER, PodGroupInfo, PodInfo
 from shoal.core.state.status import Code, Status
 from shoal.plugins.defaultpreemption import evaluator as preemption
-from shoal.plugins.defaultpreemption.evaluator import (
-    PREEMPTION_EXECUTOR,
-    Candidate,
-    PreemptionExecutor,
-    Victim,
-)
+from shoal.plugins.defaultpreemption.evaluator import Candidate, Victim
 from shoal.plugins.defaultpreemption.gang import all_victims, best_gang_victims
+from shoal.plugins.defaultpreemption.ports import PREEMPTION_EXECUTOR, PreemptionExecutor
 
 NAME = "DefaultPreemption"
 PREFIX = "preemption: "

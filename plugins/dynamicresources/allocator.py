@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from shoal.core.state.dra import (
+from shoal.core.state.nodeselectors import Requirement, SelectorTerm
+from shoal.core.state.podclaims import JSON
+from shoal.plugins.dynamicresources.cel import CelError, compile_selector, device_activation
+from shoal.plugins.dynamicresources.objects import (
     ALLOCATION_ALL,
-    JSON,
     AllocatedDevice,
     Device,
     DeviceClassInfo,
@@ -31,9 +33,6 @@ from shoal.core.state.dra import (
     ResourceClaimInfo,
     ResourceSliceInfo,
 )
-from shoal.core.state.nodeselectors import Requirement, SelectorTerm
-from shoal.core.state.status import Status
-from shoal.plugins.dynamicresources.cel import CelError, compile_selector, device_activation
 
 MAX_STEPS = 100_000
 
@@ -213,34 +212,6 @@ def allocate(
     if not search.place(0):
         return None
     return [tuple(r) for r in search.results]
-
-
-class ClaimWriter(Protocol):
-    """What DynamicResources' PreBind writes, as kube-scheduler does (the operator's writer is
-    ``kube/dra.py``; the simulator's writes in memory). Returns a non-success Status on failure (a
-    409 included: the claim changed since it was read)."""
-
-    async def reserve_claim(
-        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, pod: PodInfoLike
-    ) -> Status:
-        """Add the pod to the claim's ``status.reservedFor``; with ``allocation`` (a claim shoal
-        allocated at Reserve) first add the ``resource.kubernetes.io/delete-protection`` finalizer,
-        then write ``status.allocation`` too, guarded by the claim's resourceVersion."""
-        ...
-
-
-class PodInfoLike(Protocol):
-    """The pod fields a claim reservation names (``PodInfo``)."""
-
-    name: str
-    namespace: str
-    uid: str
-
-
-#: the key of the ClaimWriter in ``Handle.extras``
-CLAIM_WRITER = "claim-writer"
-#: the finalizer kube-scheduler adds to a claim it allocates (the resourceclaim controller removes it)
-DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 
 
 def allocation_config(

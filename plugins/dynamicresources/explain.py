@@ -6,8 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shoal.core.state.dra import ALLOCATION_EXACT_COUNT, Device, DeviceRequest, DraStore, ResourceClaimInfo
 from shoal.plugins.dynamicresources.allocator import AllocationError, Matcher
+from shoal.plugins.dynamicresources.objects import (
+    ALLOCATION_EXACT_COUNT,
+    Device,
+    DeviceRequest,
+    ResourceClaimInfo,
+)
+from shoal.plugins.dynamicresources.store import DraStore
 
 
 def node_request(

@@ -65,28 +65,27 @@ from shoal.core.framework.profile import PluginEntry
 from shoal.core.framework.scoring import default_normalize
 from shoal.core.state import fidelity
 from shoal.core.state.cache import ClusterCache
-from shoal.core.state.dra import (
-    ALLOCATION_EXACT_COUNT,
-    RESERVED_FOR_MAX,
-    AllocatedDevice,
-    Device,
-    DraStore,
-    ResourceClaimInfo,
-)
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import NodeSpec, PodInfo
 from shoal.core.state.status import SUCCESS, Code, Status
 from shoal.plugins.dynamicresources.allocator import (
-    CLAIM_WRITER,
     AllocationError,
-    ClaimWriter,
     Matcher,
     allocate,
     allocation_config,
     allocation_selector,
 )
 from shoal.plugins.dynamicresources.explain import describe_request, node_request
+from shoal.plugins.dynamicresources.objects import (
+    ALLOCATION_EXACT_COUNT,
+    RESERVED_FOR_MAX,
+    AllocatedDevice,
+    Device,
+    ResourceClaimInfo,
+)
+from shoal.plugins.dynamicresources.ports import CLAIM_WRITER, ClaimWriter
 from shoal.plugins.dynamicresources.scoring import Allocation, score_rows
+from shoal.plugins.dynamicresources.store import DraStore
 from shoal.plugins.nodeaffinity import term_mask
 
 NAME = "DynamicResources"
@@ -153,10 +152,10 @@ class DynamicResources:
     def pre_enqueue(self, pod: PodInfo) -> Status:
         if not pod.resource_claims:
             return SUCCESS
-        return pod_claims(self.cache.dra, pod)[1]
+        return pod_claims(self.cache.store(DraStore), pod)[1]
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
-        store = self.cache.dra
+        store = self.cache.store(DraStore)
         claims, status = pod_claims(store, pod)
         if not status.ok:
             return None, status
@@ -224,7 +223,7 @@ class DynamicResources:
         req = claim.requests[0][0]
         why = f"{CANNOT_ALLOCATE}: no device matches claim {claim.key}, request {req.name} "
         why += f"(device class {req.device_class})"
-        store = self.cache.dra
+        store = self.cache.store(DraStore)
         if self._ghosts[:2] != (store.devices_version, table.version):  # a scan per change, not per call
             names = sorted(
                 f"ResourceSlice {s.name} names node {s.node_name}, which does not exist"
@@ -237,7 +236,7 @@ class DynamicResources:
     def node_devices(self, table: NodeTable, row: int) -> tuple[Device, ...]:
         """The devices the node at ``row`` reaches, cached until a slice or the node changes."""
         name, spec = table.name(row), table.specs[row]
-        store = self.cache.dra
+        store = self.cache.store(DraStore)
         hit = self._devices.get(name)
         if hit is not None and hit[0] == store.devices_version and hit[1] is spec:
             return hit[2]
@@ -251,8 +250,8 @@ class DynamicResources:
         is set for the nodes where no device matches at all, free or not."""
         claim = st.to_allocate[0]
         req = claim.requests[0][0]
-        cls = self.cache.dra.classes[req.device_class]
-        taken = self.cache.dra.taken
+        cls = self.cache.store(DraStore).classes[req.device_class]
+        taken = self.cache.store(DraStore).taken
         # one result per device for the class's and the request's selectors together, keyed by the
         # device object's id (checked by identity: a slice update makes new objects)
         memo = self._matches.setdefault((cls.name, cls.selectors, req.selectors), {})
@@ -289,7 +288,7 @@ class DynamicResources:
         return failed
 
     def _allocate(self, st: _State, table: NodeTable, row: int) -> list[tuple[AllocatedDevice, ...]] | None:
-        store = self.cache.dra
+        store = self.cache.store(DraStore)
         devices = self.node_devices(table, row)
         if not devices:
             return None
@@ -328,7 +327,7 @@ class DynamicResources:
                 return Status.error(str(exc))
         if found is None:
             return Status(Code.UNSCHEDULABLE, (CANNOT_ALLOCATE,), NAME)
-        store = self.cache.dra
+        store = self.cache.store(DraStore)
         st.assumed = []
         row = self.cache.table.index.get(node)
         spec = self.cache.table.specs[row] if row is not None else None
@@ -347,7 +346,7 @@ class DynamicResources:
         if st is None:
             return
         for key in st.assumed:
-            self.cache.dra.forget(key)
+            self.cache.store(DraStore).forget(key)
         st.assumed = []
 
     # -- PreBind ---------------------------------------------------------------------------------
@@ -358,7 +357,7 @@ class DynamicResources:
         writer: ClaimWriter | None = self.handle.extras.get(CLAIM_WRITER)
         if writer is None:
             return Status.error("no claim writer: this scheduler cannot allocate ResourceClaims")
-        store = self.cache.dra
+        store = self.cache.store(DraStore)
         for claim in st.allocated:
             if pod.uid in claim.reserved_for:
                 continue
@@ -383,7 +382,7 @@ class DynamicResources:
     def describe(self, pod: PodInfo) -> list[str]:
         """For ``shoal explain``: per claim, where it is allocated, or per request how many devices
         of the cluster match its class and selectors and how many of those are free."""
-        store = self.cache.dra
+        store = self.cache.store(DraStore)
         out: list[str] = []
         for pc in pod.resource_claims:
             claim = store.claims.get(f"{pod.namespace}/{pc.resolved}") if pc.resolved else None
@@ -407,13 +406,13 @@ class DynamicResources:
         """For ``shoal explain``: per node and unallocated request, how many of the devices the
         node reaches match the class's and the request's selectors, and how many of those are
         free (``0 of 8 devices match`` names the selectors that matched nothing)."""
-        claims, status = pod_claims(self.cache.dra, pod)
+        claims, status = pod_claims(self.cache.store(DraStore), pod)
         pending = [c for c in claims if c.allocated is None] if status.ok else []
         out: dict[int, str] = {}
         for row in rows if pending else ():
             devices = [d for d in self.node_devices(self.cache.table, row) if not d.unsupported]
             out[row] = "; ".join(
-                node_request(self.cache.dra, self.matcher, claim, req, devices)
+                node_request(self.cache.store(DraStore), self.matcher, claim, req, devices)
                 for claim in pending
                 for alternatives in claim.requests
                 for req in alternatives
@@ -496,4 +495,4 @@ CONTRACT = Contract(
     # the Filter passes every node whatever it holds
     filter_blind_to_pods=True,
 )
-ENTRY = PluginEntry(NAME, new, None, DynamicResources, contract=CONTRACT)
+ENTRY = PluginEntry(NAME, new, None, DynamicResources, contract=CONTRACT, stores=(DraStore,))

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from shoal.core.framework.interfaces import IntArray
-from shoal.core.state.dra import AllocatedDevice, ResourceClaimInfo
+from shoal.plugins.dynamicresources.objects import AllocatedDevice, ResourceClaimInfo
 
 #: ``resourceapi.FirstAvailableDeviceRequestMaxSize``: a firstAvailable list has at most 8 entries
 FIRST_AVAILABLE_MAX = 8

@@ -50,8 +50,11 @@ from shoal.core.state import fidelity
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import PodInfo
+from shoal.core.state.podvolumes import MIGRATED_PROVISIONERS
 from shoal.core.state.status import SUCCESS, Code, Status
-from shoal.core.state.volumes import MIGRATED_PROVISIONERS, PVCInfo, VolumeStore, not_found
+from shoal.plugins.nodevolumelimits.attachments import Attachments
+from shoal.plugins.volumebinding.objects import PVCInfo, not_found
+from shoal.plugins.volumebinding.store import VolumeStore
 
 NAME = "NodeVolumeLimits"
 STATE_KEY = f"PreFilter{NAME}"
@@ -155,7 +158,7 @@ class NodeVolumeLimits:
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         if not any(v.claim is not None or v.migrated is not None for v in pod.volumes):
             return None, Status.skip()
-        store = self.cache.volumes
+        store = self.cache.store(VolumeStore)
         state.write(STATE_KEY, _State(_volumes(store, pod, True), _volumes(store, pod, False)))
         return None, SUCCESS
 
@@ -163,7 +166,7 @@ class NodeVolumeLimits:
         self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
     ) -> Sequence[Rejection]:
         st: _State = state.require(STATE_KEY)
-        store = self.cache.volumes
+        store = self.cache.store(VolumeStore)
         has_csi = np.array(
             [n is not None and n in store.csi_nodes for n in table.names[: table.n]], dtype=bool
         )
@@ -195,7 +198,7 @@ class NodeVolumeLimits:
         ``preventPodSchedulingIfMissing`` is not installed (not in the node's CSINode; a node
         without one has none), one driver per node (the first by name; upstream takes the first of
         a map, in no set order). A driver without a CSIDriver object is taken to be installed."""
-        store = self.cache.volumes
+        store = self.cache.store(VolumeStore)
         out: list[tuple[str, BoolArray]] = []
         taken = np.zeros(table.n, dtype=bool)
         for volumes, rows in ((st.with_csi, with_csi), (st.without_csi, without_csi)):
@@ -212,7 +215,7 @@ class NodeVolumeLimits:
         return out
 
     def _installed(self, driver: str, table: NodeTable) -> BoolArray:
-        csi_nodes = self.cache.volumes.csi_nodes
+        csi_nodes = self.cache.store(VolumeStore).csi_nodes
         return np.array(
             [
                 n is not None and n in csi_nodes and driver in csi_nodes[n].drivers
@@ -223,7 +226,8 @@ class NodeVolumeLimits:
 
     def _over_limit(self, new: Volumes, table: NodeTable, rows: BoolArray) -> BoolArray:
         """Nodes (with a CSINode) where a limited driver would exceed its count."""
-        store = self.cache.volumes
+        store = self.cache.store(VolumeStore)
+        attachments = self.cache.store(Attachments)
         drivers = set(new.values())
         limited: dict[int, dict[str, int]] = {}
         for r in np.flatnonzero(rows):
@@ -247,7 +251,7 @@ class NodeVolumeLimits:
             by_pods = attached[row]
             # VolumeAttachments on the node whose volume no placed pod uses (attached for a pod that
             # left): counted too; as upstream, the new pod's own volumes are not matched against them
-            held = store.attachments.volumes(table.name(row), store.pvs)
+            held = attachments.volumes(table.name(row), store.pvs)
             counts = _count([*by_pods.values(), *(d for name, d in held.items() if name not in by_pods)])
             fresh = _count(d for name, d in new.items() if name not in by_pods)
             if any(counts.get(d, 0) + n > limits[d] for d, n in fresh.items() if d in limits):
@@ -285,4 +289,14 @@ CONTRACT = Contract(
     ),
     filter_blind_to_pods=True,
 )
-ENTRY = PluginEntry(NAME, new, None, NodeVolumeLimits, contract=CONTRACT)
+ENTRY = PluginEntry(
+    NAME,
+    new,
+    None,
+    NodeVolumeLimits,
+    contract=CONTRACT,
+    stores=(
+        VolumeStore,
+        Attachments,
+    ),
+)

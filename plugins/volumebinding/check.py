@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from shoal.core.state.status import SUCCESS, Status
-from shoal.core.state.volumes import BIND_COMPLETED, SELECTED_NODE, PVCInfo, VolumeStore
+from shoal.plugins.volumebinding.objects import BIND_COMPLETED, SELECTED_NODE, PVCInfo
+from shoal.plugins.volumebinding.store import VolumeStore
 
 
 def _fully_bound(pvc: PVCInfo) -> bool:

@@ -75,19 +75,18 @@ from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import SKIP, SUCCESS, Code, Status
-from shoal.core.state.volumes import (
+from shoal.plugins.nodeaffinity import term_mask
+from shoal.plugins.volumebinding.check import check_bindings
+from shoal.plugins.volumebinding.objects import (
     BIND_COMPLETED,
     SELECTED_NODE,
-    VOLUME_WRITER,
     WAIT_FOR_FIRST_CONSUMER,
     PVCInfo,
     PVInfo,
-    VolumeStore,
-    VolumeWriter,
     not_found,
 )
-from shoal.plugins.nodeaffinity import term_mask
-from shoal.plugins.volumebinding.check import check_bindings
+from shoal.plugins.volumebinding.ports import VOLUME_WRITER, VolumeWriter
+from shoal.plugins.volumebinding.store import VolumeStore
 
 NAME = "VolumeBinding"
 STATE_KEY = f"PreFilter{NAME}"
@@ -210,7 +209,7 @@ class VolumeBinding:
 
     # -- PreFilter --------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
-        store = self.cache.volumes
+        store = self.cache.store(VolumeStore)
         claims, status = pod_claims(store, pod)
         if not status.ok:
             return None, status
@@ -237,7 +236,7 @@ class VolumeBinding:
         self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
     ) -> Sequence[Rejection]:
         st: _State = state.require(STATE_KEY)
-        store = self.cache.volumes
+        store = self.cache.store(VolumeStore)
         n = table.n
         node_conflict = np.zeros(n, dtype=bool)
         pv_missing = np.zeros(n, dtype=bool)
@@ -287,7 +286,7 @@ class VolumeBinding:
     ) -> PodVolumes | Status | None:
         """``FindPodVolumes`` for the unbound claims on one node: what to bind or provision there,
         None when it cannot, a Status when the claims are broken (an Error)."""
-        store = self.cache.volumes
+        store = self.cache.store(VolumeStore)
         spec = table.specs[row]
         labels = spec.labels if spec is not None else {}
         out = PodVolumes()
@@ -327,7 +326,7 @@ class VolumeBinding:
         """``FindMatchingVolume``'s node-independent checks, once per claim: the PV pre-bound to the
         claim (if any), else the Available PVs that fit it, smallest first; each with the rows its
         node affinity allows (vectorised, so the per-node search is a lookup)."""
-        store = self.cache.volumes
+        store = self.cache.store(VolumeStore)
         fitting: list[tuple[PVInfo, BoolArray]] = []
         for pv in store.pvs.values():
             if pv.storage_class != pvc.storage_class:
@@ -389,7 +388,7 @@ class VolumeBinding:
         volumes = st.by_node.get(node)
         if volumes is None:
             return Status.error(f'no pod volume found for node "{node}"')
-        store = self.cache.volumes
+        store = self.cache.store(VolumeStore)
         for pv, claim in volumes.bindings:
             store.assumed_pvs[pv] = claim
         for claim in volumes.provisions:
@@ -403,7 +402,7 @@ class VolumeBinding:
             self._forget(volumes)
 
     def _forget(self, volumes: PodVolumes) -> None:
-        store = self.cache.volumes
+        store = self.cache.store(VolumeStore)
         for pv, claim in volumes.bindings:
             if store.assumed_pvs.get(pv) == claim:
                 del store.assumed_pvs[pv]
@@ -421,7 +420,7 @@ class VolumeBinding:
         writer: VolumeWriter | None = self.handle.extras.get(VOLUME_WRITER)
         if writer is None:
             return Status.error("no volume writer: this scheduler cannot bind volumes")
-        store = self.cache.volumes
+        store = self.cache.store(VolumeStore)
         known = pod.uid in self.cache.pods  # the cache holds every pod the watch has seen
         for pv_name, claim_key in volumes.bindings:
             pv, pvc = store.pvs.get(pv_name), store.pvcs.get(claim_key)
@@ -474,7 +473,7 @@ class VolumeBinding:
         row = self.cache.table.index.get(node)
         spec = self.cache.table.specs[row] if row is not None else None
         labels = spec.labels if spec is not None else {}
-        store = self.cache.volumes
+        store = self.cache.store(VolumeStore)
         return check_bindings(store, volumes.bindings, volumes.provisions, volumes.written, node, labels)
 
     def events_to_register(self) -> Sequence[EventRegistration]:
@@ -494,4 +493,4 @@ CONTRACT = Contract(
     ),
     filter_blind_to_pods=True,
 )
-ENTRY = PluginEntry(NAME, new, Args, VolumeBinding, contract=CONTRACT)
+ENTRY = PluginEntry(NAME, new, Args, VolumeBinding, contract=CONTRACT, stores=(VolumeStore,))

@@ -15,10 +15,25 @@ from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import NodeSpec, PodInfo
 from shoal.core.state.status import Status
 from shoal.plugins.registry import load_registry
+from shoal.sim.cluster import STORE_DECODERS, decode
 from shoal.testing.objects import make_pod
 
 #: field -> (plugin, point): what the built-in plugins declare they evaluate
 BUILTIN_EVALUATORS = evaluators((e.name, e.contract) for e in load_registry(third_party=False).values())
+
+
+#: every store class a built-in plugin reads
+BUILTIN_STORES = tuple(
+    dict.fromkeys(cls for e in load_registry(third_party=False).values() for cls in e.stores)
+)
+
+
+def store_objects(cache: ClusterCache, *objs: Mapping[str, Any], deleted: bool = False) -> None:
+    """Give each API dict, decoded, to the store that takes it (as ``Scheduler.on_object`` does)."""
+    for obj in objs:
+        typed = decode(STORE_DECODERS, dict(obj))
+        store = next(cls for cls in BUILTIN_STORES if isinstance(typed, cls.kinds))
+        cache.store(store).apply(typed, deleted)
 
 
 def refusal(fields: Collection[fidelity.FieldUse], at: Mapping[str, Collection[str]]) -> Status | None:

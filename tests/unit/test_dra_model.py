@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from shoal.core.state.dra import DeviceClassInfo, DeviceId, DraStore, ResourceClaimInfo, ResourceSliceInfo
 from shoal.core.state.objects import PodInfo
+from shoal.plugins.dynamicresources.objects import (
+    DeviceClassInfo,
+    DeviceId,
+    ResourceClaimInfo,
+    ResourceSliceInfo,
+)
+from shoal.plugins.dynamicresources.store import DraStore
 from tests.unit.dra_objects import GPU, allocated, claim, claim_pod, device_class, node_slice
 
 

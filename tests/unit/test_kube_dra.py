@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from shoal.core.state.dra import ResourceClaimInfo
 from shoal.core.state.objects import PodInfo
 from shoal.kube.dra import KubeClaimWriter
 from shoal.kube.rest import RawClient
+from shoal.plugins.dynamicresources.objects import ResourceClaimInfo
 from tests.unit.dra_objects import allocated, claim, claim_pod
 
 

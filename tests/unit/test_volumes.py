@@ -13,14 +13,9 @@ from shoal.cli import main
 from shoal.core.framework.interfaces import ClusterEvent, EventKind
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.objects import PodInfo
-from shoal.core.state.volumes import (
-    CSINodeInfo,
-    Disk,
-    PVCInfo,
-    PVInfo,
-    StorageClassInfo,
-    decode_storage,
-)
+from shoal.core.state.podvolumes import Disk
+from shoal.plugins.volumebinding.objects import CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo, decode_storage
+from shoal.plugins.volumebinding.store import VolumeStore
 from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
@@ -165,7 +160,7 @@ def test_scheduler_keeps_storage_objects_and_signals_them() -> None:
         [make_node("n1"), local_pv(), claim(), {**LOCAL_CLASS}, CSI_NODE],
     )
     sim = Simulation(cluster)
-    store = sim.scheduler.cache.volumes
+    store = sim.scheduler.cache.store(VolumeStore)
     assert set(store.pvs) == {"pv-1"} and set(store.pvcs) == {"team/data"}
     assert set(store.classes) == {"local"} and set(store.csi_nodes) == {"n1"}
     seen: list[ClusterEvent] = []
@@ -175,7 +170,7 @@ def test_scheduler_keeps_storage_objects_and_signals_them() -> None:
         return 0
 
     sim.scheduler.queue.on_event = record  # type: ignore[method-assign]
-    sim.scheduler.on_storage(PVInfo.from_dict(local_pv()), deleted=True)
+    sim.scheduler.on_object(PVInfo.from_dict(local_pv()), deleted=True)
     assert store.pvs == {} and seen[0].kind == EventKind.STORAGE_CHANGE
 
 

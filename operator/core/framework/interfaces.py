@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Flag, auto
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -120,6 +120,25 @@ def the_pod_itself(event: ClusterEvent) -> Collection[str] | None:
     """``targets`` of a registration for a pod's own updates: only that pod."""
     uid = getattr(event.obj, "uid", None)
     return (uid,) if isinstance(uid, str) else None
+
+
+# -- stores ---------------------------------------------------------------------------------------
+@runtime_checkable
+class Store(Protocol):
+    """What a plugin package keeps of the API objects it watches, shared by every profile
+    (DynamicResources' devices and claims, the volume plugins' PVs and claims: kube-scheduler's
+    DRA manager and shared listers). The core does not know what a store holds: a plugin's registry
+    entry names the store classes it reads (``PluginEntry.stores``), the scheduler makes one of
+    each in its cache (``ClusterCache.store``), and the informer and the simulator hand every
+    object they decode to ``Scheduler.on_object``, which gives it to the store that takes it."""
+
+    #: the typed objects it takes (what the informer and the simulator decode)
+    kinds: ClassVar[tuple[type, ...]]
+
+    def apply(self, obj: Any, deleted: bool) -> ClusterEvent | None:
+        """Record (or forget, when ``deleted``) one object; the cluster event the change is, for
+        the queue's hints (None: nothing a parked pod could wait for)."""
+        ...
 
 
 # -- the plugin handle ----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from pydantic.alias_generators import to_camel
 
 from shoal.core.framework.contract import NO_CONTRACT, Contract
-from shoal.core.framework.interfaces import EXTENSION_POINTS, Handle, Plugin
+from shoal.core.framework.interfaces import EXTENSION_POINTS, Handle, Plugin, Store
 from shoal.core.framework.interfaces import POINTS as POINTS  # the points, in order (re-exported)
 
 MAX_PLUGINS_PER_POINT = 64
@@ -141,6 +141,9 @@ class PluginEntry:
     source: str = "builtin"
     #: what the plugin declares to the core (fields it evaluates, what its PreFilter and Filter read)
     contract: Contract = NO_CONTRACT
+    #: the store classes (``interfaces.Store``) it reads, made by the scheduler when it starts so the
+    #: objects watched before any profile exists are kept
+    stores: tuple[type[Store], ...] = ()
 
     def points(self) -> set[str]:
         """Extension points the plugin class implements (all, if the class is unknown): those of

@@ -35,6 +35,7 @@ from shoal.core.framework.interfaces import (
     ExplainsCosts,
     ExplainsNodes,
     Handle,
+    Store,
 )
 from shoal.core.framework.metrics import Metrics, NullMetrics
 from shoal.core.framework.profile import PluginEntry, PluginSet
@@ -44,12 +45,9 @@ from shoal.core.scheduling.gangs import GangCycles, explain_gang
 from shoal.core.scheduling.queue import PreEnqueue, QueuedPodInfo, SchedulingQueue, SortKey
 from shoal.core.scheduling.reporting import NullReporter, Reporter, held_reason
 from shoal.core.scheduling.schedule_one import Cycle, PodCycles, schedule_pod
-from shoal.core.state.attachments import VolumeAttachmentInfo
 from shoal.core.state.cache import ClusterCache
-from shoal.core.state.dra import DraObject, ResourceClaimInfo
 from shoal.core.state.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.state.status import Status
-from shoal.core.state.volumes import StorageObject
 
 log = logging.getLogger("shoal.scheduler")
 
@@ -78,6 +76,13 @@ class Scheduler:
         self.cache = ClusterCache(assumed_ttl=assumed_ttl, clock=clock)
         self.waiting = WaitingPods()
         self.handle = Handle(self.cache, self.waiting, binder, clock)
+        #: object type -> the store that takes it: every store a registered plugin reads, made now
+        #: so what the informer delivers before any profile exists is kept
+        self._store_for: dict[type, Store] = {}
+        for entry in registry.values():
+            for cls in entry.stores:
+                store: Store = self.cache.store(cls)
+                self._store_for.update((kind, store) for kind in store.kinds)
         self.profiles: dict[str, Framework] = {}
         self._hints: dict[str, list[tuple[str, EventRegistration]]] = {}
         self.queue = SchedulingQueue(
@@ -237,24 +242,16 @@ class Scheduler:
             self.cache.set_namespace(name, {str(k): str(v) for k, v in (labels or {}).items()})
         self._event(EventKind.NAMESPACE_CHANGE, name)
 
-    def on_storage(self, obj: StorageObject, deleted: bool = False) -> None:
-        """A PersistentVolume, claim, StorageClass, CSINode or VolumeAttachment added, changed or
-        deleted. A VolumeAttachment only frees room when it goes (upstream's only hint for it)."""
-        self.cache.volumes.apply(obj, deleted)
-        if deleted or not isinstance(obj, VolumeAttachmentInfo):
-            self._event(EventKind.STORAGE_CHANGE, obj)
-
-    def on_dra(self, obj: DraObject, deleted: bool = False) -> None:
-        """A DeviceClass, ResourceSlice or ResourceClaim added, changed or deleted."""
-        freed = deleted
-        if isinstance(obj, ResourceClaimInfo) and not deleted:
-            before = self.cache.dra.claims.get(obj.key)
-            freed = before is not None and before.allocated is not None and obj.allocated is None
-        self.cache.dra.apply(obj, deleted)
-        # a claim deleted or deallocated carries no object: "something was freed", which may help
-        # any pod (the last state of a deleted claim may still show the allocation it no longer
-        # holds, which a queueing hint would read as "nothing freed")
-        self._event(EventKind.DRA_CHANGE, None if freed else obj)
+    def on_object(self, obj: object, deleted: bool = False) -> None:
+        """An object a plugin package's store takes (a ResourceSlice, a PersistentVolumeClaim, ...)
+        added, changed or deleted: the store records it and says which event the change is."""
+        store = self._store_for.get(type(obj))
+        if store is None:
+            log.warning("no store takes %s objects; ignored", type(obj).__name__)
+            return
+        event = store.apply(obj, deleted)
+        if event is not None:
+            self.queue.on_event(event)
 
     # -- the loop --------------------------------------------------------------------------------
     async def run(self, batch_seconds: float = 0.005) -> None:

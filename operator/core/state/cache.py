@@ -16,14 +16,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from shoal.core.state.disruption import Nominator, PDBInfo
-from shoal.core.state.dra import DraStore
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.state.placedsets import PlacedSets
 from shoal.core.state.spreadselectors import SpreadSelectors
-from shoal.core.state.volumes import VolumeStore
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -54,10 +55,9 @@ class ClusterCache:
         self.placed_sets = PlacedSets()
         #: labels of each namespace (namespaceSelector of pod affinity terms)
         self.namespace_labels: dict[str, dict[str, str]] = {}
-        #: PersistentVolumes, claims, StorageClasses, CSINodes (the volume plugins)
-        self.volumes = VolumeStore()
-        #: DeviceClasses, ResourceSlices, ResourceClaims and the devices taken (DynamicResources)
-        self.dra = DraStore()
+        #: what plugin packages keep of the API objects they watch (DynamicResources' devices, the
+        #: volume plugins' PVs and claims), one of each class: :meth:`store`
+        self.stores: dict[type, object] = {}
         #: placed pods with claims or in-tree disks, and how many placed pods use each claim
         #: (``namespace/name``): what the volume plugins scan instead of every pod
         self._with_volumes: set[str] = set()
@@ -68,6 +68,14 @@ class ClusterCache:
         #: Services, ReplicationControllers, ReplicaSets, StatefulSets: the selectors of a pod's
         #: default topology spread constraints (PodTopologySpread)
         self.spread_selectors = SpreadSelectors()
+
+    def store(self, cls: type[T]) -> T:
+        """The cache's one ``cls`` (a plugin package's store, made empty on first use)."""
+        found = self.stores.get(cls)
+        if found is None:
+            found = self.stores[cls] = cls()
+        assert isinstance(found, cls)
+        return found
 
     # -- nodes ---------------------------------------------------------------------------------
     def set_node(self, spec: NodeSpec) -> bool:

@@ -17,11 +17,11 @@ from typing import Any
 
 from shoal.core.state import grouplinks
 from shoal.core.state.declaredfeatures import declared_features, required_features
-from shoal.core.state.dra import PodClaim, pod_claims
 from shoal.core.state.fidelity import FieldUse, annotation, fields_used
 from shoal.core.state.grouplinks import pod_group_link
 from shoal.core.state.images import node_images, pod_images
 from shoal.core.state.nodeselectors import SelectorTerm, parse_term
+from shoal.core.state.podclaims import PodClaim, pod_claims
 from shoal.core.state.podrequests import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
@@ -29,6 +29,7 @@ from shoal.core.state.podrequests import (
     pod_host_ports,
     pod_requests,
 )
+from shoal.core.state.podvolumes import PodVolume, pod_volumes
 from shoal.core.state.quantity import QuantityError, to_int
 from shoal.core.state.selectors import (
     NO_AFFINITY,
@@ -40,7 +41,6 @@ from shoal.core.state.selectors import (
     parse_spread_constraints,
 )
 from shoal.core.state.spreadselectors import controller_ref
-from shoal.core.state.volumes import PodVolume, pod_volumes
 
 JSON = Mapping[str, Any]
 

@@ -6,6 +6,7 @@ from pydantic import ValidationError
 
 from shoal.core.state.status import Code
 from shoal.plugins import gpumemory
+from shoal.plugins.dynamicresources.store import DraStore
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import (
     all_rows,
@@ -224,14 +225,14 @@ def test_a_budget_above_what_the_gpus_hold_is_reported_not_used() -> None:
 
 
 def test_dra_devices_memory_is_the_budget_when_the_label_and_gfd_are_absent() -> None:
-    from shoal.core.state.dra import ResourceSliceInfo
+    from shoal.plugins.dynamicresources.objects import ResourceSliceInfo
     from tests.unit.dra_objects import node_slice
 
     labelled = make_node("labelled", gpus=0, labels={"gpu-memory-free-gb": "10"})
     cache = cache_with([make_node("dra", gpus=0), make_node("bare", gpus=0), labelled])
     row = cache.table.index["labelled"]
-    cache.dra.apply(ResourceSliceInfo.from_dict(node_slice("dra", 8, memory="80Gi")))
-    cache.dra.apply(ResourceSliceInfo.from_dict(node_slice("labelled", 8, memory="80Gi")))
+    cache.store(DraStore).apply(ResourceSliceInfo.from_dict(node_slice("dra", 8, memory="80Gi")))
+    cache.store(DraStore).apply(ResourceSliceInfo.from_dict(node_slice("labelled", 8, memory="80Gi")))
     p = plugin(cache)
     free, _ = p.free(cache.table)
     assert free[cache.table.index["dra"]] == 640.0
@@ -239,7 +240,9 @@ def test_dra_devices_memory_is_the_budget_when_the_label_and_gfd_are_absent() ->
     assert free[row] == 10.0  # the label wins over the devices
     off = plugin(cache, draFallback=False)
     assert np.isnan(off.free(cache.table)[0][cache.table.index["dra"]])
-    cache.dra.apply(ResourceSliceInfo.from_dict(node_slice("dra", 8, memory="80Gi")), deleted=True)
+    cache.store(DraStore).apply(
+        ResourceSliceInfo.from_dict(node_slice("dra", 8, memory="80Gi")), deleted=True
+    )
     assert np.isnan(p.free(cache.table)[0][cache.table.index["dra"]])
 
 
@@ -247,24 +250,24 @@ def test_devices_that_claims_hold_leave_the_dra_budget_and_explain_names_each_so
     """The three sources alike: a label is what is free, GFD and DRA what the GPUs hold, minus
     what pods on the node asked for; from DRA also minus the devices claims hold (allocated by
     anyone, or assumed by shoal), and back when a claim lets go. Explain says which source."""
-    from shoal.core.state.dra import ResourceClaimInfo, ResourceSliceInfo
+    from shoal.plugins.dynamicresources.objects import ResourceClaimInfo, ResourceSliceInfo
     from tests.unit.dra_objects import allocated, claim, node_slice
 
     labelled = make_node("labelled", gpus=0, labels={"gpu-memory-free-gb": "10"})
     gfd = make_node("gfd", gpus=0, labels={"nvidia.com/gpu.memory": "40960", "nvidia.com/gpu.count": "2"})
     cache = cache_with([make_node("dra", gpus=0), labelled, gfd, make_node("bare", gpus=0)])
-    cache.dra.apply(ResourceSliceInfo.from_dict(node_slice("dra", 8, memory="80Gi")))
+    cache.store(DraStore).apply(ResourceSliceInfo.from_dict(node_slice("dra", 8, memory="80Gi")))
     gm = plugin(cache)
     row = cache.table.index["dra"]
     assert gm.free(cache.table)[0][row] == 640.0
     two = ResourceClaimInfo.from_dict(allocated(claim("two"), "dra", ["gpu-0", "gpu-1"]))
-    cache.dra.apply(two)
+    cache.store(DraStore).apply(two)
     assert gm.free(cache.table)[0][row] == 480.0
     assumed = ResourceClaimInfo.from_dict(allocated(claim("held"), "dra", ["gpu-2"]))
-    cache.dra.assume(assumed)
+    cache.store(DraStore).assume(assumed)
     assert gm.free(cache.table)[0][row] == 400.0
-    cache.dra.forget(assumed.key)
-    cache.dra.apply(two, deleted=True)
+    cache.store(DraStore).forget(assumed.key)
+    cache.store(DraStore).apply(two, deleted=True)
     assert gm.free(cache.table)[0][row] == 640.0
 
     rows = [cache.table.index[n] for n in ("dra", "labelled", "gfd", "bare")]

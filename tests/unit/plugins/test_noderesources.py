@@ -5,10 +5,11 @@ import pytest
 from pydantic import ValidationError
 
 from shoal.core.framework import scoring
-from shoal.core.state.dra import DeviceClassInfo, ResourceSliceInfo
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Code
 from shoal.plugins import noderesources
+from shoal.plugins.dynamicresources.objects import DeviceClassInfo, ResourceSliceInfo
+from shoal.plugins.dynamicresources.store import DraStore
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import (
     all_rows,
@@ -363,7 +364,7 @@ def test_an_extended_resource_a_device_class_provides_is_named_not_insufficient(
             ],
         },
     }
-    cache.dra.apply(ResourceSliceInfo.from_dict(gpu_slice))
+    cache.store(DraStore).apply(ResourceSliceInfo.from_dict(gpu_slice))
     fit = noderesources.new(noderesources.Args(), handle_for(cache))
     gpu_pod = pod(gpus=1)
 
@@ -383,7 +384,7 @@ def test_an_extended_resource_a_device_class_provides_is_named_not_insufficient(
             "extendedResourceName": "nvidia.com/gpu",
         },
     }
-    cache.dra.apply(DeviceClassInfo.from_dict(gpu_class))
+    cache.store(DraStore).apply(DeviceClassInfo.from_dict(gpu_class))
     reason = noderesources.dra_reason("nvidia.com/gpu", "gpu.nvidia.com")
     assert verdicts(gpu_pod) == {reason: {"dra-only"}, "Insufficient nvidia.com/gpu": {"cpu-only"}}
     codes = {

@@ -7,14 +7,15 @@ from typing import Any
 
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.state.objects import PodInfo
-from shoal.core.state.volumes import decode_storage
+from shoal.plugins.nodevolumelimits.attachments import Attachments, VolumeAttachmentInfo
 from shoal.plugins.nodevolumelimits.plugin import NodeVolumeLimits
+from shoal.plugins.volumebinding.objects import decode_storage
 from shoal.plugins.volumerestrictions import DISK_CONFLICT, READ_WRITE_ONCE_POD_CONFLICT, VolumeRestrictions
 from shoal.plugins.volumezone import REASON as ZONE_REASON
 from shoal.plugins.volumezone import VolumeZone
 from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
-from tests.unit.helpers import cache_with, rejected_names
+from tests.unit.helpers import cache_with, rejected_names, store_objects
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -42,8 +43,7 @@ def pending(obj: dict[str, Any]) -> PodInfo:
 
 
 def storage(cache: Any, *objs: dict[str, Any]) -> None:
-    for obj in objs:
-        cache.volumes.apply(decode_storage(obj))
+    store_objects(cache, *objs)
 
 
 def test_volume_zone_rejects_nodes_outside_the_pv_zones_keeps_unlabelled_ones() -> None:
@@ -198,12 +198,12 @@ def test_volume_attachments_left_by_departed_pods_count_towards_the_limit() -> N
     # as upstream, the new pod's own volume is not matched against the attachments (v2 counts twice)
     assert rejected("v2") == {"node(s) exceed max volume count": {"a"}}
     assert rejected("v1") == {}  # used by the placed pod: not new
-    cache.volumes.apply(decode_storage(volume_attachment("csi-2", "a", "v2")), deleted=True)
+    store_objects(cache, volume_attachment("csi-2", "a", "v2"), deleted=True)
     assert rejected("v3") == {}
-    assert cache.volumes.attachments.by_node == {
+    assert cache.store(Attachments).by_node == {
         "a": {
-            "csi-1": decode_storage(volume_attachment("csi-1", "a", "v1")),
-            "csi-x": decode_storage(volume_attachment("csi-x", "a", "unknown-pv")),
+            "csi-1": VolumeAttachmentInfo.from_dict(volume_attachment("csi-1", "a", "v1")),
+            "csi-x": VolumeAttachmentInfo.from_dict(volume_attachment("csi-x", "a", "unknown-pv")),
         }
     }
 
@@ -249,9 +249,10 @@ def test_a_detached_volume_wakes_the_pod_it_kept_out() -> None:
     assert kept_out.node is None and "exceed max volume count" in kept_out.message, kept_out
     parked = sim.scheduler.queue.get("uid-p")
     assert parked is not None and parked.where == "unschedulable"
-    sim.scheduler.on_storage(decode_storage(volume_attachment("csi-old", "a", "old")))  # an update
+    attachment = VolumeAttachmentInfo.from_dict(volume_attachment("csi-old", "a", "old"))
+    sim.scheduler.on_object(attachment)  # an update
     assert parked.where == "unschedulable"  # no event: the pod stays parked
-    sim.scheduler.on_storage(decode_storage(volume_attachment("csi-old", "a", "old")), deleted=True)
+    sim.scheduler.on_object(attachment, deleted=True)
     assert sim.run_sync()["uid-p"].node == "a"
 
 
@@ -358,7 +359,7 @@ def test_a_csidriver_change_wakes_the_pod_it_kept_out() -> None:
     assert kept_out.node is None and f"{ebs} CSI driver is not installed on the node" in kept_out.message
     parked = sim.scheduler.queue.get("uid-p")
     assert parked is not None and parked.where == "unschedulable"
-    sim.scheduler.on_storage(decode_storage(csi_driver(ebs, False)))
+    sim.scheduler.on_object(decode_storage(csi_driver(ebs, False)))
     assert sim.run_sync()["uid-p"].node == "a"
 
 

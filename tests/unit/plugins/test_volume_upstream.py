@@ -23,11 +23,10 @@ from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.invoker import PluginFailed
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Code, Status
-from shoal.core.state.volumes import decode_storage
 from shoal.plugins import volumerestrictions, volumezone
 from shoal.plugins.nodevolumelimits import plugin as nodevolumelimits
 from shoal.plugins.volumebinding import plugin as volumebinding
-from tests.unit.helpers import cache_with, handle_for
+from tests.unit.helpers import cache_with, handle_for, store_objects
 from tests.unit.plugins.test_upstream_tables import ARCHITECTURE, SECTION
 from tests.unit.upstream import DATA, FITS, node_verdicts
 
@@ -103,8 +102,7 @@ def test_upstream_case(plugin: str, case: Case) -> None:
         p.setdefault("metadata", {}).setdefault("name", f"existing-{i}")
         existing.append(p)
     cache = cache_with(raw["nodes"], existing)
-    for obj in raw.get("storage") or ():
-        cache.volumes.apply(decode_storage(obj))
+    store_objects(cache, *raw.get("storage") or ())
     pod = PodInfo.from_dict(raw["pod"])
     if not (raw["pod"].get("metadata") or {}).get("uid"):
         pod.uid = "uid-incoming"
@@ -161,8 +159,7 @@ def _check_bindings(raw: dict[str, Any]) -> None:
     seen (or never needed), what PreBind waits on (``check``), and what the bind check says: all
     ``bound``, ``waiting``, or an ``error`` (whose message starts with ``expect.error``)."""
     cache = cache_with(raw["nodes"], [])
-    for obj in raw.get("storage") or ():
-        cache.volumes.apply(decode_storage(obj))
+    store_objects(cache, *raw.get("storage") or ())
     plug = PLUGINS["volumebinding"](cache, raw.get("args") or {})
     check = raw["check"]
     volumes = volumebinding.PodVolumes([tuple(b) for b in check["bindings"]], list(check["provisions"]))

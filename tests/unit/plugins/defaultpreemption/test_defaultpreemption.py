@@ -12,14 +12,9 @@ from shoal.core.scheduling.queue import QueuedPodInfo
 from shoal.core.state.disruption import PDBInfo
 from shoal.core.state.objects import PodInfo
 from shoal.plugins.defaultpreemption import plugin as defaultpreemption
-from shoal.plugins.defaultpreemption.evaluator import (
-    PREEMPTION_EXECUTOR,
-    Candidate,
-    Victim,
-    pick_one_node,
-    split_by_pdb,
-)
+from shoal.plugins.defaultpreemption.evaluator import Candidate, Victim, pick_one_node, split_by_pdb
 from shoal.plugins.defaultpreemption.plugin import DefaultPreemption
+from shoal.plugins.defaultpreemption.ports import PREEMPTION_EXECUTOR
 from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 from tests.unit.helpers import pod as make_info

@@ -19,6 +19,7 @@ from shoal.core.scheduling.schedule_one import schedule_pod
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Code
 from shoal.plugins.dynamicresources.plugin import DynamicResources
+from shoal.plugins.dynamicresources.store import DraStore
 from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 from tests.unit.dra_objects import GPU, allocated, claim, claim_pod, device_class, gpu, node_slice
@@ -42,11 +43,11 @@ def run(*objs: dict[str, Any]) -> tuple[Simulation, dict[str, Any]]:
 def test_one_gpu_claim_is_allocated_on_the_chosen_node_and_reserved_for_the_pod() -> None:
     sim, out = run(node("n1"), node("n2"), device_class(), node_slice("n2"), claim("c"), user("p", "c"))
     assert out["uid-p"].node == "n2"
-    got = sim.scheduler.cache.dra.claims["default/c"]
+    got = sim.scheduler.cache.store(DraStore).claims["default/c"]
     assert got.allocated is not None and len(got.allocated) == 1
     assert got.allocated[0].id.pool == "n2" and got.allocated_node == "n2"
     assert got.reserved_for == ("uid-p",)
-    assert not sim.scheduler.cache.dra.assumed
+    assert not sim.scheduler.cache.store(DraStore).assumed
 
 
 def test_eight_gpus_fill_a_node_and_the_ninth_pod_waits_with_a_reason() -> None:
@@ -58,7 +59,7 @@ def test_eight_gpus_fill_a_node_and_the_ninth_pod_waits_with_a_reason() -> None:
     assert len(placed) == 8
     waiting = [o for o in out.values() if o.node is None]
     assert len(waiting) == 1 and "1 cannot allocate all claims" in waiting[0].message
-    devices = [a.id for c in sim.scheduler.cache.dra.claims.values() for a in c.allocated or ()]
+    devices = [a.id for c in sim.scheduler.cache.store(DraStore).claims.values() for a in c.allocated or ()]
     assert len(devices) == len(set(devices)) == 8
 
 
@@ -67,7 +68,9 @@ def test_devices_allocated_by_someone_else_are_never_handed_out() -> None:
     objs = [node("n1"), device_class(), node_slice("n1"), theirs, claim("a"), claim("b")]
     sim, out = run(*objs, user("pa", "a"), user("pb", "b"))
     assert sorted(o.node or "" for o in out.values()) == ["", "n1"]
-    mine = [c for c in sim.scheduler.cache.dra.claims.values() if c.name in ("a", "b") and c.allocated]
+    mine = [
+        c for c in sim.scheduler.cache.store(DraStore).claims.values() if c.name in ("a", "b") and c.allocated
+    ]
     assert [a.id.device for c in mine for a in c.allocated or ()] == ["gpu-7"]
 
 
@@ -145,7 +148,7 @@ def test_match_attribute_keeps_a_two_gpu_claim_on_one_pcie_root() -> None:
     theirs = allocated(claim("theirs"), "n1", ["gpu-0", "gpu-1", "gpu-4", "gpu-5", "gpu-6"])
     sim, out = run(node("n1"), device_class(), node_slice("n1"), theirs, pair, user("p", "pair"))
     assert out["uid-p"].node == "n1"
-    got = sim.scheduler.cache.dra.claims["default/pair"].allocated or ()
+    got = sim.scheduler.cache.store(DraStore).claims["default/pair"].allocated or ()
     assert sorted(a.id.device for a in got) == ["gpu-2", "gpu-3"]
 
 
@@ -168,11 +171,11 @@ def test_first_available_falls_back_and_all_mode_takes_every_device() -> None:
     ]
     sim, out = run(node("n1"), device_class(), node_slice("n1"), raw, user("p", "c"))
     assert out["uid-p"].node == "n1"
-    got = sim.scheduler.cache.dra.claims["default/c"].allocated or ()
+    got = sim.scheduler.cache.store(DraStore).claims["default/c"].allocated or ()
     assert [a.request for a in got] == ["gpu/any", "gpu/any"]
     every = claim("all", mode="All")
     sim, out = run(node("n1"), device_class(), node_slice("n1", 4), every, user("p", "all"))
-    assert len(sim.scheduler.cache.dra.claims["default/all"].allocated or ()) == 4
+    assert len(sim.scheduler.cache.store(DraStore).claims["default/all"].allocated or ()) == 4
     theirs = allocated(claim("theirs"), "n1", ["gpu-0"])
     _, out = run(node("n1"), device_class(), node_slice("n1", 4), theirs, every, user("p", "all"))
     assert out["uid-p"].node is None
@@ -190,13 +193,13 @@ def test_shared_claim_allocated_elsewhere_pins_its_pods_to_that_node() -> None:
         user("p", "shared"),
     )
     assert out["uid-p"].node == "n2"
-    assert sim.scheduler.cache.dra.claims["default/shared"].reserved_for == ("uid-first", "uid-p")
+    assert sim.scheduler.cache.store(DraStore).claims["default/shared"].reserved_for == ("uid-first", "uid-p")
 
 
 def test_an_allocation_selector_with_more_than_a_node_name_is_evaluated_whole() -> None:
     """upstream's availableOnNodes matches the whole selector: here two OR'd terms, one node by
     name (cordoned) or any node of rack r2; the pod goes to the r2 node, not only the named one."""
-    from shoal.core.state.dra import ResourceClaimInfo
+    from shoal.plugins.dynamicresources.objects import ResourceClaimInfo
 
     named = {"key": "metadata.name", "operator": "In", "values": ["n1"]}
     rack = {"key": "rack", "operator": "In", "values": ["r2"]}
@@ -243,7 +246,7 @@ def test_an_allocation_from_a_node_selector_slice_keeps_that_selector() -> None:
     sim, out = run(*nodes, device_class(), shared_slice, claim("c"), user("p1", "c"))
     first = out["uid-p1"].node
     assert first in ("n1", "n2")
-    held = sim.scheduler.cache.dra.claims["default/c"]
+    held = sim.scheduler.cache.store(DraStore).claims["default/c"]
     assert held.allocated_node == "" and held.allocated_terms and held.allocated_terms[0].expressions
     body = allocation_body(held)
     assert body["nodeSelector"] == {
@@ -268,7 +271,7 @@ def test_an_allocation_from_a_node_selector_slice_keeps_that_selector() -> None:
     ],
 )
 def test_a_malformed_allocation_selector_never_crashes_the_watch(selector: Any) -> None:
-    from shoal.core.state.dra import ResourceClaimInfo
+    from shoal.plugins.dynamicresources.objects import ResourceClaimInfo
 
     obj = allocated(claim("c"), "n1", ["gpu-0"])
     obj["status"]["allocation"]["nodeSelector"] = selector
@@ -306,7 +309,7 @@ def test_a_cycle_at_1000_nodes_by_8_devices() -> None:
     out = sim.run_sync()
     steady = (time.perf_counter() - start) / 20
     assert all(o.node for o in out.values())
-    taken = [a.id for c in sim.scheduler.cache.dra.claims.values() for a in c.allocated or ()]
+    taken = [a.id for c in sim.scheduler.cache.store(DraStore).claims.values() for a in c.allocated or ()]
     assert len(taken) == len(set(taken)) == 40
     print(f"\n1,000 nodes x 8 devices, one-GPU claims: {first * 1000:.1f} ms per pod (first batch), ", end="")
     print(f"{steady * 1000:.1f} ms per pod (steady)")
@@ -346,11 +349,11 @@ def test_gang_with_two_gpu_claims_is_all_or_nothing_and_a_rollback_leaves_no_all
     base = [node("n1"), node("n2"), device_class(), node_slice("n1", 4), node_slice("n2", 4)]
     sim, out = run(*base, *gang(4))
     assert sorted(o.node or "" for o in out.values()) == ["n1", "n1", "n2", "n2"]
-    taken = [a.id for c in sim.scheduler.cache.dra.claims.values() for a in c.allocated or ()]
+    taken = [a.id for c in sim.scheduler.cache.store(DraStore).claims.values() for a in c.allocated or ()]
     assert len(taken) == len(set(taken)) == 8
     sim, out = run(*base, *gang(5))  # 5 x 2 GPUs on 8: none placed, nothing left allocated
     assert all(o.node is None for o in out.values())
-    dra = sim.scheduler.cache.dra
+    dra = sim.scheduler.cache.store(DraStore)
     assert not dra.assumed
     assert all(c.allocated is None for c in dra.claims.values())
 
@@ -367,8 +370,8 @@ def test_simulate_reads_dra_objects_from_a_snapshot_and_allocates(
 
 def test_queueing_hint_wakes_a_pod_only_for_claim_changes_that_may_free_or_make_its_claims() -> None:
     from shoal.core.framework.interfaces import ClusterEvent, EventKind
-    from shoal.core.state.dra import ResourceClaimInfo, ResourceSliceInfo
     from shoal.core.state.objects import PodInfo
+    from shoal.plugins.dynamicresources.objects import ResourceClaimInfo, ResourceSliceInfo
     from shoal.plugins.dynamicresources.plugin import claim_change_may_help
 
     pod = PodInfo.from_dict(user("p", "mine"))
@@ -426,10 +429,8 @@ def test_a_claim_change_is_asked_only_of_its_pod_and_a_deallocation_of_every_pod
     re-run PreEnqueue for every one of them (quadratic), only for the pod it was made for; a
     claim that frees devices (deallocated or deleted) may help any pod."""
     from shoal.core.framework.interfaces import ClusterEvent, EventKind
-    from shoal.core.scheduling.scheduler import Scheduler
-    from shoal.core.state.dra import ResourceClaimInfo
+    from shoal.plugins.dynamicresources.objects import ResourceClaimInfo
     from shoal.plugins.dynamicresources.plugin import claim_consumers
-    from tests.unit.helpers import NoBinder
 
     made_for = claim("c")
     made_for["metadata"]["ownerReferences"] = [
@@ -442,13 +443,13 @@ def test_a_claim_change_is_asked_only_of_its_pod_and_a_deallocation_of_every_pod
     )
     assert claim_consumers(ClusterEvent(EventKind.DRA_CHANGE, None)) is None
 
-    seen: list[object] = []
-    sched = Scheduler({}, NoBinder())
-    sched._event = lambda kind, obj: seen.append(obj)  # type: ignore[method-assign]
+    # the store says which event a change is: a deallocation carries no object (it may help anyone)
+    store = DraStore()
     held = ResourceClaimInfo.from_dict(allocated(claim("a"), "n1", ["gpu-0"]))
-    sched.on_dra(held)
-    sched.on_dra(ResourceClaimInfo.from_dict(claim("a")))  # deallocated
-    assert seen == [held, None]
+    assert store.apply(held) == ClusterEvent(EventKind.DRA_CHANGE, held)
+    deallocated = ResourceClaimInfo.from_dict(claim("a"))
+    assert store.apply(deallocated) == ClusterEvent(EventKind.DRA_CHANGE, None)
+    assert store.apply(deallocated, deleted=True) == ClusterEvent(EventKind.DRA_CHANGE, None)
 
 
 def test_explain_says_per_node_how_many_of_its_devices_match_the_selectors_and_are_free(

@@ -12,9 +12,10 @@ import pytest
 
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import IntArray
-from shoal.core.state.dra import DRA_DECODERS
 from shoal.core.state.objects import PodInfo
+from shoal.plugins.dynamicresources.objects import DRA_DECODERS
 from shoal.plugins.dynamicresources.plugin import STATE_KEY, DynamicResources
+from shoal.plugins.dynamicresources.store import DraStore
 from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node
 from tests.unit.dra_objects import GPU, allocated, claim, claim_pod, device_class, gpu, node_slice
@@ -74,7 +75,7 @@ class Scored:
     def __init__(self, nodes: list[str], objects: list[dict[str, Any]], pod: PodInfo) -> None:
         cache = cache_with([node(n) for n in nodes])
         for obj in [device_class(), *objects]:
-            cache.dra.apply(DRA_DECODERS[obj["kind"]](obj))
+            cache.store(DraStore).apply(DRA_DECODERS[obj["kind"]](obj))
         self.plugin = DynamicResources(handle_for(cache))
         self.table, self.pod, self.state = cache.table, pod, CycleState()
         _, self.pre_filter = self.plugin.pre_filter(self.state, pod)
@@ -185,5 +186,5 @@ def test_the_simulator_places_first_available_pods_on_the_big_gpus_when_scored()
     sim = Simulation(InMemoryCluster(objs))
     out = sim.run_sync()
     assert {o.node for o in out.values()} == {"big"}
-    got = [a.request for c in sim.scheduler.cache.dra.claims.values() for a in c.allocated or ()]
+    got = [a.request for c in sim.scheduler.cache.store(DraStore).claims.values() for a in c.allocated or ()]
     assert got == ["gpu/big-gpu"] * 4

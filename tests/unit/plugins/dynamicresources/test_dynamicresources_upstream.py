@@ -19,13 +19,14 @@ import yaml
 
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.invoker import PluginFailed
-from shoal.core.state.dra import DRA_DECODERS, AllocatedDevice, DeviceId, ResourceClaimInfo
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Status
 from shoal.kube.dra import allocation_body
-from shoal.plugins.dynamicresources.allocator import CLAIM_WRITER, DELETE_PROTECTION, PodInfoLike
+from shoal.plugins.dynamicresources.objects import DRA_DECODERS, AllocatedDevice, DeviceId, ResourceClaimInfo
 from shoal.plugins.dynamicresources.plugin import DynamicResources
+from shoal.plugins.dynamicresources.ports import CLAIM_WRITER, DELETE_PROTECTION
 from shoal.plugins.dynamicresources.scoring import compute_score
+from shoal.plugins.dynamicresources.store import DraStore
 from tests.unit.helpers import cache_with, handle_for
 from tests.unit.upstream import DATA, FITS, check_status, node_verdicts
 
@@ -69,7 +70,7 @@ def test_compute_score(case: dict[str, Any]) -> None:
 def plugin_for(objects: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> DynamicResources:
     cache = cache_with(nodes)
     for obj in objects:
-        cache.dra.apply(DRA_DECODERS[obj["kind"]](obj))
+        cache.store(DraStore).apply(DRA_DECODERS[obj["kind"]](obj))
     return DynamicResources(handle_for(cache))
 
 
@@ -116,7 +117,7 @@ class RecordingClaimWriter:
         }
 
     async def reserve_claim(
-        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, pod: PodInfoLike
+        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, pod: PodInfo
     ) -> Status:
         stored = self.claims[claim.name]
         if allocation is not None and DELETE_PROTECTION not in claim.finalizers:
@@ -141,7 +142,9 @@ def _allocated(raws: list[dict[str, Any]]) -> list[tuple[str, Any, str]]:
 
 
 def _in_flight(plugin: DynamicResources) -> list[tuple[str, Any, str]]:
-    return sorted((c.name, c.allocated, c.allocated_node) for c in plugin.cache.dra.assumed.values())
+    return sorted(
+        (c.name, c.allocated, c.allocated_node) for c in plugin.cache.store(DraStore).assumed.values()
+    )
 
 
 def _check_verdict(node: str, got: Any, want: Any, case: dict[str, Any]) -> None:
@@ -192,7 +195,7 @@ def test_plugin(case: dict[str, Any]) -> None:
     assert set(case) <= KEYS and set(case["expect"]) <= STEPS, case["upstream"]
     plugin = plugin_for(case["objects"], case["nodes"])
     for raw in case.get("in_flight", ()):  # another pod's Reserve holds these (upstream's inFlightClaims)
-        plugin.cache.dra.assume(_held(raw))
+        plugin.cache.store(DraStore).assume(_held(raw))
     api = RecordingClaimWriter(case["objects"])
     plugin.handle.extras[CLAIM_WRITER] = api
     want = case["expect"]

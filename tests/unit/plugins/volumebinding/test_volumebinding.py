@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shoal.plugins.volumebinding.store import VolumeStore
 from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
@@ -77,9 +78,9 @@ def test_local_pv_pod_goes_to_the_pv_node_and_the_claim_is_bound() -> None:
         node("n1"), node("n2"), node("n3"), LOCAL, local_pv("pv-2", "n2"), claim("data"), trainer("t", "data")
     )
     assert out["uid-t"].node == "n2"
-    bound = sim.scheduler.cache.volumes.pvcs["default/data"]
+    bound = sim.scheduler.cache.store(VolumeStore).pvcs["default/data"]
     assert bound.volume_name == "pv-2"
-    assert sim.scheduler.cache.volumes.assumed_pvs == {}
+    assert sim.scheduler.cache.store(VolumeStore).assumed_pvs == {}
 
 
 def test_two_pods_never_share_one_pv_and_the_smallest_fitting_pv_is_chosen() -> None:
@@ -115,7 +116,9 @@ def test_provisioning_follows_allowed_topologies() -> None:
     )
     assert out["uid-t"].node == "n2"
     assert (
-        sim.scheduler.cache.volumes.pvcs["default/data"].annotations["volume.kubernetes.io/selected-node"]
+        sim.scheduler.cache.store(VolumeStore)
+        .pvcs["default/data"]
+        .annotations["volume.kubernetes.io/selected-node"]
         == "n2"
     )
 
@@ -143,13 +146,13 @@ def test_missing_claim_is_named() -> None:
 
 
 def _plugin_world(timeout: int = 600) -> tuple[Any, Any, Any]:
-    from shoal.core.state.volumes import decode_storage
+    from shoal.plugins.volumebinding.objects import decode_storage
     from shoal.plugins.volumebinding.plugin import Args, VolumeBinding
     from tests.unit.helpers import cache_with, handle_for
 
     cache = cache_with([node("n1"), node("n2")])
     for obj in (LOCAL, local_pv("pv-1", "n1"), claim("a"), claim("b")):
-        cache.volumes.apply(decode_storage(obj))
+        cache.store(VolumeStore).apply(decode_storage(obj))
     handle = handle_for(cache)
     return cache, handle, VolumeBinding(Args(bind_timeout_seconds=timeout), handle)
 
@@ -168,14 +171,14 @@ def test_reserve_holds_the_pv_from_other_pods_until_unreserve() -> None:
         "node(s) didn't find available persistent volumes to bind": {"n2"}
     }
     assert plugin.reserve(s1, first, "n1").ok
-    assert cache.volumes.assumed_pvs == {"pv-1": "default/a"}
+    assert cache.store(VolumeStore).assumed_pvs == {"pv-1": "default/a"}
     s2 = CycleState()
     assert plugin.pre_filter(s2, second)[1].ok
     assert rejected_names(table, plugin.filter_nodes(s2, second, table, table.valid_rows())) == {
         "node(s) didn't find available persistent volumes to bind": {"n1", "n2"}
     }
     plugin.unreserve(s1, first, "n1")
-    assert cache.volumes.assumed_pvs == {}
+    assert cache.store(VolumeStore).assumed_pvs == {}
     s3 = CycleState()
     assert plugin.pre_filter(s3, second)[1].ok
     assert "n1" not in str(rejected_names(table, plugin.filter_nodes(s3, second, table, table.valid_rows())))
@@ -187,7 +190,8 @@ def test_pre_bind_writes_the_claim_ref_and_times_out_without_a_pv_controller() -
     from shoal.core.framework.cyclestate import CycleState
     from shoal.core.state.objects import PodInfo
     from shoal.core.state.status import Status
-    from shoal.core.state.volumes import VOLUME_WRITER, PVCInfo, PVInfo
+    from shoal.plugins.volumebinding.objects import PVCInfo, PVInfo
+    from shoal.plugins.volumebinding.ports import VOLUME_WRITER
 
     written: list[tuple[str, str]] = []
 
@@ -219,8 +223,9 @@ def test_bind_check_tells_its_own_write_not_seen_from_a_reset() -> None:
     from shoal.core.framework.cyclestate import CycleState
     from shoal.core.state.objects import PodInfo
     from shoal.core.state.status import Status
-    from shoal.core.state.volumes import VOLUME_WRITER, PVCInfo, PVInfo, decode_storage
+    from shoal.plugins.volumebinding.objects import PVCInfo, PVInfo, decode_storage
     from shoal.plugins.volumebinding.plugin import STATE_KEY
+    from shoal.plugins.volumebinding.ports import VOLUME_WRITER
 
     class Silent:
         async def bind_volume(self, pv: PVInfo, claim: PVCInfo) -> Status:
@@ -233,7 +238,7 @@ def test_bind_check_tells_its_own_write_not_seen_from_a_reset() -> None:
     handle.extras[VOLUME_WRITER] = Silent()
     pv = local_pv("pv-1", "n1")
     pv["metadata"]["resourceVersion"] = "7"
-    cache.volumes.apply(decode_storage(pv))
+    cache.store(VolumeStore).apply(decode_storage(pv))
     pod, state = PodInfo.from_dict(trainer("ta", "a")), CycleState()
     plugin.pre_filter(state, pod)
     plugin.filter_nodes(state, pod, cache.table, cache.table.valid_rows())
@@ -244,14 +249,14 @@ def test_bind_check_tells_its_own_write_not_seen_from_a_reset() -> None:
     check = plugin._check(volumes, "n1")
     assert check is not None and check.ok  # still waiting for the write
     pv["metadata"]["resourceVersion"] = "8"
-    cache.volumes.apply(decode_storage(pv))
+    cache.store(VolumeStore).apply(decode_storage(pv))
     check = plugin._check(volumes, "n1")
     assert check is not None and check.message == 'ClaimRef got reset for pv "pv-1"'
     pv["spec"]["claimRef"] = {"namespace": "default", "name": "a", "uid": "uid-a"}
     bound = claim("a", **{"pv.kubernetes.io/bind-completed": "yes"})
     bound["spec"]["volumeName"] = "pv-1"
     for obj in (pv, bound):
-        cache.volumes.apply(decode_storage(obj))
+        cache.store(VolumeStore).apply(decode_storage(obj))
     assert plugin._check(volumes, "n1") is None
 
 
@@ -264,7 +269,8 @@ def test_pre_bind_never_takes_a_pv_bound_to_another_claim_since_reserve() -> Non
     from shoal.core.framework.cyclestate import CycleState
     from shoal.core.state.objects import PodInfo
     from shoal.core.state.status import Status
-    from shoal.core.state.volumes import VOLUME_WRITER, PVCInfo, PVInfo, decode_storage
+    from shoal.plugins.volumebinding.objects import PVCInfo, PVInfo, decode_storage
+    from shoal.plugins.volumebinding.ports import VOLUME_WRITER
 
     written: list[str] = []
 
@@ -284,7 +290,7 @@ def test_pre_bind_never_takes_a_pv_bound_to_another_claim_since_reserve() -> Non
     plugin.filter_nodes(state, pod, cache.table, cache.table.valid_rows())
     assert plugin.reserve(state, pod, "n1").ok
     taken = local_pv("pv-1", "n1", claimRef={"namespace": "default", "name": "b", "uid": "uid-b"})
-    cache.volumes.apply(decode_storage(taken))
+    cache.store(VolumeStore).apply(decode_storage(taken))
     status = asyncio.run(plugin.pre_bind(state, pod, "n1"))
     assert written == [] and status.code.title == "Error"
     assert status.message == 'binding volumes: pv "pv-1" was bound to default/b'
@@ -298,7 +304,8 @@ def test_a_pod_deleted_while_pre_bind_waits_stops_the_wait() -> None:
     from shoal.core.framework.cyclestate import CycleState
     from shoal.core.state.objects import PodInfo
     from shoal.core.state.status import Status
-    from shoal.core.state.volumes import VOLUME_WRITER, PVCInfo, PVInfo
+    from shoal.plugins.volumebinding.objects import PVCInfo, PVInfo
+    from shoal.plugins.volumebinding.ports import VOLUME_WRITER
 
     cache, handle, plugin = _plugin_world(timeout=600)
     pod, state = PodInfo.from_dict(trainer("ta", "a")), CycleState()

@@ -14,9 +14,10 @@ from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.scoring import class_mean_scores, shape_points
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Code
-from shoal.core.state.volumes import decode_storage
 from shoal.plugins.registry import DEFAULT_SCHEDULER_NAME
 from shoal.plugins.volumebinding import plugin as volumebinding
+from shoal.plugins.volumebinding.objects import decode_storage
+from shoal.plugins.volumebinding.store import VolumeStore
 from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import all_rows, cache_with, handle_for, scores_by_name
@@ -39,7 +40,7 @@ def scored(
     """PreFilter, Filter, PreScore and (unless skipped) Score over every node."""
     cache = cache_with([node(n) for n in nodes])
     for obj in objs:
-        cache.volumes.apply(decode_storage(obj))
+        cache.store(VolumeStore).apply(decode_storage(obj))
     plug = volumebinding.VolumeBinding(volumebinding.Args.model_validate(args), handle_for(cache))
     info = PodInfo.from_dict(pod)
     state = CycleState()
@@ -260,7 +261,7 @@ def test_args_refuse_a_negative_bind_timeout() -> None:
 def test_huge_or_malformed_storage_never_breaks_scoring() -> None:
     """A PV of 1e30 bytes (the API server takes it) scores as nearly empty instead of overflowing
     int64; a capacity or request of the wrong shape reads as absent."""
-    from shoal.core.state.volumes import PVCInfo, PVInfo
+    from shoal.plugins.volumebinding.objects import PVCInfo, PVInfo
 
     huge = PVInfo.from_dict({"metadata": {"name": "big"}, "spec": {"capacity": {"storage": "1e30"}}})
     assert huge.capacity == 2**63 - 1

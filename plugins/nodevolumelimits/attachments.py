@@ -1,4 +1,4 @@
-"""VolumeAttachments (``storage.k8s.io/v1``) as NodeVolumeLimits reads them.
+"""VolumeAttachments (``storage.k8s.io/v1``) as NodeVolumeLimits reads them, and its store of them.
 
 Why: kube-scheduler 1.37 counts a node's VolumeAttachments against its CSI attach limits (a volume
 stays attached, and takes a slot, after the pod that used it left, until the attach-detach
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
-if TYPE_CHECKING:
-    from shoal.core.state.volumes import PVInfo
+from shoal.core.framework.interfaces import ClusterEvent, EventKind
+from shoal.plugins.volumebinding.objects import PVInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +37,16 @@ class VolumeAttachmentInfo:
 
 @dataclass
 class Attachments:
-    """The VolumeAttachments by node, then name."""
+    """The VolumeAttachments by node, then name (a store shared by every profile)."""
 
+    #: the objects it takes (core/framework/interfaces.py: Store)
+    kinds: ClassVar[tuple[type, ...]] = (VolumeAttachmentInfo,)
     by_node: dict[str, dict[str, VolumeAttachmentInfo]] = field(default_factory=dict)
     _node_of: dict[str, str] = field(default_factory=dict)
 
-    def apply(self, va: VolumeAttachmentInfo, deleted: bool = False) -> None:
+    def apply(self, va: Any, deleted: bool = False) -> ClusterEvent | None:
+        """Record (or forget) one attachment. Only one that goes frees room (upstream's only hint
+        for VolumeAttachments): an added one is no event."""
         old = self._node_of.pop(va.name, None)  # a re-list's "gone" knows only the name
         if old is not None:
             on_node = self.by_node[old]
@@ -52,6 +56,8 @@ class Attachments:
         if not deleted:
             self._node_of[va.name] = va.node
             self.by_node.setdefault(va.node, {})[va.name] = va
+            return None
+        return ClusterEvent(EventKind.STORAGE_CHANGE, va)
 
     def volumes(self, node: str, pvs: Mapping[str, PVInfo]) -> dict[str, str]:
         """``attacher/volumeHandle`` -> attacher of the CSI volumes attached to ``node``

@@ -1,5 +1,5 @@
-"""Typed views of the storage objects the volume plugins read: PersistentVolumes, PersistentVolumeClaims,
-StorageClasses, CSINodes, and a pod's own volumes.
+"""Typed views of the storage objects the volume plugins read: PersistentVolumes,
+PersistentVolumeClaims, StorageClasses, CSINodes and CSIDrivers.
 
 Why: VolumeBinding, VolumeZone, VolumeRestrictions and NodeVolumeLimits look claims, volumes and
 classes up for every pod that has one; parsing them once, when the watch delivers them, keeps the
@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from shoal.core.state.attachments import Attachments, VolumeAttachmentInfo
-from shoal.core.state.csidrivers import CSIDriverInfo
 from shoal.core.state.nodeselectors import SelectorTerm, parse_term
+from shoal.core.state.podvolumes import migrated_source
 from shoal.core.state.quantity import QuantityError, to_int
 from shoal.core.state.selectors import LabelSelector, SelectorError, parse_selector
-from shoal.core.state.status import Status
 
 JSON = Mapping[str, Any]
 
@@ -285,132 +283,33 @@ class CSINodeInfo:
         )
 
 
-# -- a pod's volumes ------------------------------------------------------------------------------
-#: in-tree disk sources whose conflicts VolumeRestrictions checks
-DISK_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
-
-
+#: a CSIDriver (``storage.k8s.io/v1``) as NodeVolumeLimits reads it: with VolumeLimitScaling (beta
+#: and on in kube-scheduler 1.37) a driver that sets ``spec.preventPodSchedulingIfMissing: true``
+#: keeps pods using its volumes off nodes whose CSINode does not list it
 @dataclass(frozen=True, slots=True)
-class Disk:
-    """An in-tree disk as VolumeRestrictions compares them: the source, its identity, read-only."""
-
-    source: str
-    ident: tuple[str, ...]
-    read_only: bool = False
-    monitors: frozenset[str] = frozenset()  # rbd: the Ceph monitors (any overlap is the same cluster)
-
-    def conflicts(self, other: Disk) -> bool:
-        """``isVolumeConflict``: the same disk, and (but for EBS) not both read-only."""
-        if self.source != other.source or self.ident != other.ident:
-            return False
-        if self.source == "awsElasticBlockStore":
-            return True
-        if self.source == "rbd" and not (self.monitors & other.monitors):
-            return False
-        return not (self.read_only and other.read_only)
-
-
-@dataclass(frozen=True, slots=True)
-class PodVolume:
+class CSIDriverInfo:
     name: str
-    #: the claim's name: ``persistentVolumeClaim.claimName``, or ``<pod>-<volume>`` for ``ephemeral``
-    claim: str | None = None
-    ephemeral: bool = False
-    disk: Disk | None = None
-    #: an in-tree volume CSI migration covers: (in-tree plugin, CSI driver, volume handle)
-    migrated: tuple[str, str, str] | None = None
+    #: ``spec.preventPodSchedulingIfMissing`` (absent or anything but ``true``: False, as upstream)
+    prevent_scheduling_if_missing: bool = False
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> CSIDriverInfo:
+        meta = obj.get("metadata")
+        spec = obj.get("spec")
+        flag = spec.get("preventPodSchedulingIfMissing") if isinstance(spec, Mapping) else None
+        return cls(
+            name=str((meta.get("name") if isinstance(meta, Mapping) else None) or ""),
+            prevent_scheduling_if_missing=flag is True,
+        )
 
 
-def _disk(volume: JSON) -> Disk | None:
-    for source in DISK_SOURCES:
-        d = volume.get(source)
-        if not isinstance(d, Mapping):
-            continue
-        ro = bool(d.get("readOnly"))
-        if source == "gcePersistentDisk":
-            return Disk(source, (str(d.get("pdName") or ""),), ro)
-        if source == "awsElasticBlockStore":
-            return Disk(source, (str(d.get("volumeID") or ""),), ro)
-        if source == "iscsi":
-            return Disk(source, (str(d.get("iqn") or ""),), ro)
-        monitors = frozenset(str(m) for m in d.get("monitors") or ())
-        return Disk(source, (str(d.get("pool") or "rbd"), str(d.get("image") or "")), ro, monitors)
-    return None
-
-
-def pod_volumes(pod_name: str, spec: JSON) -> tuple[PodVolume, ...]:
-    """The volumes of a pod spec that the volume plugins look at (claims, ephemeral claims, disks)."""
-    out = []
-    for v in spec.get("volumes") or ():
-        if not isinstance(v, Mapping):
-            continue
-        name = str(v.get("name") or "")
-        pvc = v.get("persistentVolumeClaim")
-        if isinstance(pvc, Mapping):
-            out.append(PodVolume(name, claim=str(pvc.get("claimName") or "")))
-        elif v.get("ephemeral") is not None:
-            out.append(PodVolume(name, claim=f"{pod_name}-{name}", ephemeral=True))
-        else:
-            disk, migrated = _disk(v), migrated_source(v)
-            if disk is not None or migrated is not None:
-                out.append(PodVolume(name, disk=disk, migrated=migrated))
-    return tuple(out)
-
-
-#: in-tree source -> (in-tree plugin, CSI driver, the field naming the disk); the five whose
-#: migration kube-scheduler's NodeVolumeLimits counts (``isCSIMigrationOn``)
-MIGRATED_SOURCES = {
-    "gcePersistentDisk": ("kubernetes.io/gce-pd", "pd.csi.storage.gke.io", "pdName"),
-    "awsElasticBlockStore": ("kubernetes.io/aws-ebs", "ebs.csi.aws.com", "volumeID"),
-    "azureDisk": ("kubernetes.io/azure-disk", "disk.csi.azure.com", "diskURI"),
-    "cinder": ("kubernetes.io/cinder", "cinder.csi.openstack.org", "volumeID"),
-    "portworxVolume": ("kubernetes.io/portworx-volume", "pxd.portworx.com", "volumeID"),
-}
-#: in-tree provisioner -> CSI driver
-MIGRATED_PROVISIONERS = {plugin: driver for plugin, driver, _ in MIGRATED_SOURCES.values()}
-
-
-def migrated_source(source: JSON) -> tuple[str, str, str] | None:
-    """(in-tree plugin, CSI driver, volume handle) of an in-tree volume or PV source CSI migration
-    covers; the handle names the disk (EBS: without its ``aws://zone/`` prefix)."""
-    for key, (plugin, driver, field_name) in MIGRATED_SOURCES.items():
-        spec = source.get(key)
-        if isinstance(spec, Mapping):
-            handle = str(spec.get(field_name) or "")
-            if key == "awsElasticBlockStore" and handle.startswith("aws://"):
-                handle = handle.rsplit("/", 1)[-1]
-            return plugin, driver, handle
-    return None
-
-
-StorageObject = PVInfo | PVCInfo | StorageClassInfo | CSINodeInfo | VolumeAttachmentInfo | CSIDriverInfo
-
-
-class VolumeWriter(Protocol):
-    """What VolumeBinding's PreBind writes, as kube-scheduler's volume binder writes it (the
-    operator's is ``kube/volumes.py``; the simulator's binds in memory). Each returns a non-success
-    Status on failure (a 409 included: the object changed since it was read)."""
-
-    async def bind_volume(self, pv: PVInfo, claim: PVCInfo) -> Status:
-        """Set the PV's ``claimRef`` to the claim (and ``pv.kubernetes.io/bound-by-controller``),
-        guarded by the PV's resourceVersion; the PV controller completes the binding."""
-        ...
-
-    async def select_node(self, claim: PVCInfo, node: str) -> Status:
-        """Annotate the claim ``volume.kubernetes.io/selected-node: <node>`` (guarded by its
-        resourceVersion), asking its provisioner for a volume there."""
-        ...
-
-
-#: the key of the VolumeWriter in ``Handle.extras``
-VOLUME_WRITER = "volume-writer"
+StorageObject = PVInfo | PVCInfo | StorageClassInfo | CSINodeInfo | CSIDriverInfo
 #: API kind -> the typed object (dumps for ``shoal simulate``)
 STORAGE_DECODERS: dict[str, Callable[[JSON], StorageObject]] = {
     "PersistentVolume": PVInfo.from_dict,
     "PersistentVolumeClaim": PVCInfo.from_dict,
     "StorageClass": StorageClassInfo.from_dict,
     "CSINode": CSINodeInfo.from_dict,
-    "VolumeAttachment": VolumeAttachmentInfo.from_dict,
     "CSIDriver": CSIDriverInfo.from_dict,
 }
 
@@ -428,48 +327,3 @@ def decode_storage(obj: JSON) -> StorageObject:
         return STORAGE_DECODERS[kind](obj)
     except (AttributeError, TypeError, ValueError) as exc:
         raise ValueError(f"{kind} {name}: malformed ({exc})") from None
-
-
-@dataclass
-class VolumeStore:
-    """The storage objects the cache keeps: PVs and classes and CSINodes by name, claims by
-    ``namespace/name``."""
-
-    pvs: dict[str, PVInfo] = field(default_factory=dict)
-    pvcs: dict[str, PVCInfo] = field(default_factory=dict)
-    classes: dict[str, StorageClassInfo] = field(default_factory=dict)
-    csi_nodes: dict[str, CSINodeInfo] = field(default_factory=dict)
-    #: VolumeBinding's assumptions, from Reserve until the binding is written and seen (or
-    #: Unreserve): PV name -> the claim (``namespace/name``) it is being bound to; claim -> the node
-    #: it is being provisioned for
-    assumed_pvs: dict[str, str] = field(default_factory=dict)
-    assumed_claims: dict[str, str] = field(default_factory=dict)
-    #: VolumeAttachments (NodeVolumeLimits counts them per node)
-    attachments: Attachments = field(default_factory=Attachments)
-    #: CSIDrivers by name (NodeVolumeLimits: ``preventPodSchedulingIfMissing``)
-    csi_drivers: dict[str, CSIDriverInfo] = field(default_factory=dict)
-
-    def apply(self, obj: StorageObject, deleted: bool = False) -> None:
-        """Record (or forget, when ``deleted``) one object."""
-        if isinstance(obj, VolumeAttachmentInfo):
-            self.attachments.apply(obj, deleted)
-        elif isinstance(obj, PVCInfo):
-            _put(self.pvcs, obj.key, obj, deleted)
-        elif isinstance(obj, PVInfo):
-            _put(self.pvs, obj.name, obj, deleted)
-        elif isinstance(obj, StorageClassInfo):
-            _put(self.classes, obj.name, obj, deleted)
-        elif isinstance(obj, CSIDriverInfo):
-            _put(self.csi_drivers, obj.name, obj, deleted)
-        else:
-            _put(self.csi_nodes, obj.name, obj, deleted)
-
-    def claim(self, namespace: str, name: str) -> PVCInfo | None:
-        return self.pvcs.get(f"{namespace}/{name}")
-
-
-def _put(where: dict[str, Any], key: str, obj: object, deleted: bool) -> None:
-    if deleted:
-        where.pop(key, None)
-    else:
-        where[key] = obj

@@ -1,18 +1,14 @@
 """Dynamic Resource Allocation (``resource.k8s.io/v1``): typed views of DeviceClasses, ResourceSlices
-and ResourceClaims, a pod's claims, and the store that says which devices each node offers and which
-are already taken.
+and ResourceClaims, as the informer and the simulator decode them.
 
-Why here, parsed once: the DynamicResources plugin looks devices up for every node of every cycle;
-parsing slices when the watch delivers them keeps the cycle to lookups. Every allocated claim's
-devices are counted as taken, whoever allocated it (kube-scheduler, another shoal, a driver), so two
-schedulers never hand out one device; the allocations shoal itself holds between Reserve and the
-claim's status update coming back through the watch (``assumed``) are counted too. A malformed field
-never raises out of here: it is recorded in ``problems`` and the object is kept without it.
+Why parsed once: DynamicResources looks devices up for every node of every cycle; parsing slices
+when the watch delivers them keeps the cycle to lookups. A malformed field never raises out of
+here: it is recorded in ``problems`` and the object is kept without it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -321,177 +317,7 @@ def _allocated_on(allocation: JSON) -> tuple[str, tuple[SelectorTerm, ...]]:
     return "", terms
 
 
-@dataclass(frozen=True, slots=True)
-class PodClaim:
-    """One ``spec.resourceClaims`` entry: a claim by name, or from a template (its generated claim's
-    name, from ``status.resourceClaimStatuses``, is ``generated``: empty until the controller made it)."""
-
-    name: str
-    claim_name: str = ""
-    template: str = ""
-    generated: str = ""
-
-    @property
-    def resolved(self) -> str:
-        """The claim's name, "" while a template's claim is not created yet."""
-        return self.claim_name or self.generated
-
-
-def pod_claims(spec: JSON, status: JSON) -> tuple[PodClaim, ...]:
-    """A pod's claims, with the generated names of template claims."""
-    generated = {
-        str(s.get("name") or ""): str(s.get("resourceClaimName") or "")
-        for s in status.get("resourceClaimStatuses") or ()
-        if isinstance(s, Mapping)
-    }
-    return tuple(
-        PodClaim(
-            name=str(c.get("name") or ""),
-            claim_name=str(c.get("resourceClaimName") or ""),
-            template=str(c.get("resourceClaimTemplateName") or ""),
-            generated=generated.get(str(c.get("name") or ""), ""),
-        )
-        for c in spec.get("resourceClaims") or ()
-        if isinstance(c, Mapping)
-    )
-
-
 DraObject = DeviceClassInfo | ResourceSliceInfo | ResourceClaimInfo
-
-
-@dataclass
-class DraStore:
-    """DeviceClasses and slices by name, claims by ``namespace/name``; the devices taken."""
-
-    classes: dict[str, DeviceClassInfo] = field(default_factory=dict)
-    slices: dict[str, ResourceSliceInfo] = field(default_factory=dict)
-    claims: dict[str, ResourceClaimInfo] = field(default_factory=dict)
-    #: claims shoal allocated in memory (Reserve) and has not seen come back allocated yet
-    assumed: dict[str, ResourceClaimInfo] = field(default_factory=dict)
-    #: node name -> the slices published for it alone (``spec.nodeName``)
-    _by_node: dict[str, set[str]] = field(default_factory=dict)
-    #: slices not tied to one node (allNodes, nodeSelector)
-    _shared: set[str] = field(default_factory=set)
-    #: device -> the claim (``namespace/name``) it is allocated to
-    _taken: dict[DeviceId, str] = field(default_factory=dict)
-    #: bumped on every change; ``devices_version`` only when classes or slices change (what a
-    #: plugin's per-device caches are keyed on)
-    version: int = 0
-    devices_version: int = 0
-    #: bumped whenever a device is taken or released (what per-node "free" caches are keyed on)
-    taken_version: int = 0
-
-    def apply(self, obj: DraObject, deleted: bool = False) -> None:
-        """Record (or forget, when ``deleted``) one object."""
-        self.version += 1
-        if not isinstance(obj, ResourceClaimInfo):
-            self.devices_version += 1
-        if isinstance(obj, DeviceClassInfo):
-            self.classes.pop(obj.name, None)
-            if not deleted:
-                self.classes[obj.name] = obj
-        elif isinstance(obj, ResourceSliceInfo):
-            self._apply_slice(obj, deleted)
-        else:
-            self._apply_claim(obj, deleted)
-
-    def _apply_slice(self, obj: ResourceSliceInfo, deleted: bool) -> None:
-        old = self.slices.pop(obj.name, None)
-        if old is not None:
-            self._by_node.get(old.node_name, set()).discard(old.name)
-            self._shared.discard(old.name)
-        if deleted:
-            return
-        self.slices[obj.name] = obj
-        if obj.node_name:
-            self._by_node.setdefault(obj.node_name, set()).add(obj.name)
-        else:
-            self._shared.add(obj.name)
-
-    def _apply_claim(self, obj: ResourceClaimInfo, deleted: bool) -> None:
-        old = self.claims.pop(obj.key, None)
-        if old is not None:
-            self._release(old)
-        if deleted:  # a deleted claim frees what shoal held for it too
-            held = self.assumed.pop(obj.key, None)
-            if held is not None:
-                self._release(held)
-            return
-        self.claims[obj.key] = obj
-        if obj.allocated is not None:
-            self.assumed.pop(obj.key, None)  # the allocation came back: the watch's copy rules
-            self._take(obj)
-
-    def _take(self, claim: ResourceClaimInfo) -> None:
-        for result in claim.allocated or ():
-            self._taken[result.id] = claim.key
-            self.taken_version += 1
-
-    def _release(self, claim: ResourceClaimInfo) -> None:
-        for result in claim.allocated or ():
-            if self._taken.get(result.id) == claim.key:
-                del self._taken[result.id]
-                self.taken_version += 1
-
-    def claim(self, namespace: str, name: str) -> ResourceClaimInfo | None:
-        """The claim as shoal believes it is: an assumed allocation over the watch's copy."""
-        key = f"{namespace}/{name}"
-        return self.assumed.get(key) or self.claims.get(key)
-
-    @property
-    def taken(self) -> Mapping[DeviceId, str]:
-        """Every taken device -> the claim holding it (read-only view for the hot loop)."""
-        return self._taken
-
-    def taken_by(self, device: DeviceId) -> str | None:
-        """The claim holding ``device``, if any (allocated per the API, or assumed by shoal)."""
-        return self._taken.get(device)
-
-    def assume(self, claim: ResourceClaimInfo) -> None:
-        """Hold ``claim`` (allocated in memory) until its status comes back or :meth:`forget`."""
-        self.version += 1
-        self.assumed[claim.key] = claim
-        self._take(claim)
-
-    def forget(self, key: str) -> None:
-        """Drop an assumed allocation (Unreserve); the watch's copy, if allocated, keeps its devices."""
-        claim = self.assumed.pop(key, None)
-        if claim is None:
-            return
-        self.version += 1
-        self._release(claim)
-        known = self.claims.get(key)
-        if known is not None and known.allocated is not None:
-            self._take(known)
-
-    def slices_for(self, node: str, labels: Mapping[str, str]) -> Iterator[ResourceSliceInfo]:
-        """The slices whose devices ``node`` can reach: its own, then shared ones that select it."""
-        for name in sorted(self._by_node.get(node, ())):
-            yield self.slices[name]
-        for name in sorted(self._shared):
-            s = self.slices[name]
-            if s.available_on(node, labels):
-                yield s
-
-    def devices_for(self, node: str, labels: Mapping[str, str]) -> Iterator[Device]:
-        """Every device ``node`` can reach (free or not), newest pool generation only."""
-        newest: dict[tuple[str, str], int] = {}
-        found = list(self.slices_for(node, labels))
-        for s in found:
-            key = (s.driver, s.pool)
-            newest[key] = max(newest.get(key, s.generation), s.generation)
-        for s in found:
-            if s.generation == newest[(s.driver, s.pool)]:
-                yield from s.devices
-
-    def node_slice_names(self) -> set[str]:
-        """Nodes that have slices of their own (what a plugin may skip the rest for)."""
-        return {n for n, names in self._by_node.items() if names}
-
-    @property
-    def has_shared(self) -> bool:
-        return bool(self._shared)
-
 
 DRA_DECODERS: dict[str, Callable[[JSON], DraObject]] = {
     "DeviceClass": DeviceClassInfo.from_dict,

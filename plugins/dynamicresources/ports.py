@@ -1,0 +1,30 @@
+"""DynamicResources' port: the writes its PreBind makes, which kube/ (the API server) and sim/
+(memory) implement."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import Status
+from shoal.plugins.dynamicresources.objects import ResourceClaimInfo
+
+
+class ClaimWriter(Protocol):
+    """What DynamicResources' PreBind writes, as kube-scheduler does (the operator's writer is
+    ``kube/dra.py``; the simulator's writes in memory). Returns a non-success Status on failure (a
+    409 included: the claim changed since it was read)."""
+
+    async def reserve_claim(
+        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, pod: PodInfo
+    ) -> Status:
+        """Add the pod to the claim's ``status.reservedFor``; with ``allocation`` (a claim shoal
+        allocated at Reserve) first add the ``resource.kubernetes.io/delete-protection`` finalizer,
+        then write ``status.allocation`` too, guarded by the claim's resourceVersion."""
+        ...
+
+
+#: the key of the ClaimWriter in ``Handle.extras``
+CLAIM_WRITER = "claim-writer"
+#: the finalizer kube-scheduler adds to a claim it allocates (the resourceclaim controller removes it)
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"

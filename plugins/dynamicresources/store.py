@@ -1,0 +1,173 @@
+"""The devices each node offers and which are taken: DynamicResources' store (kube-scheduler's DRA
+manager and allocated-devices tracking), shared by every profile.
+
+Every allocated claim's devices are counted as taken, whoever allocated it (kube-scheduler, another
+shoal, a driver), so two schedulers never hand out one device; the allocations shoal itself holds
+between Reserve and the claim's status update coming back through the watch (``assumed``) are
+counted too. NodeResourcesFit (DRA-backed extended resources) and GPUMemory (GPU memory a DRA
+driver publishes) read it as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from shoal.core.framework.interfaces import ClusterEvent, EventKind
+from shoal.plugins.dynamicresources.objects import (
+    Device,
+    DeviceClassInfo,
+    DeviceId,
+    DraObject,
+    ResourceClaimInfo,
+    ResourceSliceInfo,
+)
+
+
+@dataclass
+class DraStore:
+    """DeviceClasses and slices by name, claims by ``namespace/name``; the devices taken."""
+
+    #: the objects it takes (core/framework/interfaces.py: Store)
+    kinds: ClassVar[tuple[type, ...]] = (DeviceClassInfo, ResourceSliceInfo, ResourceClaimInfo)
+
+    classes: dict[str, DeviceClassInfo] = field(default_factory=dict)
+    slices: dict[str, ResourceSliceInfo] = field(default_factory=dict)
+    claims: dict[str, ResourceClaimInfo] = field(default_factory=dict)
+    #: claims shoal allocated in memory (Reserve) and has not seen come back allocated yet
+    assumed: dict[str, ResourceClaimInfo] = field(default_factory=dict)
+    #: node name -> the slices published for it alone (``spec.nodeName``)
+    _by_node: dict[str, set[str]] = field(default_factory=dict)
+    #: slices not tied to one node (allNodes, nodeSelector)
+    _shared: set[str] = field(default_factory=set)
+    #: device -> the claim (``namespace/name``) it is allocated to
+    _taken: dict[DeviceId, str] = field(default_factory=dict)
+    #: bumped on every change; ``devices_version`` only when classes or slices change (what a
+    #: plugin's per-device caches are keyed on)
+    version: int = 0
+    devices_version: int = 0
+    #: bumped whenever a device is taken or released (what per-node "free" caches are keyed on)
+    taken_version: int = 0
+
+    def apply(self, obj: Any, deleted: bool = False) -> ClusterEvent | None:
+        """Record (or forget, when ``deleted``) one object; the cluster event the change is. A
+        claim deleted or deallocated carries no object: "something was freed", which may help any
+        pod (the last state of a deleted claim may still show the allocation it no longer holds,
+        which a queueing hint would read as "nothing freed")."""
+        freed = deleted
+        if isinstance(obj, ResourceClaimInfo) and not deleted:
+            before = self.claims.get(obj.key)
+            freed = before is not None and before.allocated is not None and obj.allocated is None
+        self._apply(obj, deleted)
+        return ClusterEvent(EventKind.DRA_CHANGE, None if freed else obj)
+
+    def _apply(self, obj: DraObject, deleted: bool) -> None:
+        self.version += 1
+        if not isinstance(obj, ResourceClaimInfo):
+            self.devices_version += 1
+        if isinstance(obj, DeviceClassInfo):
+            self.classes.pop(obj.name, None)
+            if not deleted:
+                self.classes[obj.name] = obj
+        elif isinstance(obj, ResourceSliceInfo):
+            self._apply_slice(obj, deleted)
+        else:
+            self._apply_claim(obj, deleted)
+
+    def _apply_slice(self, obj: ResourceSliceInfo, deleted: bool) -> None:
+        old = self.slices.pop(obj.name, None)
+        if old is not None:
+            self._by_node.get(old.node_name, set()).discard(old.name)
+            self._shared.discard(old.name)
+        if deleted:
+            return
+        self.slices[obj.name] = obj
+        if obj.node_name:
+            self._by_node.setdefault(obj.node_name, set()).add(obj.name)
+        else:
+            self._shared.add(obj.name)
+
+    def _apply_claim(self, obj: ResourceClaimInfo, deleted: bool) -> None:
+        old = self.claims.pop(obj.key, None)
+        if old is not None:
+            self._release(old)
+        if deleted:  # a deleted claim frees what shoal held for it too
+            held = self.assumed.pop(obj.key, None)
+            if held is not None:
+                self._release(held)
+            return
+        self.claims[obj.key] = obj
+        if obj.allocated is not None:
+            self.assumed.pop(obj.key, None)  # the allocation came back: the watch's copy rules
+            self._take(obj)
+
+    def _take(self, claim: ResourceClaimInfo) -> None:
+        for result in claim.allocated or ():
+            self._taken[result.id] = claim.key
+            self.taken_version += 1
+
+    def _release(self, claim: ResourceClaimInfo) -> None:
+        for result in claim.allocated or ():
+            if self._taken.get(result.id) == claim.key:
+                del self._taken[result.id]
+                self.taken_version += 1
+
+    def claim(self, namespace: str, name: str) -> ResourceClaimInfo | None:
+        """The claim as shoal believes it is: an assumed allocation over the watch's copy."""
+        key = f"{namespace}/{name}"
+        return self.assumed.get(key) or self.claims.get(key)
+
+    @property
+    def taken(self) -> Mapping[DeviceId, str]:
+        """Every taken device -> the claim holding it (read-only view for the hot loop)."""
+        return self._taken
+
+    def taken_by(self, device: DeviceId) -> str | None:
+        """The claim holding ``device``, if any (allocated per the API, or assumed by shoal)."""
+        return self._taken.get(device)
+
+    def assume(self, claim: ResourceClaimInfo) -> None:
+        """Hold ``claim`` (allocated in memory) until its status comes back or :meth:`forget`."""
+        self.version += 1
+        self.assumed[claim.key] = claim
+        self._take(claim)
+
+    def forget(self, key: str) -> None:
+        """Drop an assumed allocation (Unreserve); the watch's copy, if allocated, keeps its devices."""
+        claim = self.assumed.pop(key, None)
+        if claim is None:
+            return
+        self.version += 1
+        self._release(claim)
+        known = self.claims.get(key)
+        if known is not None and known.allocated is not None:
+            self._take(known)
+
+    def slices_for(self, node: str, labels: Mapping[str, str]) -> Iterator[ResourceSliceInfo]:
+        """The slices whose devices ``node`` can reach: its own, then shared ones that select it."""
+        for name in sorted(self._by_node.get(node, ())):
+            yield self.slices[name]
+        for name in sorted(self._shared):
+            s = self.slices[name]
+            if s.available_on(node, labels):
+                yield s
+
+    def devices_for(self, node: str, labels: Mapping[str, str]) -> Iterator[Device]:
+        """Every device ``node`` can reach (free or not), newest pool generation only."""
+        newest: dict[tuple[str, str], int] = {}
+        found = list(self.slices_for(node, labels))
+        for s in found:
+            key = (s.driver, s.pool)
+            newest[key] = max(newest.get(key, s.generation), s.generation)
+        for s in found:
+            if s.generation == newest[(s.driver, s.pool)]:
+                yield from s.devices
+
+    def node_slice_names(self) -> set[str]:
+        """Nodes that have slices of their own (what a plugin may skip the rest for)."""
+        return {n for n, names in self._by_node.items() if names}
+
+    @property
+    def has_shared(self) -> bool:
+        return bool(self._shared)
