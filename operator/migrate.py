@@ -32,9 +32,9 @@ import yaml
 from pydantic import ValidationError
 
 from shoal.core.framework.gates import MAX_PERMIT_TIMEOUT
+from shoal.core.framework.interfaces import POINTS
 from shoal.core.framework.profile import (
     MAX_WEIGHT,
-    POINTS,
     PluginEntry,
     PluginSet,
     ProfileError,

@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic.config import JsonDict
 
-from shoal.core.framework.profile import POINTS, ProfileSpec
+from shoal.core.framework.interfaces import POINTS
+from shoal.core.framework.profile import ProfileSpec
 from shoal.kube.wire import (
     PODGROUP_GROUP,
     PODGROUP_KIND,

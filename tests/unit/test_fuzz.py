@@ -8,7 +8,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shoal.core.framework.profile import POINTS, ProfileError, validate_profile
+from shoal.core.framework.interfaces import POINTS
+from shoal.core.framework.profile import ProfileError, validate_profile
 from shoal.core.state.objects import NodeSpec, parse_gpu_memory
 from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
 from shoal.sim.cluster import InMemoryCluster, Simulation

@@ -9,7 +9,7 @@ import numpy as np
 
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import Diagnosis, PreFilterResult
-from shoal.core.framework.runtime import ScoreOutcome
+from shoal.core.framework.outcomes import ScoreOutcome
 from shoal.core.scheduling.schedule_one import sample_rows, schedule_pod, select_host
 from shoal.core.state.nodetable import NodeInfo
 from shoal.core.state.objects import PodInfo

@@ -19,8 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from pydantic.alias_generators import to_camel
 
 from shoal.core.framework.contract import NO_CONTRACT, Contract
-from shoal.core.framework.interfaces import EXTENSION_POINTS, Handle, Plugin, Store
-from shoal.core.framework.interfaces import POINTS as POINTS  # the points, in order (re-exported)
+from shoal.core.framework.interfaces import EXTENSION_POINTS, POINTS, Handle, Plugin, Store
 
 MAX_PLUGINS_PER_POINT = 64
 MAX_WEIGHT = 100

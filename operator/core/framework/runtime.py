@@ -81,9 +81,7 @@ from shoal.core.framework.invoker import (
     status_shape,
 )
 from shoal.core.framework.metrics import Metrics, NullMetrics
-from shoal.core.framework.outcomes import FilterOutcome as FilterOutcome  # re-exported: runtime's results
-from shoal.core.framework.outcomes import FilterStep
-from shoal.core.framework.outcomes import ScoreOutcome as ScoreOutcome
+from shoal.core.framework.outcomes import FilterOutcome, FilterStep, ScoreOutcome
 from shoal.core.framework.pernode import PerNodeFilter, PerNodeScore
 from shoal.core.framework.profile import (
     PluginEntry,

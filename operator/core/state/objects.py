@@ -268,7 +268,10 @@ class PodInfo:
             volumes=pod_volumes(str(meta.get("name") or ""), spec),
             resource_claims=pod_claims(spec, status),
             required_features=required_features(spec),
-            **_preemption_fields(spec, status),
+            preemption_policy=str(spec.get("preemptionPolicy") or PREEMPT_LOWER_PRIORITY),
+            nominated_node=str(status.get("nominatedNodeName") or ""),
+            start_time=parse_time(status["startTime"]) if status.get("startTime") else None,
+            preempted=_preempted(status),
         )
 
 
@@ -290,22 +293,15 @@ def _metadata_fields(
     return used
 
 
-def _preemption_fields(spec: JSON, status: JSON) -> dict[str, Any]:
-    """What DefaultPreemption reads of a pod (see the PodInfo fields)."""
-    preempted = any(
+def _preempted(status: JSON) -> bool:
+    """Evicted by a scheduler's preemption: a ``DisruptionTarget`` condition it set."""
+    return any(
         isinstance(c, Mapping)
         and c.get("type") == "DisruptionTarget"
         and c.get("status") == "True"
         and c.get("reason") == PREEMPTION_BY_SCHEDULER
         for c in status.get("conditions") or ()
     )
-    started = status.get("startTime")
-    return {
-        "preemption_policy": str(spec.get("preemptionPolicy") or PREEMPT_LOWER_PRIORITY),
-        "nominated_node": str(status.get("nominatedNodeName") or ""),
-        "start_time": parse_time(started) if started else None,
-        "preempted": preempted,
-    }
 
 
 def _node_affinity(
@@ -408,13 +404,12 @@ TOPOLOGY_REQUIRED_ANNOTATION = "shoal.dev/topology-required"
 TOPOLOGY_PREFERRED_ANNOTATION = "shoal.dev/topology-preferred"
 
 
-def topology_annotations(annotations: JSON) -> dict[str, Any]:
-    """A PodGroup's topology constraint from its ``shoal.dev/topology-*`` annotations (the
-    preferred list is comma-separated, tightest level first)."""
+def topology_annotations(annotations: JSON) -> tuple[str | None, tuple[str, ...]]:
+    """A PodGroup's topology constraint from its ``shoal.dev/topology-*`` annotations: (the
+    required level, the preferred ones: a comma-separated list, tightest level first)."""
     required = str(annotations.get(TOPOLOGY_REQUIRED_ANNOTATION) or "").strip() or None
     preferred = str(annotations.get(TOPOLOGY_PREFERRED_ANNOTATION) or "")
-    levels = tuple(k.strip() for k in preferred.split(",") if k.strip())
-    return {"topology_required": required, "topology_preferred": levels}
+    return required, tuple(k.strip() for k in preferred.split(",") if k.strip())
 
 
 @dataclass(slots=True)
@@ -483,6 +478,7 @@ class PodGroupInfo:
             min_member = max(int(spec.get("minMember") or 1), 1)
         except (TypeError, ValueError):
             min_member = 1
+        required, preferred = topology_annotations(meta.get("annotations") or {})
         return cls(
             namespace=str(meta.get("namespace") or "default"),
             name=str(meta.get("name") or ""),
@@ -492,5 +488,6 @@ class PodGroupInfo:
             created=parse_time(meta.get("creationTimestamp")),
             uid=str(meta.get("uid") or ""),
             generation=int(meta.get("generation") or 0),
-            **topology_annotations(meta.get("annotations") or {}),
+            topology_required=required,
+            topology_preferred=preferred,
         )
