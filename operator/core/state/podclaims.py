@@ -32,6 +32,9 @@ class PodClaim:
 
 def pod_claims(spec: JSON, status: JSON) -> tuple[PodClaim, ...]:
     """A pod's claims, with the generated names of template claims."""
+    claims = spec.get("resourceClaims")
+    if not claims:  # nearly every pod: no status to read
+        return ()
     generated = {
         str(s.get("name") or ""): str(s.get("resourceClaimName") or "")
         for s in status.get("resourceClaimStatuses") or ()
@@ -44,6 +47,6 @@ def pod_claims(spec: JSON, status: JSON) -> tuple[PodClaim, ...]:
             template=str(c.get("resourceClaimTemplateName") or ""),
             generated=generated.get(str(c.get("name") or ""), ""),
         )
-        for c in spec.get("resourceClaims") or ()
+        for c in claims
         if isinstance(c, Mapping)
     )
