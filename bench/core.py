@@ -26,7 +26,7 @@ from typing import Any
 # of sys.path, so `bench` is found and the checkout's operator/ never shadows the standard library.
 if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parents[1]))
-from bench.report import write_section
+from bench.report import revision, write_section
 from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
@@ -123,8 +123,8 @@ def write_doc(results: list[dict[str, float]], meta: dict[str, str]) -> None:
     lines = [
         "## Core: scheduling-cycle time, every node evaluated",
         "",
-        f"Measured {meta['date']} on {meta['machine']} ({meta['python']}); in-memory cluster, default",
-        "`gpu-scheduler` profile, `percentageOfNodesToScore: 100`. A cycle is PreFilter → Filter over",
+        f"Measured {meta['date']} at commit {meta['commit']} on {meta['machine']} ({meta['python']});",
+        "in-memory cluster, default `gpu-scheduler` profile, `percentageOfNodesToScore: 100`. A cycle is PreFilter → Filter over",
         "every node → Score → pick → assume → Reserve → Permit; binding is in memory.",
         "",
         "| nodes | pods | placed | median ms/pod | p99 ms/pod | decisions/s | end-to-end pods/s |",
@@ -177,6 +177,7 @@ def main() -> int:
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
         "python": f"Python {platform.python_version()}",
+        "commit": revision(),
     }
     if not args.no_write:
         payload = summary(results, meta)

@@ -66,7 +66,7 @@ from bench.e2e_schedulers import (
 )
 from bench.e2e_workloads import CONSTRAINED, workload_node, workload_pod
 from bench.profiles import Profiler, write_profiles
-from bench.report import DOC
+from bench.report import DOC, revision
 from shoal.kube.informer import stream
 from shoal.kube.kinds import KIND_PODS
 from shoal.kube.listing import list_objects
@@ -712,7 +712,7 @@ async def profile_async(args: argparse.Namespace) -> int:
     await preemption("shoal", base)
     await dra("shoal", base, args.nodes, args.pods)
     when = datetime.now(UTC).strftime("%Y-%m-%d")
-    write_profiles(PROFILES, PROFILE_RESULTS, PROFILE_DOC, when, machine())
+    write_profiles(PROFILES, PROFILE_RESULTS, PROFILE_DOC, when, machine(), revision())
     print(json.dumps({n: p["parts"] for n, p in PROFILES.items()}, indent=2))
     print(f"bench: wrote {PROFILE_RESULTS.relative_to(ROOT)} and {PROFILE_DOC.relative_to(ROOT)}")
     return 0
@@ -784,6 +784,7 @@ async def main_async(args: argparse.Namespace) -> int:
     rss_from = results["scale"] if "scale" in results else results["basic"]
     summary = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "commit": revision(),
         "machine": machine(),
         "pods_after": "readyz",  # results recorded before this key waited 2 s blind for kube-scheduler
         # results recorded before this key ran the CPU hog and the null scheduler in the bench's own

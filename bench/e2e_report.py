@@ -149,7 +149,8 @@ def _intro(results: dict[str, Any], summary: dict[str, Any], settle_s: float) ->
     lines = [
         "## End to end: shoal and kube-scheduler on the same local control plane",
         "",
-        f"Measured {summary['date']} on {summary['machine']}, one run, each scheduler on a fresh etcd +",
+        f"Measured {summary['date']} at commit {summary.get('commit', 'unrecorded')} on {summary['machine']},",
+        "one run, each scheduler on a fresh etcd +",
         f"kube-apiserver {summary['kube_version']} started by the project (no kubelet; nodes created through the",
         "API as scheduler_perf does). kube-scheduler: default profile, `clientConnection.qps/burst` 5000, no",
         "leader election. shoal: the `gpu-scheduler` profile, every node evaluated, no leader election. The",

@@ -163,14 +163,22 @@ class Profiler:
 
 
 def write_profiles(
-    profiles: Mapping[str, Mapping[str, Any]], results: Path, doc: Path, when: str, machine: str
+    profiles: Mapping[str, Mapping[str, Any]],
+    results: Path,
+    doc: Path,
+    when: str,
+    machine: str,
+    commit: str = "unrecorded",
 ) -> None:
     results.parent.mkdir(parents=True, exist_ok=True)
-    results.write_text(json.dumps({"date": when, "machine": machine, "profiles": profiles}, indent=2) + "\n")
-    doc.write_text("\n".join(profile_doc(profiles, when, machine)) + "\n")
+    payload = {"date": when, "commit": commit, "machine": machine, "profiles": profiles}
+    results.write_text(json.dumps(payload, indent=2) + "\n")
+    doc.write_text("\n".join(profile_doc(profiles, when, machine, commit)) + "\n")
 
 
-def profile_doc(profiles: Mapping[str, Mapping[str, Any]], when: str, machine: str) -> list[str]:
+def profile_doc(
+    profiles: Mapping[str, Mapping[str, Any]], when: str, machine: str, commit: str = "unrecorded"
+) -> list[str]:
     names = list(profiles)
     lines = [
         "# Where shoal's CPU goes",
@@ -178,7 +186,7 @@ def profile_doc(profiles: Mapping[str, Mapping[str, Any]], when: str, machine: s
         "<!-- written by `make bench-profile` (bench/e2e.py --profile); do not edit by hand -->",
         "",
         "py-spy samples of the shoal process (100 Hz, `--nonblocking`) in each `make bench` scenario,",
-        f"shoal only, measured {when} on {machine}.",
+        f"shoal only, measured {when} at commit {commit} on {machine}.",
         "Each sample counts for the first part, in the table's order, that one of its frames belongs to:",
         "the scheduling cycle includes the plugins and the metrics they record, shoal's event handlers",
         "include parsing the pod. The scenarios are those of docs/benchmarks.md (same objects and counts;",

@@ -1,10 +1,35 @@
-"""docs/benchmarks.md is shared by the benchmark scripts: each owns one marked section."""
+"""docs/benchmarks.md is shared by the benchmark scripts: each owns one marked section. Every
+result names the commit it ran on (:func:`revision`)."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "benchmarks.md"
+#: what a benchmark measures: a change here since a result's commit makes the result stale
+#: (tests/unit/test_bench_results.py); bench/results and docs are what it writes
+MEASURED = ("operator", "plugins", "bench", "helm/shoal/values.yaml")
+
+
+def revision(root: Path = ROOT) -> str:
+    """The commit the benchmark runs (12 hex digits), ``-dirty`` when what it measures has
+    uncommitted changes: such a figure names no code anyone can check out."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", *MEASURED, ":(exclude)bench/results"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{commit}-dirty" if dirty else commit
 
 
 def write_section(name: str, by: str, lines: list[str], *, first: bool = False, doc: Path = DOC) -> None:

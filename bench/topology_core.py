@@ -26,7 +26,7 @@ from typing import Any
 
 if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parents[1]))
-from bench.report import write_section
+from bench.report import revision, write_section
 from shoal.core.state.objects import PodGroupInfo
 from shoal.plugins.topologyplacement.domains import BLOCK, CLIQUE, RACK, ZONE
 from shoal.plugins.topologyplacement.plugin import TopologyPlacement
@@ -119,8 +119,8 @@ def write_doc(results: list[dict[str, Any]], meta: dict[str, str]) -> None:
     lines = [
         "## Topology-aware gangs: domain search and gang cycle (core)",
         "",
-        f"Measured {meta['date']} on {meta['machine']} ({meta['python']}); in-memory, 5,000 nodes with",
-        "zones, blocks (256 nodes), racks (32) and NVLink cliques (8), 30 % of the nodes partly used;",
+        f"Measured {meta['date']} at commit {meta['commit']} on {meta['machine']} ({meta['python']});",
+        "in-memory, 5,000 nodes with zones, blocks (256 nodes), racks (32) and NVLink cliques (8), 30 % of the nodes partly used;",
         "gangs of 8-GPU members preferring clique → rack → block → zone. *Search*: every node's room and",
         "the domains of every level, ordered (TopologyPlacement); *cycle*: the search plus every member",
         "placed (Filter over all nodes, Score, assume, Reserve, Permit).",
@@ -153,6 +153,7 @@ def main() -> int:
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
         "python": f"Python {platform.python_version()}",
+        "commit": revision(),
     }
     if not args.no_write:
         RESULTS.parent.mkdir(exist_ok=True)
