@@ -22,8 +22,8 @@ from shoal.operator_app.metrics import HealthServer, PromMetrics, attempts_label
 from shoal.operator_app.secure_serving import auth_middleware, self_signed, server_context
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import pod
-from tests.unit.test_gang import gang, sim
-from tests.unit.test_scheduler import approval_profile, approval_registry
+from tests.unit.scheduling.test_gang import gang, sim
+from tests.unit.scheduling.test_scheduler import approval_profile, approval_registry
 
 
 class FakeApiServer:

@@ -9,7 +9,7 @@ from shoal.core.state.status import Status
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC, load_registry
 from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod, make_pod_group
-from tests.unit.test_scheduler import approval_profile, approval_registry
+from tests.unit.scheduling.test_scheduler import approval_profile, approval_registry
 
 
 def sim(objects: list[dict[str, Any]], **kwargs: Any) -> Simulation:

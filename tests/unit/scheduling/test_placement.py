@@ -16,8 +16,8 @@ from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Code, Status
 from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
+from tests.unit.framework.test_runtime import CALLS, Recorder, build
 from tests.unit.helpers import pod
-from tests.unit.test_runtime import CALLS, Recorder, build
 
 
 class PostFilterRecorder(Recorder):

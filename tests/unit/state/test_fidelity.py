@@ -20,7 +20,7 @@ from shoal.sim.cluster import InMemoryCluster, Simulation, load_objects
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import BUILTIN_EVALUATORS, refusal
 
-REAL = Path(__file__).resolve().parents[1] / "data" / "real"
+REAL = Path(__file__).resolve().parents[2] / "data" / "real"
 EVALUATORS = BUILTIN_EVALUATORS
 check = refusal
 

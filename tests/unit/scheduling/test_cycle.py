@@ -7,8 +7,8 @@ from shoal.core.framework.runtime import Framework
 from shoal.core.scheduling.queue import QueuedPodInfo
 from shoal.core.scheduling.schedule_one import Cycle
 from shoal.core.state.status import Status
+from tests.unit.framework.test_runtime import CALLS, Recorder, build
 from tests.unit.helpers import pod
-from tests.unit.test_runtime import CALLS, Recorder, build
 
 
 def setup(**behaviour: object) -> tuple[Framework, Cycle, list[QueuedPodInfo]]:

@@ -17,7 +17,7 @@ from shoal.sim.cluster import load_objects
 from shoal.testing.objects import make_node, make_pod
 from tests.unit.helpers import NoBinder
 
-REAL = Path(__file__).resolve().parents[1] / "data" / "real"
+REAL = Path(__file__).resolve().parents[2] / "data" / "real"
 
 
 def real_nodes() -> list[NodeSpec]:

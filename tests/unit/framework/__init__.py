@@ -1,0 +1,1 @@
+"""Unit tests of shoal.core.framework, mirroring operator/core/framework/."""

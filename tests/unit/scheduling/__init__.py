@@ -1,0 +1,1 @@
+"""Unit tests of shoal.core.scheduling, mirroring operator/core/scheduling/."""

@@ -1,0 +1,1 @@
+"""Unit tests of shoal.core.state, mirroring operator/core/state/."""
