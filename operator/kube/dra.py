@@ -1,8 +1,9 @@
-"""DynamicResources' writes (core.dra.ClaimWriter) on the API server, as kube-scheduler's PreBind
-writes them: the ``resource.kubernetes.io/delete-protection`` finalizer on a claim it allocates (a
-normal update: here a merge patch of ``metadata.finalizers``), then ``status.allocation`` and the
-pod in ``status.reservedFor`` (the status subresource). Both carry the resourceVersion the
-scheduler read, so a claim someone else allocated or reserved meanwhile is a 409, never overwritten.
+"""DynamicResources' writes (its port: plugins/dynamicresources/ports.py) on the API server, as
+kube-scheduler's PreBind writes them: the ``resource.kubernetes.io/delete-protection`` finalizer
+on a claim it allocates (a normal update: here a merge patch of ``metadata.finalizers``), then
+``status.allocation`` and the pod in ``status.reservedFor`` (the status subresource). Both carry
+the resourceVersion the scheduler read, so a claim someone else allocated or reserved meanwhile is
+a 409, never overwritten.
 """
 
 from __future__ import annotations

@@ -123,7 +123,8 @@ class NamespaceInfo:
 
 
 KIND_NAMESPACES: Kind[NamespaceInfo] = Kind(NAMESPACES, NamespaceInfo.from_dict, identity=name_of)
-# the storage kinds the volume plugins read (only the fields they read are kept: core/state/volumes.py)
+# the storage kinds the volume plugins read (only the fields they read are kept:
+# plugins/volumebinding/objects.py)
 KIND_PVS: Kind[PVInfo] = Kind(PERSISTENT_VOLUMES, PVInfo.from_dict, identity=name_of)
 KIND_PVCS: Kind[PVCInfo] = Kind(PERSISTENT_VOLUME_CLAIMS, PVCInfo.from_dict, identity=namespaced_key)
 KIND_STORAGE_CLASSES: Kind[StorageClassInfo] = Kind(
@@ -143,8 +144,8 @@ STORAGE_KINDS: tuple[Kind[Any], ...] = (
     KIND_VOLUME_ATTACHMENTS,
     KIND_CSI_DRIVERS,
 )
-# the DRA kinds the DynamicResources plugin reads (core/state/dra.py); optional: a cluster before 1.34
-# (or with resource.k8s.io/v1 off) serves none, and then no pod can use claims anyway
+# the DRA kinds the DynamicResources plugin reads (plugins/dynamicresources/objects.py); optional: a
+# cluster before 1.34 (or with resource.k8s.io/v1 off) serves none, and then no pod can use claims
 KIND_DEVICE_CLASSES: Kind[DeviceClassInfo] = Kind(
     DEVICE_CLASSES, DeviceClassInfo.from_dict, identity=name_of, optional=True
 )

@@ -1,5 +1,5 @@
-"""VolumeBinding's writes (core.volumes.VolumeWriter) on the API server, as kube-scheduler's volume
-binder writes them: a PV's ``claimRef`` for a static match, a claim's
+"""VolumeBinding's writes (its port: plugins/volumebinding/ports.py) on the API server, as
+kube-scheduler's volume binder writes them: a PV's ``claimRef`` for a static match, a claim's
 ``volume.kubernetes.io/selected-node`` for provisioning. Each is one merge patch carrying the
 resourceVersion the scheduler read (kube-scheduler sends an update of the object it read: the same
 optimistic concurrency, so a PV someone else bound meanwhile is a 409, never overwritten).

@@ -432,7 +432,7 @@ class DynamicResources:
 def claim_change_may_help(pod: PodInfo, event: ClusterEvent) -> bool:
     """The queueing hint for DRA changes (upstream's isSchedulableAfterClaimChange): a class or
     slice change may help anyone, and so may a claim that freed its devices (deleted or
-    deallocated: the event carries no object, see ``Scheduler.on_dra``); any other claim change
+    deallocated: the event carries no object, see ``DraStore.apply``); any other claim change
     helps only the pods that use that claim (created for the pod, or named by it). Another pod's
     claim being created or allocated only takes devices."""
     claim = event.obj
