@@ -34,7 +34,7 @@ kube-scheduler's semantics (pkg/scheduler/framework/plugins/volumebinding, relea
   the watch keeps, until the PV controller has bound every claim (``bindTimeoutSeconds``, 600 by
   default); a claim provisioned for another node, or a PV whose claimRef was reset, fails it.
 
-Differences, all documented in docs/architecture.md: no CSIStorageCapacity (provisioning is taken to
+Differences, all documented in docs/differences.md: no CSIStorageCapacity (provisioning is taken to
 have enough storage, and is not scored), an in-tree PV's node affinity is not derived from its zone
 labels by CSI translation.
 """

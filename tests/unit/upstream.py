@@ -5,7 +5,7 @@ plugin args, and what kube-scheduler 1.37 expects — per node ``fits`` or the F
 reasons, PreFilter / PreScore codes, normalised scores. The runners call the plugin the way the
 framework does, through its vectorised methods over the node table, and compare.
 
-A case marked ``differs: <why>`` is a deliberate difference (listed in docs/architecture.md, "Where
+A case marked ``differs: <why>`` is a deliberate difference (listed in docs/differences.md, "Where
 shoal differs from kube-scheduler on purpose"); it is run as a strict xfail, so it fails loudly the
 day shoal starts to agree with upstream and the mark can go.
 """

@@ -96,7 +96,7 @@ def _expected_filter(want: dict[str, Any]) -> dict[str, Any]:
 
 
 def _params(changes: bool = False) -> list[Any]:
-    """One per case; a ``differs`` case (a deliberate difference, docs/architecture.md) is a strict
+    """One per case; a ``differs`` case (a deliberate difference, docs/differences.md) is a strict
     xfail, so it fails loudly the day shoal agrees with upstream and the mark can go."""
     return [
         pytest.param(

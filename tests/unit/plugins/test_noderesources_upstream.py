@@ -3,7 +3,7 @@
 The cases live in ``tests/data/upstream/noderesources.yaml`` (facts and numbers from
 kubernetes/kubernetes 1.37). Each runs through the plugin's vectorised methods on a node table
 built by the cache, as in production. A case marked ``differs`` is a deliberate difference, listed
-by its tag in docs/architecture.md; it is reported as skipped with its reason.
+by its tag in docs/differences.md; it is reported as skipped with its reason.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from tests.unit.helpers import all_rows, cache_with, handle_for, scores_by_name,
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "upstream" / "noderesources.yaml"
-ARCHITECTURE = ROOT / "docs" / "architecture.md"
+DIFFERENCES = ROOT / "docs" / "differences.md"
 FILTER_NODE = "node"
 
 
@@ -156,7 +156,7 @@ def test_upstream_case(case: dict[str, Any]) -> None:
 
 def test_every_difference_is_documented() -> None:
     """A ``differs`` tag is listed under "Where shoal differs from kube-scheduler on purpose"."""
-    text = ARCHITECTURE.read_text()
+    text = DIFFERENCES.read_text()
     heading = "## Where shoal differs from kube-scheduler on purpose"
     assert heading in text
     section = text.split(heading, 1)[1].split("\n## ", 1)[0]

@@ -177,7 +177,7 @@ def test_match_label_keys_leave_an_absent_selector_matching_nothing() -> None:
 
 
 def test_differences_are_documented() -> None:
-    text = (Path(__file__).resolve().parents[3] / "docs" / "architecture.md").read_text()
+    text = (Path(__file__).resolve().parents[3] / "docs" / "differences.md").read_text()
     section = text.split("## Where shoal differs from kube-scheduler on purpose", 1)[1]
     section = " ".join(section.split("\n### PodTopologySpread\n", 1)[1].split("\n#")[0].split())
     for case in load(PLUGIN):

@@ -17,7 +17,7 @@ PLUGINS = [
     "schedulinggates",
     "helper",
 ]
-ARCHITECTURE = Path(__file__).resolve().parents[3] / "docs" / "architecture.md"
+DIFFERENCES = Path(__file__).resolve().parents[3] / "docs" / "differences.md"
 SECTION = "## Where shoal differs from kube-scheduler on purpose"
 
 
@@ -54,7 +54,7 @@ def test_cases_name_upstream_file_test_and_case(plugin: str) -> None:
 
 
 def test_differences_are_documented() -> None:
-    text = ARCHITECTURE.read_text()
+    text = DIFFERENCES.read_text()
     assert SECTION in text
     section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     for plugin in PLUGINS:

@@ -27,7 +27,7 @@ from shoal.plugins import volumerestrictions, volumezone
 from shoal.plugins.nodevolumelimits import plugin as nodevolumelimits
 from shoal.plugins.volumebinding import plugin as volumebinding
 from tests.unit.helpers import cache_with, handle_for, store_objects
-from tests.unit.plugins.test_upstream_tables import ARCHITECTURE, SECTION
+from tests.unit.plugins.test_upstream_tables import DIFFERENCES, SECTION
 from tests.unit.upstream import DATA, FITS, node_verdicts
 
 KEYS = {"upstream", "pod", "nodes", "existing_pods", "storage", "args", "expect", "differs", "note", "check"}
@@ -183,7 +183,7 @@ def _check_scores(plug: Any, state: CycleState, pod: PodInfo, table: Any, expect
 
 
 def test_tables_name_their_source_and_differences_are_documented() -> None:
-    text = ARCHITECTURE.read_text()
+    text = DIFFERENCES.read_text()
     section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     for plugin in PLUGINS:
         cases = load(plugin)
