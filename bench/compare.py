@@ -12,7 +12,7 @@ its ratios are compared, each already a side-by-side figure). Nothing of the com
 is written; this writes bench/results/compare.json and the "compare" section of
 docs/benchmarks.md.
 
-    python bench/compare.py OLD NEW [--rounds 3] [--e2e]
+    python bench/compare.py OLD NEW [--rounds 3] [--e2e [--e2e-rounds 1]]
 """
 
 from __future__ import annotations
@@ -114,7 +114,8 @@ def write_doc(payload: Mapping[str, Any]) -> None:
         f"## Side by side: {old} (old) and {new} (new)",
         "",
         f"Measured {payload['date']} by `bench/compare.py {old} {new}`: each commit's own benchmarks from a",
-        f"worktree of its own, {payload['rounds']} alternating round(s) (median per commit). The core",
+        f"worktree of its own, {payload['rounds']} alternating round(s) of bench-core and"
+        f" {payload['e2e_rounds']} of `make bench` (median per commit). The core",
         "figures are ms per scheduling cycle (lower is better); the end-to-end ones are each commit's",
         "shoal ÷ kube-scheduler ratios (`gang64_seconds` and `rss_ratio`: lower is better).",
         "",
@@ -132,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("new")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--e2e", action="store_true", help="also each commit's `make bench` (long)")
+    parser.add_argument(
+        "--e2e-rounds", type=int, default=1, help="rounds that run `make bench` too (default 1)"
+    )
     parser.add_argument("--work", type=Path, help="where the worktrees go (default: a temporary folder)")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
@@ -143,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for which in order:
             print(f"compare: round {r + 1}, {which} ({trees[which].name}): bench-core", flush=True)
             measured = run_core(trees[which])
-            if args.e2e:
+            if args.e2e and r < args.e2e_rounds:
                 print(f"compare: round {r + 1}, {which}: make bench", flush=True)
                 measured |= run_e2e(trees[which])
             runs[which].append(measured)
@@ -157,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "old": trees["old"].name,
         "bench_commit": revision(),
         "rounds": args.rounds,
+        "e2e_rounds": min(args.e2e_rounds, args.rounds) if args.e2e else 0,
         "figures": figures,
         "runs": runs,
     }
