@@ -24,10 +24,13 @@ from shoal.plugins.dynamicresources.ports import DELETE_PROTECTION
 def allocation_body(held: ResourceClaimInfo) -> dict[str, Any]:
     """``status.allocation`` for the devices shoal picked, with the configuration Reserve gathered
     and the node selector of a node-local allocation."""
-    results = [
-        {"request": r.request, "driver": r.id.driver, "pool": r.id.pool, "device": r.id.device}
-        for r in held.allocated or ()
-    ]
+    results: list[dict[str, Any]] = []
+    for r in held.allocated or ():
+        result: dict[str, Any] = {"request": r.request, "driver": r.id.driver, "pool": r.id.pool}
+        result["device"] = r.id.device
+        if r.tolerations:  # a copy of the request's, as the allocator writes it
+            result["tolerations"] = [dict(t.raw) for t in r.tolerations]
+        results.append(result)
     devices: dict[str, Any] = {"results": results}
     if held.allocation_config:
         devices["config"] = [dict(c) for c in held.allocation_config]

@@ -28,6 +28,7 @@ from shoal.kube.wire import (
     CSI_DRIVERS,
     CSI_NODES,
     DEVICE_CLASSES,
+    DEVICE_TAINT_RULES,
     LIVE_PODS_SELECTOR,
     NAMESPACES,
     NATIVE_PODGROUPS,
@@ -51,7 +52,12 @@ from shoal.kube.wire import (
     namespaced_key,
     pod_uid,
 )
-from shoal.plugins.dynamicresources.objects import DeviceClassInfo, ResourceClaimInfo, ResourceSliceInfo
+from shoal.plugins.dynamicresources.objects import (
+    DeviceClassInfo,
+    DeviceTaintRuleInfo,
+    ResourceClaimInfo,
+    ResourceSliceInfo,
+)
 from shoal.plugins.nodevolumelimits.attachments import VolumeAttachmentInfo
 from shoal.plugins.volumebinding.objects import CSIDriverInfo, CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
 
@@ -155,8 +161,18 @@ KIND_RESOURCE_SLICES: Kind[ResourceSliceInfo] = Kind(
 KIND_RESOURCE_CLAIMS: Kind[ResourceClaimInfo] = Kind(
     RESOURCE_CLAIMS, ResourceClaimInfo.from_dict, identity=namespaced_key, optional=True
 )
-#: every DRA kind, in priming order (classes and slices before the claims that use them)
-DRA_KINDS: tuple[Kind[Any], ...] = (KIND_DEVICE_CLASSES, KIND_RESOURCE_SLICES, KIND_RESOURCE_CLAIMS)
+#: DeviceTaintRules (resource.k8s.io/v1, GA in 1.37): taints added to the devices they select
+KIND_DEVICE_TAINT_RULES: Kind[DeviceTaintRuleInfo] = Kind(
+    DEVICE_TAINT_RULES, DeviceTaintRuleInfo.from_dict, identity=name_of, optional=True
+)
+#: every DRA kind, in priming order (classes, slices and the rules tainting their devices before
+#: the claims that use them)
+DRA_KINDS: tuple[Kind[Any], ...] = (
+    KIND_DEVICE_CLASSES,
+    KIND_RESOURCE_SLICES,
+    KIND_DEVICE_TAINT_RULES,
+    KIND_RESOURCE_CLAIMS,
+)
 #: what plugin packages' stores take (``Scheduler.on_object``): storage, then DRA
 STORE_KINDS: tuple[Kind[Any], ...] = (*STORAGE_KINDS, *DRA_KINDS)
 #: PodDisruptionBudgets (DefaultPreemption honours them where it can)

@@ -84,6 +84,7 @@ VOLCANO_JOBS = Resource("batch.volcano.sh", "v1alpha1", "jobs", namespaced=True)
 #: Dynamic Resource Allocation (GA since 1.34): what the DynamicResources plugin reads and writes
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses")
 RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices")
+DEVICE_TAINT_RULES = Resource("resource.k8s.io", "v1", "devicetaintrules")
 RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", namespaced=True)
 EVENTS = Resource("events.k8s.io", "v1", "events", namespaced=True)
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", namespaced=True)

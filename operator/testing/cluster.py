@@ -127,10 +127,11 @@ async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any
         plural = {
             "DeviceClass": "deviceclasses",
             "ResourceSlice": "resourceslices",
+            "DeviceTaintRule": "devicetaintrules",
             "ResourceClaim": "resourceclaims",
             "ResourceClaimTemplate": "resourceclaimtemplates",
         }[kind]
-        if kind in ("DeviceClass", "ResourceSlice"):
+        if kind in ("DeviceClass", "ResourceSlice", "DeviceTaintRule"):
             resp = await custom.create_cluster_custom_object(
                 group, version, plural, obj, _preload_content=False
             )

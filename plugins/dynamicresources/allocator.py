@@ -3,12 +3,14 @@
 As ``k8s.io/dynamic-resource-allocation/structured`` (1.37), read, not ported line by line: every
 request of every claim, in order; a request is ``exactly`` one alternative or ``firstAvailable``'s
 subrequests tried in order; a device matches when it is free (not allocated to any claim, not
-picked for this pod already) and every CEL selector of the DeviceClass and of the request accepts
-it; ``ExactCount`` takes ``count`` devices, ``All`` takes every matching device of the node's pools
-and fails when one of them is taken or none exists; ``constraints[i].matchAttribute`` makes the
-devices of its requests share the attribute's value (a device without it cannot be used). The
-search backtracks, so an earlier request does not take the one device a later one needed; it gives
-up after ``MAX_STEPS`` picks (upstream bounds it with a timeout).
+picked for this pod already), its NoSchedule and NoExecute taints are tolerated by the request
+(each result carries the request's tolerations) and every CEL selector of the DeviceClass and of
+the request accepts it; ``ExactCount`` takes ``count`` devices, ``All`` takes every matching
+device of the node's pools and fails when one of them is taken or tainted, or none exists;
+``constraints[i].matchAttribute`` makes the devices of its requests share the attribute's value
+(a device without it cannot be used). The search backtracks, so an earlier request does not take
+the one device a later one needed; it gives up after ``MAX_STEPS`` picks (upstream bounds it with
+a timeout).
 
 Selector results are memoised per (expression, device) and dropped when the device object changes
 (a slice update): a cycle over 1,000 nodes × 8 devices is dict lookups after the first.
@@ -108,9 +110,9 @@ class _Search:
         if cls is None:
             raise AllocationError(f"request {req.name}: device class {req.device_class} does not exist")
         claim = self.claims[slot.claim]
-        # a device using a feature shoal does not evaluate (taints, shared counters, multiple
-        # allocations, binding conditions) is never allocated: refusing it may leave a pod pending
-        # that kube-scheduler would place, never the reverse
+        # a device using a feature shoal does not evaluate (shared counters, multiple allocations,
+        # binding conditions) is never allocated: refusing it may leave a pod pending that
+        # kube-scheduler would place, never the reverse
         usable = (d for d in self.devices if not d.unsupported)
         return [d for d in usable if self.matcher.request_matches(claim, req, cls, d)]
 
@@ -120,16 +122,25 @@ class _Search:
         slot = self.slots[i]
         for req in slot.alternatives:
             found = self.matching(slot, req)
-            if req.mode == ALLOCATION_ALL:
-                if not found or any(self.taken(d.id) or d.id in self.used for d in found):
+            if req.mode == ALLOCATION_ALL:  # every matching device, none taken or tainted
+                if not found or any(self._unusable(req, d) for d in found):
                     continue
                 if self._take_all(i, slot, req, found):
                     return True
                 continue
-            free = [d for d in found if not self.taken(d.id) and d.id not in self.used]
+            free = [d for d in found if not self._unusable(req, d)]
             if len(free) >= req.count and self._pick(i, slot, req, free, 0, req.count):
                 return True
         return False
+
+    def _unusable(self, req: DeviceRequest, d: Device) -> bool:
+        """Allocated to a claim, picked for this pod already, or tainted (NoSchedule, NoExecute)
+        without a toleration of this request: kube's allocateDevice skips it."""
+        return (
+            self.taken(d.id)
+            or d.id in self.used
+            or (bool(d.taints) and d.blocked_for(req.tolerations) is not None)
+        )
 
     def _take_all(self, i: int, slot: _Slot, req: DeviceRequest, found: list[Device]) -> bool:
         undo: list[tuple[int, int]] = []
@@ -189,7 +200,7 @@ class _Search:
 
     def _use(self, slot: _Slot, req: DeviceRequest, d: Device) -> None:
         self.used.add(d.id)
-        self.results[slot.claim].append(AllocatedDevice(req.name, d.id))
+        self.results[slot.claim].append(AllocatedDevice(req.name, d.id, req.tolerations))
 
     def _unuse(self, slot: _Slot, d: Device) -> None:
         self.used.discard(d.id)

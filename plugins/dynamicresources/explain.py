@@ -1,6 +1,6 @@
 """``shoal explain``'s words for a DRA request: how many devices match its class's and its own
-selectors and how many of those are free, cluster-wide or on one node (DynamicResources'
-``describe`` and ``explain_nodes``)."""
+selectors, how many of those are free, and how many are kept from it by a taint it does not
+tolerate, cluster-wide or on one node (DynamicResources' ``describe`` and ``explain_nodes``)."""
 
 from __future__ import annotations
 
@@ -31,8 +31,19 @@ def node_request(
     selectors = " && ".join(f"({e})" for e in (*cls.selectors, *req.selectors))
     wanted = "all" if req.mode != ALLOCATION_EXACT_COUNT else str(req.count)
     what = f"device class {req.device_class}" + (f" where {selectors}" if selectors else "")
-    found = f"{len(matching)} of {len(devices)} devices match, {free} free, {wanted} wanted"
+    tainted = _tainted(matching, req)
+    found = f"{len(matching)} of {len(devices)} devices match, {free} free{tainted}, {wanted} wanted"
     return f"claim {claim.key}, request {req.name} ({what}): {found}"
+
+
+def _tainted(matching: Sequence[Device], req: DeviceRequest) -> str:
+    """``, 2 tainted (gpu.nvidia.com/xid=79:NoSchedule)``: the matching devices a taint the
+    request does not tolerate keeps from it, and the first such taint; "" when none."""
+    blocked = [t for d in matching if (t := d.blocked_for(req.tolerations)) is not None]
+    if not blocked:
+        return ""
+    first = blocked[0]
+    return f", {len(blocked)} tainted ({first.key}={first.value}:{first.effect}) and not tolerated"
 
 
 def describe_request(store: DraStore, matcher: Matcher, claim: ResourceClaimInfo, req: DeviceRequest) -> str:
@@ -46,11 +57,15 @@ def describe_request(store: DraStore, matcher: Matcher, claim: ResourceClaimInfo
     for s in store.slices.values():
         newest[(s.driver, s.pool)] = max(newest.get((s.driver, s.pool), s.generation), s.generation)
     devices = [
-        d for s in store.slices.values() if s.generation == newest[(s.driver, s.pool)] for d in s.devices
+        d
+        for s in store.slices.values()
+        if s.generation == newest[(s.driver, s.pool)]
+        for d in store.devices_of(s)
     ]
     try:
         matching = [d for d in devices if not d.unsupported and matcher.request_matches(claim, req, cls, d)]
     except AllocationError as exc:
         return f"{what}): {exc}"
     free = sum(1 for d in matching if store.taken_by(d.id) is None)
-    return f"{what}): {len(matching)} of {len(devices)} devices match, {free} of them free"
+    found = f"{len(matching)} of {len(devices)} devices match, {free} of them free{_tainted(matching, req)}"
+    return f"{what}): {found}"

@@ -1,5 +1,6 @@
-"""Dynamic Resource Allocation (``resource.k8s.io/v1``): typed views of DeviceClasses, ResourceSlices
-and ResourceClaims, as the informer and the simulator decode them.
+"""Dynamic Resource Allocation (``resource.k8s.io/v1``): typed views of DeviceClasses, ResourceSlices,
+ResourceClaims and DeviceTaintRules, as the informer and the simulator decode them, and the rule by
+which a request's tolerations let it use a tainted device.
 
 Why parsed once: DynamicResources looks devices up for every node of every cycle; parsing slices
 when the watch delivers them keeps the cycle to lookups. A malformed field never raises out of
@@ -34,6 +35,58 @@ class DeviceId(NamedTuple):
         return f"{self.driver}/{self.pool}/{self.device}"
 
 
+#: the taint effects that keep a device from new allocations (``None`` and any unknown effect are
+#: informational: the API says consumers treat an unknown effect as ``None``)
+BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaint:
+    """A device's taint (``spec.devices[].taints[]``, or a DeviceTaintRule's ``spec.taint``)."""
+
+    key: str
+    value: str = ""
+    effect: str = ""
+
+    @classmethod
+    def from_dict(cls, raw: JSON) -> DeviceTaint:
+        return cls(str(raw.get("key") or ""), str(raw.get("value") or ""), str(raw.get("effect") or ""))
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceToleration:
+    """A request's toleration; ``raw`` is copied into the allocation result as the API wrote it
+    (the device-taint eviction controller reads that copy)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+    raw: JSON = field(default_factory=dict, compare=False, hash=False)
+
+    def tolerates(self, taint: DeviceTaint) -> bool:
+        """kube's ``ToleratesTaint``: an empty effect matches every effect and an empty key every
+        key; ``Exists`` matches any value, ``Equal`` (the default) the same value; a NoSchedule
+        toleration does not tolerate a NoExecute taint."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return self.operator == "Exists"
+
+    @classmethod
+    def from_dict(cls, raw: JSON) -> DeviceToleration:
+        return cls(
+            key=str(raw.get("key") or ""),
+            operator=str(raw.get("operator") or "Equal"),
+            value=str(raw.get("value") or ""),
+            effect=str(raw.get("effect") or ""),
+            raw=dict(raw),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Device:
     """One device of a slice. ``attributes`` and ``capacity`` are keyed by fully qualified name
@@ -45,6 +98,17 @@ class Device:
     capacity: Mapping[str, int]
     #: why shoal never allocates this device ("" if it may): a feature it does not evaluate yet
     unsupported: str = ""
+    #: the driver's taints, then those of the DeviceTaintRules that select the device
+    taints: tuple[DeviceTaint, ...] = ()
+
+    def blocked_for(self, tolerations: tuple[DeviceToleration, ...]) -> DeviceTaint | None:
+        """The first taint that keeps this device from a request with ``tolerations`` (a
+        NoSchedule or NoExecute taint none of them tolerates), or None (kube's
+        ``taintPreventsAllocation``)."""
+        for taint in self.taints:
+            if taint.effect in BLOCKING_EFFECTS and not any(t.tolerates(taint) for t in tolerations):
+                return taint
+        return None
 
 
 def qualify(driver: str, name: str) -> str:
@@ -75,9 +139,10 @@ def _device(driver: str, pool: str, raw: JSON, problems: dict[str, str]) -> Devi
             capacity[qualify(driver, str(key))] = int(parse_quantity(str(value)))
         except QuantityError as exc:
             problems[f"devices[{name}].capacity[{key}]"] = str(exc)
-    fields = ("taints", "consumesCounters", "allowMultipleAllocations", "bindingConditions")
+    fields = ("consumesCounters", "allowMultipleAllocations", "bindingConditions")
     skipped = [f for f in fields if raw.get(f)]
-    return Device(DeviceId(driver, pool, name), attributes, capacity, ", ".join(skipped))
+    taints = tuple(DeviceTaint.from_dict(t) for t in raw.get("taints") or () if isinstance(t, Mapping))
+    return Device(DeviceId(driver, pool, name), attributes, capacity, ", ".join(skipped), taints)
 
 
 @dataclass(slots=True)
@@ -176,6 +241,7 @@ class DeviceRequest:
     count: int = 1
     #: the fields of this request shoal does not evaluate yet ("" if none)
     unsupported: str = ""
+    tolerations: tuple[DeviceToleration, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +261,8 @@ class AllocatedDevice:
 
     request: str
     id: DeviceId
+    #: the request's tolerations when the device was allocated (``results[].tolerations``)
+    tolerations: tuple[DeviceToleration, ...] = ()
 
 
 def _request(raw: JSON, prefix: str = "") -> DeviceRequest:
@@ -208,8 +276,13 @@ def _request(raw: JSON, prefix: str = "") -> DeviceRequest:
         selectors=_cel_selectors(exactly.get("selectors")),
         mode=mode,
         count=int(count) if isinstance(count, int) and mode == ALLOCATION_EXACT_COUNT else 1,
-        unsupported=", ".join(f for f in ("adminAccess", "tolerations", "capacity") if exactly.get(f)),
+        unsupported=", ".join(f for f in ("adminAccess", "capacity") if exactly.get(f)),
+        tolerations=_tolerations(exactly.get("tolerations")),
     )
+
+
+def _tolerations(items: Any) -> tuple[DeviceToleration, ...]:
+    return tuple(DeviceToleration.from_dict(t) for t in items or () if isinstance(t, Mapping))
 
 
 @dataclass(slots=True)
@@ -298,6 +371,7 @@ def _allocated(allocation: JSON) -> tuple[AllocatedDevice, ...]:
         AllocatedDevice(
             str(r.get("request") or ""),
             DeviceId(str(r.get("driver")), str(r.get("pool")), str(r.get("device"))),
+            _tolerations(r.get("tolerations")),
         )
         for r in results
         if isinstance(r, Mapping)
@@ -317,10 +391,56 @@ def _allocated_on(allocation: JSON) -> tuple[str, tuple[SelectorTerm, ...]]:
     return "", terms
 
 
-DraObject = DeviceClassInfo | ResourceSliceInfo | ResourceClaimInfo
+@dataclass(frozen=True, slots=True)
+class DeviceTaintRuleInfo:
+    """A DeviceTaintRule (``resource.k8s.io/v1``): its taint goes onto every device its selector
+    picks, after the driver's own taints (a rule never removes or overrides one). The selector's
+    fields must all match, by exact name; no selector selects nothing, an empty one everything
+    (kube's ResourceSlice tracker)."""
+
+    name: str
+    taint: DeviceTaint | None = None
+    #: False: no ``spec.deviceSelector`` (the rule selects no device)
+    has_selector: bool = False
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+
+    def selects(self, driver: str, pool: str, device: str) -> bool:
+        return (
+            self.has_selector
+            and self.taint is not None
+            and (self.driver is None or self.driver == driver)
+            and (self.pool is None or self.pool == pool)
+            and (self.device is None or self.device == device)
+        )
+
+    @classmethod
+    def from_dict(cls, obj: JSON) -> DeviceTaintRuleInfo:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        selector = spec.get("deviceSelector")
+        taint = spec.get("taint")
+
+        def field_of(key: str) -> str | None:
+            value = selector.get(key) if isinstance(selector, Mapping) else None
+            return str(value) if value is not None else None
+
+        return cls(
+            name=str(meta.get("name") or ""),
+            taint=DeviceTaint.from_dict(taint) if isinstance(taint, Mapping) else None,
+            has_selector=isinstance(selector, Mapping),
+            driver=field_of("driver"),
+            pool=field_of("pool"),
+            device=field_of("device"),
+        )
+
+
+DraObject = DeviceClassInfo | ResourceSliceInfo | ResourceClaimInfo | DeviceTaintRuleInfo
 
 DRA_DECODERS: dict[str, Callable[[JSON], DraObject]] = {
     "DeviceClass": DeviceClassInfo.from_dict,
     "ResourceSlice": ResourceSliceInfo.from_dict,
     "ResourceClaim": ResourceClaimInfo.from_dict,
+    "DeviceTaintRule": DeviceTaintRuleInfo.from_dict,
 }

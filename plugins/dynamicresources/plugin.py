@@ -269,7 +269,8 @@ class DynamicResources:
                     memo[id(d)] = hit
                 if hit[1]:
                     matched += 1
-                    free += d.id not in taken
+                    # free: allocated to no claim, and no taint it does not tolerate keeps it out
+                    free += d.id not in taken and (not d.taints or d.blocked_for(req.tolerations) is None)
                     if free >= req.count:
                         break
             failed[row] = free < req.count

@@ -11,7 +11,7 @@ driver publishes) read it as well.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from shoal.core.framework.interfaces import ClusterEvent, EventKind
@@ -19,6 +19,7 @@ from shoal.plugins.dynamicresources.objects import (
     Device,
     DeviceClassInfo,
     DeviceId,
+    DeviceTaintRuleInfo,
     DraObject,
     ResourceClaimInfo,
     ResourceSliceInfo,
@@ -30,7 +31,12 @@ class DraStore:
     """DeviceClasses and slices by name, claims by ``namespace/name``; the devices taken."""
 
     #: the objects it takes (core/framework/interfaces.py: Store)
-    kinds: ClassVar[tuple[type, ...]] = (DeviceClassInfo, ResourceSliceInfo, ResourceClaimInfo)
+    kinds: ClassVar[tuple[type, ...]] = (
+        DeviceClassInfo,
+        ResourceSliceInfo,
+        ResourceClaimInfo,
+        DeviceTaintRuleInfo,
+    )
 
     classes: dict[str, DeviceClassInfo] = field(default_factory=dict)
     slices: dict[str, ResourceSliceInfo] = field(default_factory=dict)
@@ -49,6 +55,10 @@ class DraStore:
     devices_version: int = 0
     #: bumped whenever a device is taken or released (what per-node "free" caches are keyed on)
     taken_version: int = 0
+    #: DeviceTaintRules by name: their taints are added to the devices they select
+    rules: dict[str, DeviceTaintRuleInfo] = field(default_factory=dict)
+    #: slice name -> (the slice, its devices with the rules' taints added), while the rules last
+    _patched: dict[str, tuple[ResourceSliceInfo, tuple[Device, ...]]] = field(default_factory=dict)
 
     def apply(self, obj: Any, deleted: bool = False) -> ClusterEvent | None:
         """Record (or forget, when ``deleted``) one object; the cluster event the change is. A
@@ -70,12 +80,18 @@ class DraStore:
             self.classes.pop(obj.name, None)
             if not deleted:
                 self.classes[obj.name] = obj
+        elif isinstance(obj, DeviceTaintRuleInfo):
+            self.rules.pop(obj.name, None)
+            if not deleted:
+                self.rules[obj.name] = obj
+            self._patched.clear()
         elif isinstance(obj, ResourceSliceInfo):
             self._apply_slice(obj, deleted)
         else:
             self._apply_claim(obj, deleted)
 
     def _apply_slice(self, obj: ResourceSliceInfo, deleted: bool) -> None:
+        self._patched.pop(obj.name, None)
         old = self.slices.pop(obj.name, None)
         if old is not None:
             self._by_node.get(old.node_name, set()).discard(old.name)
@@ -153,6 +169,18 @@ class DraStore:
             if s.available_on(node, labels):
                 yield s
 
+    def devices_of(self, s: ResourceSliceInfo) -> tuple[Device, ...]:
+        """The slice's devices, each with the taints of the DeviceTaintRules that select it added
+        after its own (the devices the allocator sees, as kube's patched slices)."""
+        if not self.rules:
+            return s.devices
+        hit = self._patched.get(s.name)
+        if hit is None or hit[0] is not s:
+            rules = [r for r in self.rules.values() if r.taint is not None]
+            devices = tuple(_patched(d, rules) for d in s.devices)
+            hit = self._patched[s.name] = (s, devices)
+        return hit[1]
+
     def devices_for(self, node: str, labels: Mapping[str, str]) -> Iterator[Device]:
         """Every device ``node`` can reach (free or not), newest pool generation only."""
         newest: dict[tuple[str, str], int] = {}
@@ -162,7 +190,7 @@ class DraStore:
             newest[key] = max(newest.get(key, s.generation), s.generation)
         for s in found:
             if s.generation == newest[(s.driver, s.pool)]:
-                yield from s.devices
+                yield from self.devices_of(s)
 
     def node_slice_names(self) -> set[str]:
         """Nodes that have slices of their own (what a plugin may skip the rest for)."""
@@ -171,3 +199,8 @@ class DraStore:
     @property
     def has_shared(self) -> bool:
         return bool(self._shared)
+
+
+def _patched(device: Device, rules: list[DeviceTaintRuleInfo]) -> Device:
+    taints = tuple(r.taint for r in rules if r.taint is not None and r.selects(*device.id))
+    return replace(device, taints=device.taints + taints) if taints else device

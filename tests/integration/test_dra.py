@@ -485,3 +485,152 @@ async def test_first_available_prefers_the_first_choice_as_kube_scheduler_does(
     shoal = await first_available_run(clean, sched)
     await clear_slices(custom)
     assert kube == shoal == ["gpu-h100"] * 4
+
+
+def tainted_slice(node: str, run: str, taints: list[list[dict[str, str]]]) -> dict[str, Any]:
+    """A node's GPUs as NVIDIA's driver publishes them, each with its own taints (the driver's
+    health checks taint a GPU ``gpu.nvidia.com/xid`` on a fatal XID, ``.../unmonitored`` with
+    effect None when it cannot watch it)."""
+    body = gpu_slice(node, run)
+    body["spec"]["devices"] = body["spec"]["devices"][: len(taints)]
+    for device, own in zip(body["spec"]["devices"], taints, strict=True):
+        if own:
+            device["taints"] = own
+    return body
+
+
+async def taints_run(api: client.ApiClient, scheduler: str) -> dict[str, tuple[str, list[Any]]]:
+    """Three pods whose claim tolerates nothing, then two whose claim tolerates the maintenance
+    taint a DeviceTaintRule puts on node t2's GPUs: pod -> (node or "", its claim's allocation
+    results as (device, tolerations)). t1's gpu-0 has a NoSchedule XID taint, its gpu-1 only an
+    informational (None) taint; both of t2's GPUs carry the rule's NoExecute taint."""
+    core: Any = client.CoreV1Api(api)
+    custom: Any = client.CustomObjectsApi(api)
+    ns = f"taints-{uuid.uuid4().hex[:6]}"
+    await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    tolerate = [{"key": "example.com/maintenance", "operator": "Exists", "effect": "NoExecute"}]
+    for name, tolerations in (("plain", None), ("tolerant", tolerate)):
+        exactly: dict[str, Any] = {"deviceClassName": GPU}
+        if tolerations:
+            exactly["tolerations"] = tolerations
+        template = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}},
+        }
+        await custom.create_namespaced_custom_object(GROUP, VERSION, ns, "resourceclaimtemplates", template)
+    plain = [f"plain-{i}" for i in range(3)]
+    await create_many(api, [gpu_pod(n, ns, scheduler, "plain") for n in plain])
+
+    async def settled_plain() -> list[dict[str, Any]] | None:
+        pods = await list_all(core.list_namespaced_pod, ns)
+        bound = [p for p in pods if p["spec"].get("nodeName")]
+        refused = [
+            p
+            for p in pods
+            if any(
+                c.get("type") == "PodScheduled"
+                and c.get("reason") == "Unschedulable"
+                and "cannot allocate all claims" in (c.get("message") or "")
+                for c in (p.get("status") or {}).get("conditions") or ()
+            )
+        ]
+        return pods if len(bound) == 1 and len(refused) == 2 else None
+
+    await wait_for(settled_plain, 90, what=f"{scheduler}: one plain pod bound, two refused")
+    tolerant = [f"tolerant-{i}" for i in range(2)]
+    await create_many(api, [gpu_pod(n, ns, scheduler, "tolerant") for n in tolerant])
+
+    async def tolerant_bound() -> list[dict[str, Any]] | None:
+        pods = await list_all(core.list_namespaced_pod, ns)
+        bound = [
+            p for p in pods if p["metadata"]["name"].startswith("tolerant") and p["spec"].get("nodeName")
+        ]
+        return pods if len(bound) == 2 else None
+
+    pods = await wait_for(tolerant_bound, 90, what=f"{scheduler}: both tolerant pods bound")
+
+    async def allocated() -> list[dict[str, Any]] | None:
+        claims = await list_all(custom.list_namespaced_custom_object, GROUP, VERSION, ns, "resourceclaims")
+        done = [c for c in claims if (c.get("status") or {}).get("allocation")]
+        return claims if len(done) == 3 else None
+
+    claims = await wait_for(allocated, 60, what=f"{scheduler}: three claims' allocations written")
+    owner = {
+        o["name"]: c
+        for c in claims
+        for o in c["metadata"].get("ownerReferences") or ()
+        if o.get("kind") == "Pod"
+    }
+    out: dict[str, tuple[str, list[Any]]] = {}
+    for p in pods:
+        name = p["metadata"]["name"]
+        results = (
+            ((owner[name].get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])
+        )
+        out[name] = (
+            p["spec"].get("nodeName") or "",
+            sorted((r["pool"], r.get("tolerations") or []) for r in results),
+        )
+    await core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+    return out
+
+
+async def test_device_taints_and_tolerations_as_kube_scheduler_allocates_them(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    operator: OperatorProcess,
+    claim_controller: KubeControllerManagerProcess,
+    tmp_path: Path,
+) -> None:
+    """KEP-5055 (GA in 1.37): a GPU with an untolerated NoSchedule taint is not allocated, one with
+    an informational taint is; a DeviceTaintRule's NoExecute taint keeps t2's GPUs from claims
+    that do not tolerate it, and a claim that tolerates it gets one, its tolerations copied into
+    the allocation. kube-scheduler 1.37.2 and shoal, same objects: the same outcome."""
+    custom: Any = client.CustomObjectsApi(clean)
+    await ensure_class(custom)
+    await create_many(clean, [make_node(n, gpus=0) for n in ("t1", "t2")])
+    xid = {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}
+    unmonitored = {"key": "gpu.nvidia.com/unmonitored", "value": "", "effect": "None"}
+    rule_name = f"maintenance-{uuid.uuid4().hex[:6]}"
+    rule: dict[str, Any] = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": rule_name},
+        "spec": {
+            "deviceSelector": {"driver": GPU, "pool": "t2"},
+            "taint": {"key": "example.com/maintenance", "value": "true", "effect": "NoExecute"},
+        },
+    }
+    outcomes: dict[str, dict[str, tuple[str, list[Any]]]] = {}
+    for scheduler in ("default-scheduler", "shoal"):
+        run = uuid.uuid4().hex[:6]
+        await clear_slices(custom)
+        await custom.create_cluster_custom_object(
+            GROUP, VERSION, "resourceslices", tainted_slice("t1", run, [[xid], [unmonitored]])
+        )
+        await custom.create_cluster_custom_object(
+            GROUP, VERSION, "resourceslices", tainted_slice("t2", run, [[], []])
+        )
+        await custom.create_cluster_custom_object(GROUP, VERSION, "devicetaintrules", rule)
+        try:
+            if scheduler == "default-scheduler":
+                with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
+                    outcomes[scheduler] = await taints_run(clean, scheduler)
+            else:
+                name = f"taints-{run}"
+                await create(clean, make_profile(name, {**DEFAULT_PROFILE_SPEC}, scheduler_name=name))
+                outcomes[scheduler] = await taints_run(clean, name)
+        finally:
+            await custom.delete_cluster_custom_object(GROUP, VERSION, "devicetaintrules", rule_name)
+    await clear_slices(custom)
+    kube, shoal = outcomes["default-scheduler"], outcomes["shoal"]
+    tolerated = [{"key": "example.com/maintenance", "operator": "Exists", "effect": "NoExecute"}]
+    for got in (kube, shoal):
+        plain = sorted(v for k, v in got.items() if k.startswith("plain"))
+        assert plain == [("", []), ("", []), ("t1", [("t1", [])])], got  # gpu-1: only informational
+        assert (
+            sorted(v for k, v in got.items() if k.startswith("tolerant")) == [("t2", [("t2", tolerated)])] * 2
+        )
+    assert kube == shoal

@@ -18,6 +18,7 @@ from shoal.core.framework.cyclestate import CycleState
 from shoal.core.scheduling.schedule_one import schedule_pod
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Code
+from shoal.plugins.dynamicresources.objects import DRA_DECODERS
 from shoal.plugins.dynamicresources.plugin import DynamicResources
 from shoal.plugins.dynamicresources.store import DraStore
 from shoal.sim.cluster import InMemoryCluster, Simulation
@@ -331,6 +332,37 @@ def test_what_shoal_does_not_evaluate_is_refused_or_left_alone_never_guessed() -
     tainted["spec"]["devices"][0]["taints"] = [{"key": "broken", "effect": "NoSchedule"}]
     _, out = run(node("n1"), device_class(), tainted, claim("c"), user("p", "c"))
     assert out["uid-p"].node is None and "cannot allocate all claims" in out["uid-p"].message
+
+
+def test_a_taint_rule_keeps_devices_from_untolerating_claims_until_it_goes() -> None:
+    """A DeviceTaintRule's NoExecute taint on n1's GPUs: a claim that does not tolerate it waits
+    (``shoal explain`` names the taint), one that tolerates it is allocated with its tolerations
+    in the result; deleting the rule retries the waiting pod, which is then placed."""
+    rule = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "maintenance"},
+        "spec": {
+            "deviceSelector": {"driver": GPU, "pool": "n1"},
+            "taint": {"key": "example.com/maintenance", "value": "true", "effect": "NoExecute"},
+        },
+    }
+    tolerant = claim("t")
+    toleration = {"key": "example.com/maintenance", "operator": "Exists", "effect": "NoExecute"}
+    tolerant["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = [toleration]
+    sim = Simulation(InMemoryCluster([node("n1"), device_class(), node_slice("n1", 2), rule]))
+    for obj in (claim("c"), user("p", "c"), tolerant, user("q", "t")):
+        sim.submit(obj)
+    out = sim.run_sync()
+    assert out["uid-p"].node is None and "cannot allocate all claims" in out["uid-p"].message
+    assert out["uid-q"].node == "n1"
+    held = sim.scheduler.cache.store(DraStore).claims["default/t"].allocated or ()
+    assert [dict(t.raw) for t in held[0].tolerations] == [toleration]
+    pending = PodInfo.from_dict(sim.cluster.pods["uid-p"])
+    notes = sim.scheduler.explain(pending).notes["n1"]["DynamicResources"]
+    assert "2 tainted (example.com/maintenance=true:NoExecute) and not tolerated" in notes
+    sim.scheduler.on_object(DRA_DECODERS["DeviceTaintRule"](rule), deleted=True)
+    assert sim.run_sync()["uid-p"].node == "n1"
 
 
 def gang_member(name: str, claim_name: str, group: str) -> dict[str, Any]:

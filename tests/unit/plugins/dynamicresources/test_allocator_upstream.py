@@ -1,0 +1,179 @@
+"""The structured allocator's table (tests/data/upstream/allocator.yaml): device taints and the
+tolerations that let a request use a tainted device, and kube-scheduler's ResourceSlice tracker
+cases for DeviceTaintRules, run through DynamicResources' store and allocator, and the taint
+results through the allocation PreBind writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from shoal.kube.dra import allocation_body
+from shoal.plugins.dynamicresources.allocator import Matcher, allocate
+from shoal.plugins.dynamicresources.objects import (
+    DeviceClassInfo,
+    DeviceTaint,
+    DeviceTaintRuleInfo,
+    DeviceToleration,
+    ResourceClaimInfo,
+    ResourceSliceInfo,
+)
+from shoal.plugins.dynamicresources.store import DraStore
+from tests.unit.upstream import DATA
+
+DOC = yaml.safe_load((DATA / "allocator.yaml").read_text())
+TAINTS: dict[str, dict[str, str]] = DOC["taints"]
+TOLERATIONS: dict[str, dict[str, str]] = DOC["tolerations"]
+RULE_TAINT = {"key": "example.com/taint", "value": "tainted", "effect": "NoExecute"}
+
+
+def named(items: list[Any], table: dict[str, dict[str, str]]) -> list[dict[str, str]]:
+    """Upstream's short names (``NS``, ``tNE``) as API dicts; a dict stays as written."""
+    return [dict(table[i]) if isinstance(i, str) else dict(i) for i in items]
+
+
+def expand_tolerations(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def fix(raw: dict[str, Any]) -> dict[str, Any]:
+        out = dict(raw)
+        if "tolerations" in out:
+            out["tolerations"] = named(out["tolerations"], TOLERATIONS)
+        return out
+
+    result = []
+    for r in requests:
+        r = dict(r)
+        if "exactly" in r:
+            r["exactly"] = fix(r["exactly"])
+        if "firstAvailable" in r:
+            r["firstAvailable"] = [fix(s) for s in r["firstAvailable"]]
+        result.append(r)
+    return result
+
+
+def device_class(name: str, driver: str) -> DeviceClassInfo:
+    selector = {"cel": {"expression": f'device.driver == "{driver}"'}}
+    return DeviceClassInfo.from_dict({"metadata": {"name": name}, "spec": {"selectors": [selector]}})
+
+
+def rule(i: int, spec: dict[str, Any], taint: dict[str, str]) -> DeviceTaintRuleInfo:
+    return DeviceTaintRuleInfo.from_dict(
+        {"metadata": {"name": f"rule-{i}"}, "spec": {"taint": taint, **spec}}
+    )
+
+
+def allocation_params() -> list[Any]:
+    return [pytest.param(c, id=c["upstream"].split(": ", 1)[1]) for c in DOC["cases"]]
+
+
+@pytest.mark.parametrize("case", allocation_params())
+def test_allocator_case(case: dict[str, Any]) -> None:
+    store = DraStore()
+    for cls in (device_class("class-a", "driver-a"), device_class("class-b", "driver-b")):
+        store.apply(cls)
+    devices = [
+        {"name": d["name"], **({"taints": named(d["taints"], TAINTS)} if d.get("taints") else {})}
+        for d in case["devices"]
+    ]
+    slice_spec = {"driver": "driver-a", "nodeName": "node-1", "pool": {"name": "pool-1", "generation": 1}}
+    store.apply(
+        ResourceSliceInfo.from_dict(
+            {"metadata": {"name": "slice-1"}, "spec": {**slice_spec, "devices": devices}}
+        )
+    )
+    for i, spec in enumerate(case.get("rules") or ()):
+        store.apply(rule(i, {k: v for k, v in spec.items() if k != "taint"}, spec["taint"]))
+    claim = ResourceClaimInfo.from_dict(
+        {
+            "metadata": {"name": "claim-0", "namespace": "default"},
+            "spec": {"devices": {"requests": expand_tolerations(case["claim"])}},
+        }
+    )
+    taken = {f"driver-a/pool-1/{name}" for name in case.get("taken") or ()}
+    found = allocate(
+        [claim],
+        list(store.devices_for("node-1", {})),
+        store.classes,
+        lambda d: str(d) in taken,
+        Matcher(),
+    )
+    if case["expect"] is None:
+        assert found is None
+        return
+    assert found is not None
+    (results,) = found
+    got = [
+        {"request": r.request, "device": r.id.device, "tolerations": [dict(t.raw) for t in r.tolerations]}
+        for r in results
+    ]
+    want = [{**e, "tolerations": named(e["tolerations"], TOLERATIONS)} for e in case["expect"]]
+    assert got == want
+    # PreBind writes the request's tolerations into each result, as the allocator does
+    held = ResourceClaimInfo.from_dict({"metadata": {"name": "claim-0"}})
+    held.allocated = results
+    body = allocation_body(held)["devices"]["results"]
+    assert [r.get("tolerations", []) for r in body] == [w["tolerations"] for w in want]
+
+
+def tracker_params() -> list[Any]:
+    return [pytest.param(c, id=c["upstream"].split(": ", 1)[1]) for c in DOC["tracker"]]
+
+
+@pytest.mark.parametrize("case", tracker_params())
+def test_tracker_case(case: dict[str, Any]) -> None:
+    store = DraStore()
+    own = case.get("own") or {}
+    slices = {
+        "s1": ("driver1", "pool-1", "device-1"),
+        "s2": ("driver2", "pool-2", "device-2"),
+    }
+    made = []
+    for name in case.get("slices") or ("s1", "s2"):
+        driver, pool, device = slices[name]
+        raw_device: dict[str, Any] = {"name": device}
+        if own.get(f"{driver}/{pool}/{device}"):
+            raw_device["taints"] = own[f"{driver}/{pool}/{device}"]
+        spec = {"driver": driver, "allNodes": True, "pool": {"name": pool, "generation": 1}}
+        made.append(
+            ResourceSliceInfo.from_dict(
+                {"metadata": {"name": name}, "spec": {**spec, "devices": [raw_device]}}
+            )
+        )
+    rules = [rule(i, spec, RULE_TAINT) for i, spec in enumerate(case["rules"])]
+    for r in rules:
+        store.apply(r)
+    for s in made:
+        store.apply(s)
+    if "update" in case:  # the rules replaced: updated in place, or deleted
+        for i, r in enumerate(rules):
+            if i < len(case["update"]):
+                store.apply(rule(i, case["update"][i], RULE_TAINT))
+            else:
+                store.apply(r, deleted=True)
+    got = {str(d.id): list(d.taints) for s in made for d in store.devices_of(store.slices[s.name])}
+    want = {
+        key: [DeviceTaint.from_dict(RULE_TAINT if t == "T" else t) for t in taints]
+        for key, taints in case["taints"].items()
+    }
+    assert got == want
+
+
+def test_toleration_matching_as_kube_tolerates_taint() -> None:
+    """resourceclaim/devicetoleration_test.go's cases: Exists with the same key and effect (with or
+    without a value), an empty key with Exists, Equal with the same value tolerate; Equal with
+    another value, or another effect (NoSchedule against NoExecute), do not."""
+    ns = DeviceTaint("foo", "bar", "NoSchedule")
+    no_value = DeviceTaint("foo", "", "NoSchedule")
+
+    def tol(**kw: str) -> DeviceToleration:
+        return DeviceToleration.from_dict(kw)
+
+    assert tol(key="foo", operator="Exists", effect="NoSchedule").tolerates(ns)
+    assert tol(key="foo", operator="Exists", effect="NoSchedule").tolerates(no_value)
+    assert tol(operator="Exists").tolerates(ns)
+    assert tol(key="foo", operator="Equal", value="bar", effect="NoSchedule").tolerates(ns)
+    assert tol(key="foo", value="bar").tolerates(ns)  # Equal is the default, every effect
+    assert not tol(key="foo", operator="Equal", value="baz", effect="NoSchedule").tolerates(ns)
+    assert not tol(key="foo", operator="Equal", value="bar", effect="NoExecute").tolerates(ns)
+    assert not tol(key="other", operator="Exists").tolerates(ns)
