@@ -26,7 +26,7 @@ from typing import Any
 # of sys.path, so `bench` is found and the checkout's operator/ never shadows the standard library.
 if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parents[1]))
-from bench.report import revision, write_section
+from bench.report import revision, write_section, write_summary
 from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
 
@@ -184,6 +184,7 @@ def main() -> int:
         RESULTS.parent.mkdir(exist_ok=True)
         RESULTS.write_text(json.dumps(payload, indent=2) + "\n")
         write_doc(results, meta)
+        write_summary()
         print(f"bench-core: wrote {RESULTS.relative_to(HERE.parent)} and docs/benchmarks.md")
     return 0
 

@@ -66,7 +66,7 @@ from bench.e2e_schedulers import (
 )
 from bench.e2e_workloads import CONSTRAINED, workload_node, workload_pod
 from bench.profiles import Profiler, write_profiles
-from bench.report import DOC, revision
+from bench.report import DOC, revision, write_summary
 from shoal.kube.informer import stream
 from shoal.kube.kinds import KIND_PODS
 from shoal.kube.listing import list_objects
@@ -819,6 +819,7 @@ async def main_async(args: argparse.Namespace) -> int:
         RESULTS.parent.mkdir(exist_ok=True)
         RESULTS.write_text(json.dumps({**summary, "results": results}, indent=2, default=str) + "\n")
         write_doc(results, summary, plot(results), settle_s=SETTLE_S)
+        write_summary()
         print(f"bench: wrote {RESULTS.relative_to(ROOT)} and docs/benchmarks.md")
     return 0
 

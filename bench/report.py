@@ -3,8 +3,10 @@ result names the commit it ran on (:func:`revision`)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -46,3 +48,74 @@ def write_section(name: str, by: str, lines: list[str], *, first: bool = False, 
         text = text.rstrip() + "\n\n" + section + "\n"
     doc.parent.mkdir(exist_ok=True)
     doc.write_text(text)
+
+
+#: the figures of the summary table: (results file, key, what it is, better when)
+HEADLINES: tuple[tuple[str, str, str, str], ...] = (
+    ("e2e", "basic_ratio", "pods/s, shoal ÷ kube-scheduler (1,000 nodes, 5,000 pods)", "higher"),
+    ("e2e", "antiaffinity_ratio", "pods/s ratio, scheduler_perf's pod anti-affinity workload", "higher"),
+    ("e2e", "affinity_ratio", "pods/s ratio, scheduler_perf's pod affinity workload", "higher"),
+    ("e2e", "spread_ratio", "pods/s ratio, scheduler_perf's topology spreading workload", "higher"),
+    (
+        "e2e",
+        "topology_pods_per_s_ratio",
+        "pods/s ratio, gangs required in one clique / rack / block",
+        "higher",
+    ),
+    ("e2e", "preemption_ratio", "pods/s ratio, scheduler_perf's PreemptionBasic", "higher"),
+    ("e2e", "dra_ratio", "pods/s ratio, one-GPU claims from a template", "higher"),
+    ("e2e", "backlog_ratio", "pods/s ratio, 5,000 pods waiting before the scheduler starts", "higher"),
+    (
+        "e2e",
+        "ceiling_fraction",
+        "backlog pods/s, shoal ÷ a scheduler that only binds (the API's ceiling)",
+        "higher",
+    ),
+    (
+        "e2e",
+        "packing_ratio",
+        "GPUs allocated before the first 8-GPU pod fails, shoal ÷ kube-scheduler",
+        "higher",
+    ),
+    ("e2e", "gang64_seconds", "seconds from a 64-pod gang's last member created to all bound", "lower"),
+    ("e2e", "rss_ratio", "peak RSS, shoal ÷ kube-scheduler", "lower"),
+    ("core", "median_ms_5000", "ms per scheduling cycle, 5,000 nodes, no API server", "lower"),
+    ("core", "median_ms_15000", "ms per scheduling cycle, 15,000 nodes, no API server", "lower"),
+)
+
+
+def write_summary(results: Path = ROOT / "bench" / "results", doc: Path = DOC) -> None:
+    """The top of docs/benchmarks.md: the headline figures of the latest recorded runs in one table,
+    each with the date and commit it ran on (from bench/results/*.json)."""
+
+    def load(name: str) -> dict[str, Any]:
+        path = results / f"{name}.json"
+        data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+        return data
+
+    runs = {name: load(name) for name in ("e2e", "core")}
+    rows = []
+    for source, key, what, better in HEADLINES:
+        data = runs[source]
+        meta = data.get("meta") or data
+        if key not in data:
+            continue
+        rows.append(
+            f"| {what} | **{float(data[key]):.2f}** | {better} | {meta.get('date', '?')}, "
+            f"`{meta.get('commit', 'unrecorded')}` |"
+        )
+    e2e = runs["e2e"]
+    lines = [
+        "## Latest recorded run",
+        "",
+        f"On {e2e.get('machine', 'this machine')}; kube-scheduler and the control plane "
+        f"{e2e.get('kube_version', '?')}, built from Go modules. Ratios are shoal ÷ kube-scheduler on the same",
+        "objects in the same run (the machine is shared: ratios, not absolute figures, carry over). Each",
+        "figure names the commit it ran on; the sections below give every scenario, and the history",
+        "after them the runs before.",
+        "",
+        "| figure | value | better | run |",
+        "|---|---:|---|---|",
+        *rows,
+    ]
+    write_section("summary", "the benchmarks, from bench/results", lines, first=True, doc=doc)
