@@ -28,6 +28,8 @@ def allocation_body(held: ResourceClaimInfo) -> dict[str, Any]:
     for r in held.allocated or ():
         result: dict[str, Any] = {"request": r.request, "driver": r.id.driver, "pool": r.id.pool}
         result["device"] = r.id.device
+        if r.admin_access:
+            result["adminAccess"] = True
         if r.tolerations:  # a copy of the request's, as the allocator writes it
             result["tolerations"] = [dict(t.raw) for t in r.tolerations]
         results.append(result)

@@ -99,10 +99,13 @@ class _Search:
     taken: Callable[[DeviceId], bool]
     matcher: Matcher
     slots: list[_Slot] = field(default_factory=list)
-    used: set[DeviceId] = field(default_factory=set)
+    #: device -> the claims (indexes) it is picked for in this search
+    used: dict[DeviceId, set[int]] = field(default_factory=dict)
     results: list[list[AllocatedDevice]] = field(default_factory=list)
-    #: (claim index, constraint index) -> the attribute value its devices share
+    #: (claim index, constraint index) -> the attribute value its devices share (matchAttribute),
+    #: or the values its devices hold so far, each different (distinctAttribute)
     pinned: dict[tuple[int, int], Any] = field(default_factory=dict)
+    distinct: dict[tuple[int, int], list[Any]] = field(default_factory=dict)
     steps: int = 0
 
     def matching(self, slot: _Slot, req: DeviceRequest) -> list[Device]:
@@ -123,24 +126,25 @@ class _Search:
         for req in slot.alternatives:
             found = self.matching(slot, req)
             if req.mode == ALLOCATION_ALL:  # every matching device, none taken or tainted
-                if not found or any(self._unusable(req, d) for d in found):
+                if not found or any(self._unusable(slot, req, d) for d in found):
                     continue
                 if self._take_all(i, slot, req, found):
                     return True
                 continue
-            free = [d for d in found if not self._unusable(req, d)]
+            free = [d for d in found if not self._unusable(slot, req, d)]
             if len(free) >= req.count and self._pick(i, slot, req, free, 0, req.count):
                 return True
         return False
 
-    def _unusable(self, req: DeviceRequest, d: Device) -> bool:
-        """Allocated to a claim, picked for this pod already, or tainted (NoSchedule, NoExecute)
-        without a toleration of this request: kube's allocateDevice skips it."""
-        return (
-            self.taken(d.id)
-            or d.id in self.used
-            or (bool(d.taints) and d.blocked_for(req.tolerations) is not None)
-        )
+    def _unusable(self, slot: _Slot, req: DeviceRequest, d: Device) -> bool:
+        """kube's allocateDevice skips a device in use — allocated to a claim, or picked for this
+        pod already; for an ``adminAccess`` request only one picked for the same claim — or
+        tainted (NoSchedule, NoExecute) without a toleration of this request."""
+        if req.admin_access:
+            in_use = slot.claim in self.used.get(d.id, ())
+        else:
+            in_use = self.taken(d.id) or d.id in self.used
+        return in_use or (bool(d.taints) and d.blocked_for(req.tolerations) is not None)
 
     def _take_all(self, i: int, slot: _Slot, req: DeviceRequest, found: list[Device]) -> bool:
         undo: list[tuple[int, int]] = []
@@ -178,16 +182,24 @@ class _Search:
         return False
 
     def _constrain(self, slot: _Slot, req: DeviceRequest, d: Device, undo: list[tuple[int, int]]) -> bool:
-        """Whether ``d`` keeps the claim's matchAttribute constraints; pins the first value."""
+        """Whether ``d`` keeps the claim's constraints: matchAttribute pins the first value,
+        distinctAttribute records each (``undo``: what to take back if ``d`` is not kept)."""
         parent = req.name.split("/")[0]
         for k, c in enumerate(self.claims[slot.claim].constraints):
             if c.requests and parent not in c.requests and req.name not in c.requests:
                 continue
-            if c.match_attribute not in d.attributes:
+            name = c.match_attribute or c.distinct_attribute
+            if name not in d.attributes:
                 return False
-            value = d.attributes[c.match_attribute]
+            value = _typed(d.attributes[name])
             key = (slot.claim, k)
-            if key not in self.pinned:
+            if c.distinct_attribute:
+                seen = self.distinct.setdefault(key, [])
+                if value in seen:
+                    return False
+                seen.append(value)
+                undo.append(key)
+            elif key not in self.pinned:
                 self.pinned[key] = value
                 undo.append(key)
             elif self.pinned[key] != value:
@@ -195,16 +207,29 @@ class _Search:
         return True
 
     def _unpin(self, undo: list[tuple[int, int]]) -> None:
-        for key in undo:
-            self.pinned.pop(key, None)
+        for key in reversed(undo):
+            seen = self.distinct.get(key)
+            if seen:
+                seen.pop()
+            else:
+                self.pinned.pop(key, None)
 
     def _use(self, slot: _Slot, req: DeviceRequest, d: Device) -> None:
-        self.used.add(d.id)
-        self.results[slot.claim].append(AllocatedDevice(req.name, d.id, req.tolerations))
+        self.used.setdefault(d.id, set()).add(slot.claim)
+        self.results[slot.claim].append(AllocatedDevice(req.name, d.id, req.tolerations, req.admin_access))
 
     def _unuse(self, slot: _Slot, d: Device) -> None:
-        self.used.discard(d.id)
+        claims = self.used.get(d.id)
+        if claims is not None:
+            claims.discard(slot.claim)
+            if not claims:
+                del self.used[d.id]
         self.results[slot.claim].pop()
+
+
+def _typed(value: Any) -> tuple[type, Any]:
+    """An attribute value with its type: a bool true is not the int 1, as in Go's typed compare."""
+    return type(value), value
 
 
 def allocate(

@@ -242,17 +242,21 @@ class DeviceRequest:
     #: the fields of this request shoal does not evaluate yet ("" if none)
     unsupported: str = ""
     tolerations: tuple[DeviceToleration, ...] = ()
+    #: ``adminAccess``: devices in use by other claims may be allocated too (monitoring, debugging)
+    admin_access: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Constraint:
-    """``constraints[i].matchAttribute``: every device of ``requests`` (all when empty) has the
-    same value of this fully qualified attribute."""
+    """``constraints[i]``: every device of ``requests`` (all when empty) has the same value of the
+    fully qualified attribute ``match_attribute``, or each a different value of
+    ``distinct_attribute``; a device without the attribute cannot be used."""
 
     requests: tuple[str, ...]
     match_attribute: str
-    #: a constraint of a kind shoal does not evaluate yet (``distinctAttribute``): its fields
+    #: a constraint of a kind shoal does not evaluate yet: its fields
     unsupported: str = ""
+    distinct_attribute: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +267,8 @@ class AllocatedDevice:
     id: DeviceId
     #: the request's tolerations when the device was allocated (``results[].tolerations``)
     tolerations: tuple[DeviceToleration, ...] = ()
+    #: allocated for admin access (``results[].adminAccess``): the device stays free for others
+    admin_access: bool = False
 
 
 def _request(raw: JSON, prefix: str = "") -> DeviceRequest:
@@ -276,8 +282,9 @@ def _request(raw: JSON, prefix: str = "") -> DeviceRequest:
         selectors=_cel_selectors(exactly.get("selectors")),
         mode=mode,
         count=int(count) if isinstance(count, int) and mode == ALLOCATION_EXACT_COUNT else 1,
-        unsupported=", ".join(f for f in ("adminAccess", "capacity") if exactly.get(f)),
+        unsupported="capacity" if exactly.get("capacity") else "",
         tolerations=_tolerations(exactly.get("tolerations")),
+        admin_access=exactly.get("adminAccess") is True,
     )
 
 
@@ -334,11 +341,14 @@ class ResourceClaimInfo:
                 requests.append(tuple(_request(s, prefix) for s in raw["firstAvailable"]))
             else:
                 requests.append((_request(raw),))
-        constraints = tuple(  # another kind (distinctAttribute) is kept to be refused, not dropped
+        constraints = tuple(  # another kind is kept to be refused, not dropped
             Constraint(
                 tuple(str(r) for r in c.get("requests") or ()),
                 str(c.get("matchAttribute") or ""),
-                "" if c.get("matchAttribute") else ", ".join(k for k in c if k != "requests"),
+                ""
+                if c.get("matchAttribute") or c.get("distinctAttribute")
+                else ", ".join(k for k in c if k != "requests"),
+                str(c.get("distinctAttribute") or ""),
             )
             for c in devices.get("constraints") or ()
             if isinstance(c, Mapping)
@@ -372,6 +382,7 @@ def _allocated(allocation: JSON) -> tuple[AllocatedDevice, ...]:
             str(r.get("request") or ""),
             DeviceId(str(r.get("driver")), str(r.get("pool")), str(r.get("device"))),
             _tolerations(r.get("tolerations")),
+            r.get("adminAccess") is True,
         )
         for r in results
         if isinstance(r, Mapping)

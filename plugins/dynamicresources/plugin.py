@@ -472,7 +472,8 @@ def _unavailable(st: _State, table: NodeTable) -> BoolArray:
 
 
 def _simple(st: _State) -> bool:
-    """One unallocated claim with one ``exactly`` ExactCount request and no constraint."""
+    """One unallocated claim with one ``exactly`` ExactCount request, no constraint, no admin
+    access (which may take devices in use)."""
     if len(st.to_allocate) != 1:
         return False
     claim = st.to_allocate[0]
@@ -480,6 +481,7 @@ def _simple(st: _State) -> bool:
         len(claim.requests) == 1
         and len(claim.requests[0]) == 1
         and claim.requests[0][0].mode == ALLOCATION_EXACT_COUNT
+        and not claim.requests[0][0].admin_access
         and not claim.constraints
     )
 

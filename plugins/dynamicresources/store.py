@@ -120,12 +120,13 @@ class DraStore:
 
     def _take(self, claim: ResourceClaimInfo) -> None:
         for result in claim.allocated or ():
-            self._taken[result.id] = claim.key
-            self.taken_version += 1
+            if not result.admin_access:  # an admin's access leaves the device to others
+                self._taken[result.id] = claim.key
+                self.taken_version += 1
 
     def _release(self, claim: ResourceClaimInfo) -> None:
         for result in claim.allocated or ():
-            if self._taken.get(result.id) == claim.key:
+            if not result.admin_access and self._taken.get(result.id) == claim.key:
                 del self._taken[result.id]
                 self.taken_version += 1
 

@@ -73,7 +73,11 @@ def test_allocator_case(case: dict[str, Any]) -> None:
     for cls in (device_class("class-a", "driver-a"), device_class("class-b", "driver-b")):
         store.apply(cls)
     devices = [
-        {"name": d["name"], **({"taints": named(d["taints"], TAINTS)} if d.get("taints") else {})}
+        {
+            "name": d["name"],
+            **({"taints": named(d["taints"], TAINTS)} if d.get("taints") else {}),
+            **({"attributes": d["attributes"]} if d.get("attributes") else {}),
+        }
         for d in case["devices"]
     ]
     slice_spec = {"driver": "driver-a", "nodeName": "node-1", "pool": {"name": "pool-1", "generation": 1}}
@@ -84,15 +88,24 @@ def test_allocator_case(case: dict[str, Any]) -> None:
     )
     for i, spec in enumerate(case.get("rules") or ()):
         store.apply(rule(i, {k: v for k, v in spec.items() if k != "taint"}, spec["taint"]))
-    claim = ResourceClaimInfo.from_dict(
-        {
-            "metadata": {"name": "claim-0", "namespace": "default"},
-            "spec": {"devices": {"requests": expand_tolerations(case["claim"])}},
-        }
-    )
+    specs = case.get("claims") or [{"requests": case["claim"], "constraints": case.get("constraints")}]
+    claims = [
+        ResourceClaimInfo.from_dict(
+            {
+                "metadata": {"name": f"claim-{i}", "namespace": "default"},
+                "spec": {
+                    "devices": {
+                        "requests": expand_tolerations(spec["requests"]),
+                        "constraints": spec.get("constraints") or [],
+                    }
+                },
+            }
+        )
+        for i, spec in enumerate(specs)
+    ]
     taken = {f"driver-a/pool-1/{name}" for name in case.get("taken") or ()}
     found = allocate(
-        [claim],
+        claims,
         list(store.devices_for("node-1", {})),
         store.classes,
         lambda d: str(d) in taken,
@@ -102,18 +115,28 @@ def test_allocator_case(case: dict[str, Any]) -> None:
         assert found is None
         return
     assert found is not None
-    (results,) = found
-    got = [
-        {"request": r.request, "device": r.id.device, "tolerations": [dict(t.raw) for t in r.tolerations]}
-        for r in results
-    ]
-    want = [{**e, "tolerations": named(e["tolerations"], TOLERATIONS)} for e in case["expect"]]
-    assert got == want
-    # PreBind writes the request's tolerations into each result, as the allocator does
-    held = ResourceClaimInfo.from_dict({"metadata": {"name": "claim-0"}})
-    held.allocated = results
-    body = allocation_body(held)["devices"]["results"]
-    assert [r.get("tolerations", []) for r in body] == [w["tolerations"] for w in want]
+    expected = case["expect"] if "claims" in case else [case["expect"]]
+    assert len(found) == len(expected)
+    for claim, results, want_raw in zip(claims, found, expected, strict=True):
+        got = [
+            {
+                "request": r.request,
+                "device": r.id.device,
+                "tolerations": [dict(t.raw) for t in r.tolerations],
+                "admin": r.admin_access,
+            }
+            for r in results
+        ]
+        want = [
+            {**e, "tolerations": named(e["tolerations"], TOLERATIONS), "admin": e.get("admin", False)}
+            for e in want_raw
+        ]
+        assert got == want, claim.name
+        # PreBind writes what the allocator would: the request's tolerations, adminAccess
+        claim.allocated = results
+        body = allocation_body(claim)["devices"]["results"]
+        assert [r.get("tolerations", []) for r in body] == [w["tolerations"] for w in want]
+        assert [r.get("adminAccess", False) for r in body] == [w["admin"] for w in want]
 
 
 def tracker_params() -> list[Any]:
@@ -157,6 +180,37 @@ def test_tracker_case(case: dict[str, Any]) -> None:
         for key, taints in case["taints"].items()
     }
     assert got == want
+
+
+def test_distinct_and_match_attribute_compare_values_with_their_type() -> None:
+    """Go compares a typed attribute: a bool true and an int 1 are different values, so two devices
+    holding them are distinct, and they do not match."""
+    store = DraStore()
+    store.apply(device_class("class-a", "driver-a"))
+    devices = [
+        {"name": "device-1", "attributes": {"x": {"bool": True}}},
+        {"name": "device-2", "attributes": {"x": {"int": 1}}},
+    ]
+    spec = {"driver": "driver-a", "nodeName": "node-1", "pool": {"name": "pool-1", "generation": 1}}
+    store.apply(
+        ResourceSliceInfo.from_dict({"metadata": {"name": "s"}, "spec": {**spec, "devices": devices}})
+    )
+    request = {"name": "req-0", "exactly": {"deviceClassName": "class-a", "count": 2}}
+
+    def allocated(constraint: dict[str, Any]) -> bool:
+        claim = ResourceClaimInfo.from_dict(
+            {
+                "metadata": {"name": "c"},
+                "spec": {"devices": {"requests": [request], "constraints": [constraint]}},
+            }
+        )
+        found = allocate(
+            [claim], list(store.devices_for("node-1", {})), store.classes, lambda d: False, Matcher()
+        )
+        return found is not None
+
+    assert allocated({"distinctAttribute": "driver-a/x"})
+    assert not allocated({"matchAttribute": "driver-a/x"})
 
 
 def test_toleration_matching_as_kube_tolerates_taint() -> None:

@@ -317,15 +317,41 @@ def test_a_cycle_at_1000_nodes_by_8_devices() -> None:
     assert steady < 1.0
 
 
-def test_what_shoal_does_not_evaluate_is_refused_or_left_alone_never_guessed() -> None:
-    admin = claim("c")
+def test_admin_access_takes_a_device_in_use_and_leaves_it_to_others() -> None:
+    """adminAccess (GA in 1.37): a monitoring pod's claim gets a GPU another claim holds; its
+    result says so, and the GPU is not taken from anyone (a plain claim still gets it after)."""
+    admin = claim("admin")
     admin["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
-    _, out = run(node("n1"), device_class(), node_slice("n1"), admin, user("p", "c"))
-    assert "request gpu uses adminAccess, which shoal does not evaluate yet" in out["uid-p"].message
+    objs = [node("n1"), device_class(), node_slice("n1", 1), claim("c"), user("p", "c")]
+    sim = Simulation(InMemoryCluster(objs))
+    assert sim.run_sync()["uid-p"].node == "n1"  # the node's one GPU is in use
+    sim.submit(admin)
+    sim.submit(user("monitor", "admin"))
+    assert sim.run_sync()["uid-monitor"].node == "n1"
+    store = sim.scheduler.cache.store(DraStore)
+    (result,) = store.claims["default/admin"].allocated or ()
+    assert result.admin_access and result.id.device == "gpu-0"
+    assert store.taken_by(result.id) == "default/c"  # still c's, not the admin's
+
+
+def test_what_shoal_does_not_evaluate_is_refused_or_left_alone_never_guessed() -> None:
+    capacity = claim("c")
+    capacity["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {"requests": {"memory": "10Gi"}}
+    _, out = run(node("n1"), device_class(), node_slice("n1"), capacity, user("p", "c"))
+    assert "request gpu uses capacity, which shoal does not evaluate yet" in out["uid-p"].message
+    # distinctAttribute is evaluated: two GPUs on different PCIe roots, none where every GPU of
+    # the node has the same root
     distinct = claim("d", count=2, constraints=[{"distinctAttribute": "resource.kubernetes.io/pcieRoot"}])
-    _, out = run(node("n1"), device_class(), node_slice("n1"), distinct, user("p", "d"))
+    sim, out = run(node("n1"), device_class(), node_slice("n1"), distinct, user("p", "d"))
+    got = sim.scheduler.cache.store(DraStore).claims["default/d"].allocated or ()
+    assert out["uid-p"].node == "n1" and sorted(a.id.device for a in got) == ["gpu-0", "gpu-4"]
+    _, out = run(node("n1"), device_class(), node_slice("n1", root="pci0000"), distinct, user("p", "d"))
+    assert out["uid-p"].node is None and "cannot allocate all claims" in out["uid-p"].message
+    # a kind of constraint shoal does not know (a later release's) is refused by name
+    future = claim("f", count=2, constraints=[{"spreadAttribute": "resource.kubernetes.io/pcieRoot"}])
+    _, out = run(node("n1"), device_class(), node_slice("n1"), future, user("p", "f"))
     assert (
-        "claim default/d, constraint uses distinctAttribute, which shoal does not evaluate yet"
+        "claim default/f, constraint uses spreadAttribute, which shoal does not evaluate yet"
         in out["uid-p"].message
     )
     tainted = node_slice("n1", 1)
