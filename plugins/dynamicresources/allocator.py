@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from shoal.core.state.nodeselectors import Requirement, SelectorTerm
@@ -35,6 +36,7 @@ from shoal.plugins.dynamicresources.objects import (
     ResourceClaimInfo,
     ResourceSliceInfo,
 )
+from shoal.plugins.dynamicresources.store import NodePool
 
 MAX_STEPS = 100_000
 
@@ -91,6 +93,11 @@ class _Slot:
     alternatives: tuple[DeviceRequest, ...]
 
 
+class InvalidPools(Exception):
+    """Nothing could be allocated on the node and one of its pools is invalid: kube's allocator
+    says ``invalid resource pools were encountered`` (the node is unschedulable, not an error)."""
+
+
 @dataclass
 class _Search:
     claims: Sequence[ResourceClaimInfo]
@@ -98,6 +105,9 @@ class _Search:
     classes: Mapping[str, DeviceClassInfo]
     taken: Callable[[DeviceId], bool]
     matcher: Matcher
+    #: (driver, pool) -> counter set -> counter -> what is left for this pod: the pool's totals
+    #: less what its allocated devices take, then less what this search picked
+    counters: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = field(default_factory=dict)
     slots: list[_Slot] = field(default_factory=list)
     #: device -> the claims (indexes) it is picked for in this search
     used: dict[DeviceId, set[int]] = field(default_factory=dict)
@@ -147,11 +157,23 @@ class _Search:
         return in_use or (bool(d.taints) and d.blocked_for(req.tolerations) is not None)
 
     def _take_all(self, i: int, slot: _Slot, req: DeviceRequest, found: list[Device]) -> bool:
+        """``allocationMode: All``: every device, or none. A device whose counters are spent fails
+        the request; one that breaks a constraint is an error, as upstream's (it must be taken)."""
         undo: list[tuple[int, int]] = []
+        reserved: list[Device] = []
         for d in found:
-            if not self._constrain(slot, req, d, undo):
+            if not self._reserve(d):
                 self._unpin(undo)
+                for r in reserved:
+                    self._release(r)
                 return False
+            reserved.append(d)
+            if not self._constrain(slot, req, d, undo):
+                claim = self.claims[slot.claim].key
+                raise AllocationError(
+                    f"claim {claim}, request {req.name}: cannot add device {d.id} because a claim "
+                    "constraint would not be satisfied"
+                )
         for d in found:
             self._use(slot, req, d)
         if self.place(i + 1):
@@ -159,6 +181,8 @@ class _Search:
         for d in found:
             self._unuse(slot, d)
         self._unpin(undo)
+        for r in reserved:
+            self._release(r)
         return False
 
     def _pick(
@@ -171,14 +195,19 @@ class _Search:
             if self.steps > MAX_STEPS:
                 return False
             d = free[j]
+            if not self._reserve(d):
+                continue
             undo: list[tuple[int, int]] = []
             if not self._constrain(slot, req, d, undo):
+                self._unpin(undo)
+                self._release(d)
                 continue
             self._use(slot, req, d)
             if self._pick(i, slot, req, free, j + 1, left - 1):
                 return True
             self._unuse(slot, d)
             self._unpin(undo)
+            self._release(d)
         return False
 
     def _constrain(self, slot: _Slot, req: DeviceRequest, d: Device, undo: list[tuple[int, int]]) -> bool:
@@ -214,6 +243,32 @@ class _Search:
             else:
                 self.pinned.pop(key, None)
 
+    def _reserve(self, d: Device) -> bool:
+        """Take the device's share of its pool's counters if every counter of the pool stays at
+        or above zero (the check is pool-wide, as upstream's: a pool already overcommitted gives
+        no counter-consuming device); else take nothing."""
+        if not d.consumes:
+            return True
+        left = self.counters.get((d.id.driver, d.id.pool))
+        if left is None:
+            return False
+        self._count(left, d, -1)
+        if all(v >= 0 for counters in left.values() for v in counters.values()):
+            return True
+        self._count(left, d, 1)
+        return False
+
+    def _release(self, d: Device) -> None:
+        if d.consumes:
+            self._count(self.counters[(d.id.driver, d.id.pool)], d, 1)
+
+    @staticmethod
+    def _count(left: dict[str, dict[str, Decimal]], d: Device, sign: int) -> None:
+        for set_name, counters in d.consumes.items():
+            have = left.setdefault(set_name, {})
+            for counter, amount in counters.items():
+                have[counter] = have.get(counter, Decimal(0)) + sign * amount
+
     def _use(self, slot: _Slot, req: DeviceRequest, d: Device) -> None:
         self.used.setdefault(d.id, set()).add(slot.claim)
         self.results[slot.claim].append(AllocatedDevice(req.name, d.id, req.tolerations, req.admin_access))
@@ -234,20 +289,64 @@ def _typed(value: Any) -> tuple[type, Any]:
 
 def allocate(
     claims: Sequence[ResourceClaimInfo],
-    devices: Sequence[Device],
+    pools: Sequence[NodePool],
     classes: Mapping[str, DeviceClassInfo],
     taken: Callable[[DeviceId], bool],
     matcher: Matcher,
 ) -> list[tuple[AllocatedDevice, ...]] | None:
-    """Each claim's devices on one node (``devices``: what the node reaches), or None when they do
-    not all fit. AllocationError when a claim cannot be evaluated."""
-    search = _Search(claims, devices, classes, taken, matcher)
+    """Each claim's devices on one node (``pools``: what the node reaches), or None when they do
+    not all fit. AllocationError when a claim cannot be evaluated (or asks for all devices while
+    a pool is being updated or invalid); InvalidPools when nothing fits and a pool is invalid."""
+    devices = [d for p in pools if p.usable for d in p.devices]
+    search = _Search(claims, devices, classes, taken, matcher, counters_left(pools, taken))
     search.results = [[] for _ in claims]
     for index, claim in enumerate(claims):
         search.slots += [_Slot(index, alternatives) for alternatives in claim.requests]
+        for alternatives in claim.requests:
+            if any(r.mode == ALLOCATION_ALL for r in alternatives):
+                _all_needs_every_pool(claim, alternatives, pools)
     if not search.place(0):
+        invalid = next((p for p in pools if p.invalid), None)
+        if invalid is not None:
+            raise InvalidPools(f"{INVALID_POOLS} ({invalid.driver}/{invalid.name}: {invalid.invalid})")
         return None
     return [tuple(r) for r in search.results]
+
+
+#: kube's words when nothing could be allocated on a node with an invalid pool
+INVALID_POOLS = "invalid resource pools were encountered"
+
+
+def _all_needs_every_pool(
+    claim: ResourceClaimInfo, alternatives: Sequence[DeviceRequest], pools: Sequence[NodePool]
+) -> None:
+    """A request for all devices cannot be answered while one of the node's pools is being
+    updated or is invalid: an error, as upstream's."""
+    req = next(r for r in alternatives if r.mode == ALLOCATION_ALL)
+    for p in pools:
+        if not p.usable:
+            state = "being updated" if p.incomplete else "invalid"
+            raise AllocationError(
+                f"claim {claim.key}, request {req.name}: asks for all devices, but resource pool "
+                f"{p.driver}/{p.name} is currently {state}"
+            )
+
+
+def counters_left(
+    pools: Sequence[NodePool], taken: Callable[[DeviceId], bool]
+) -> dict[tuple[str, str], dict[str, dict[str, Decimal]]]:
+    """Per pool with shared counters: its totals less what its allocated devices take (those
+    allocated to a claim, shoal's in-flight allocations included, whatever node they reach)."""
+    out: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = {}
+    for p in pools:
+        if not p.usable or not p.counters:
+            continue
+        left = {name: dict(counters) for name, counters in p.counters.items()}
+        for d in p.consumers:
+            if taken(d.id):
+                _Search._count(left, d, -1)
+        out[(p.driver, p.name)] = left
+    return out
 
 
 def allocation_config(
@@ -280,21 +379,27 @@ def allocation_selector(
     devices: Sequence[AllocatedDevice], reached: Iterable[ResourceSliceInfo]
 ) -> tuple[str, tuple[SelectorTerm, ...]]:
     """An allocation's node selector, as the allocator's ``createNodeSelector`` builds it from the
-    slices its devices come from (``reached``: the slices the chosen node reaches): a device of a
-    node's own slice pins it to that node (returned as the node's name); otherwise the one term of
-    every ``nodeSelector`` slice used, their requirements merged into one term; ``allNodes``
-    slices add nothing, and a selector with nothing left is available everywhere (no term)."""
+    slices its devices come from (``reached``: the slices the chosen node reaches; in a slice with
+    ``perDeviceNodeSelection``, from each device's own): a device of a node's own slice pins it to
+    that node (returned as the node's name); otherwise the one term of every ``nodeSelector`` used,
+    their requirements merged into one term; ``allNodes`` adds nothing, and a selector with nothing
+    left is available everywhere (no term). Counter slices never count."""
     ids = {d.id for d in devices}
     fields: list[Requirement] = []
     expressions: list[Requirement] = []
     for s in reached:
-        if not any(dev.id in ids for dev in s.devices):
-            continue
-        if s.node_name:
-            name = Requirement("metadata.name", "In", (s.node_name,))
-            return s.node_name, (SelectorTerm((), (name,)),)
-        if len(s.node_selector_terms) == 1:
-            term = s.node_selector_terms[0]
-            fields += [r for r in term.fields if r not in fields]
-            expressions += [r for r in term.expressions if r not in expressions]
+        used = [dev for dev in s.devices if dev.id in ids]
+        # a slice with perDeviceNodeSelection: each device's own selection; else the slice's
+        selections = (
+            [(d.node_name, d.node_selector_terms) for d in used]
+            if s.per_device
+            else [(s.node_name, s.node_selector_terms)]
+        )
+        for node_name, terms in selections if used else ():
+            if node_name:
+                name = Requirement("metadata.name", "In", (node_name,))
+                return node_name, (SelectorTerm((), (name,)),)
+            if len(terms) == 1:
+                fields += [r for r in terms[0].fields if r not in fields]
+                expressions += [r for r in terms[0].expressions if r not in expressions]
     return "", ((SelectorTerm(tuple(expressions), tuple(fields)),) if fields or expressions else ())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, NamedTuple
 
 from shoal.core.state.nodeselectors import SelectorTerm, parse_term
@@ -100,6 +101,22 @@ class Device:
     unsupported: str = ""
     #: the driver's taints, then those of the DeviceTaintRules that select the device
     taints: tuple[DeviceTaint, ...] = ()
+    #: ``consumesCounters``: counter set -> counter -> the amount the device takes of its pool's
+    #: shared counters (a partition of a GPU takes some of the GPU's memory and cores)
+    consumes: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
+    #: its own node selection, in a slice with ``perDeviceNodeSelection``: ``nodeName``,
+    #: ``allNodes`` or ``nodeSelector`` (whose one term is kept)
+    node_name: str = ""
+    all_nodes: bool = False
+    node_selector_terms: tuple[SelectorTerm, ...] = ()
+
+    def available_on(self, node: str, labels: Mapping[str, str]) -> bool:
+        """Its own node selection (a device of a per-device slice) reaches ``node``."""
+        if self.node_name:
+            return self.node_name == node
+        if self.all_nodes:
+            return True
+        return any(t.matches(node, labels) for t in self.node_selector_terms)
 
     def blocked_for(self, tolerations: tuple[DeviceToleration, ...]) -> DeviceTaint | None:
         """The first taint that keeps this device from a request with ``tolerations`` (a
@@ -139,10 +156,43 @@ def _device(driver: str, pool: str, raw: JSON, problems: dict[str, str]) -> Devi
             capacity[qualify(driver, str(key))] = int(parse_quantity(str(value)))
         except QuantityError as exc:
             problems[f"devices[{name}].capacity[{key}]"] = str(exc)
-    fields = ("consumesCounters", "allowMultipleAllocations", "bindingConditions")
+    fields = ("allowMultipleAllocations", "bindingConditions")
     skipped = [f for f in fields if raw.get(f)]
+    consumes: dict[str, dict[str, Decimal]] = {}
+    for c in raw.get("consumesCounters") or ():
+        if not isinstance(c, Mapping):
+            continue
+        if c.get("compatibilityGroups"):  # alpha (DRADeviceCompatibilityGroups), off in 1.37
+            skipped.append("consumesCounters.compatibilityGroups")
+        consumes[str(c.get("counterSet") or "")] = _counters(c.get("counters"), f"devices[{name}]", problems)
     taints = tuple(DeviceTaint.from_dict(t) for t in raw.get("taints") or () if isinstance(t, Mapping))
-    return Device(DeviceId(driver, pool, name), attributes, capacity, ", ".join(skipped), taints)
+    selector = raw.get("nodeSelector")
+    terms = selector.get("nodeSelectorTerms") if isinstance(selector, Mapping) else None
+    return Device(
+        DeviceId(driver, pool, name),
+        attributes,
+        capacity,
+        ", ".join(skipped),
+        taints,
+        consumes,
+        node_name=str(raw.get("nodeName") or ""),
+        all_nodes=raw.get("allNodes") is True,
+        node_selector_terms=tuple(parse_term(t) for t in terms or ()),
+    )
+
+
+def _counters(raw: Any, where: str, problems: dict[str, str]) -> dict[str, Decimal]:
+    """A map of counters (``{memory: {value: 40Gi}}``) as exact amounts; a malformed one is a
+    problem, kept at 0."""
+    out: dict[str, Decimal] = {}
+    for key, counter in (raw or {}).items() if isinstance(raw, Mapping) else ():
+        value = counter.get("value") if isinstance(counter, Mapping) else None
+        try:
+            out[str(key)] = parse_quantity(str(value))
+        except QuantityError as exc:
+            problems[f"{where}.counters[{key}]"] = str(exc)
+            out[str(key)] = Decimal(0)
+    return out
 
 
 @dataclass(slots=True)
@@ -193,13 +243,24 @@ class ResourceSliceInfo:
     node_selector_terms: tuple[SelectorTerm, ...] = ()
     devices: tuple[Device, ...] = ()
     problems: dict[str, str] = field(default_factory=dict)
+    #: ``pool.resourceSliceCount``: how many slices the pool's generation has (complete when all seen)
+    slice_count: int = 1
+    #: ``sharedCounters``: counter set -> counter -> total (a slice holds these or devices, not both)
+    counter_sets: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
+    #: set twice in this slice: a name of ``sharedCounters`` (the pool is then invalid)
+    duplicate_sets: tuple[str, ...] = ()
+    #: ``perDeviceNodeSelection``: each device says which nodes reach it
+    per_device: bool = False
 
     def available_on(self, node: str, labels: Mapping[str, str]) -> bool:
-        """Whether this slice's devices can be reached from ``node``."""
+        """Whether this slice's devices can be reached from ``node`` (a per-device slice: any of
+        them)."""
         if self.node_name:
             return self.node_name == node
         if self.all_nodes:
             return True
+        if self.per_device:
+            return any(d.available_on(node, labels) for d in self.devices)
         return any(t.matches(node, labels) for t in self.node_selector_terms)
 
     @classmethod
@@ -216,6 +277,16 @@ class ResourceSliceInfo:
             if isinstance(d, Mapping)
         )
         terms = tuple(parse_term(t) for t in (spec.get("nodeSelector") or {}).get("nodeSelectorTerms") or ())
+        sets: dict[str, Mapping[str, Decimal]] = {}
+        duplicates: list[str] = []
+        for c in spec.get("sharedCounters") or ():
+            if not isinstance(c, Mapping):
+                continue
+            set_name = str(c.get("name") or "")
+            if set_name in sets:
+                duplicates.append(set_name)
+            sets[set_name] = _counters(c.get("counters"), f"sharedCounters[{set_name}]", problems)
+        count = pool.get("resourceSliceCount")
         return cls(
             name=str(meta.get("name") or ""),
             driver=driver,
@@ -226,6 +297,10 @@ class ResourceSliceInfo:
             node_selector_terms=terms,
             devices=devices,
             problems=problems,
+            slice_count=int(count) if isinstance(count, int) and count > 0 else 1,
+            counter_sets=sets,
+            duplicate_sets=tuple(duplicates),
+            per_device=spec.get("perDeviceNodeSelection") is True,
         )
 
 

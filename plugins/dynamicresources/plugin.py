@@ -42,7 +42,7 @@ allocation is searched at Reserve, on the chosen node only; otherwise the search
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -69,7 +69,9 @@ from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import NodeSpec, PodInfo
 from shoal.core.state.status import SUCCESS, Code, Status
 from shoal.plugins.dynamicresources.allocator import (
+    INVALID_POOLS,
     AllocationError,
+    InvalidPools,
     Matcher,
     allocate,
     allocation_config,
@@ -85,7 +87,7 @@ from shoal.plugins.dynamicresources.objects import (
 )
 from shoal.plugins.dynamicresources.ports import CLAIM_WRITER, ClaimWriter
 from shoal.plugins.dynamicresources.scoring import Allocation, score_rows
-from shoal.plugins.dynamicresources.store import DraStore
+from shoal.plugins.dynamicresources.store import DraStore, NodePool
 from shoal.plugins.nodeaffinity import term_mask
 
 NAME = "DynamicResources"
@@ -204,17 +206,30 @@ class DynamicResources:
             return out
         rows = np.flatnonzero(candidates & ~unavailable)
         none = np.zeros(table.n, dtype=bool)
+        invalid = np.zeros(table.n, dtype=bool)
+        st.by_node = {}
         try:
-            simple = _simple(st)
-            failed = self._count_free(st, table, rows, none) if simple else self._search(st, table, rows)
+            if _simple(st):  # counting free devices will do, but where devices share counters
+                shared = np.array([self.shares_counters(table, int(r)) for r in rows], dtype=bool)
+                failed = self._count_free(st, table, rows[~shared], none)
+                failed |= self._search(st, table, rows[shared], invalid)
+            else:
+                failed = self._search(st, table, rows, invalid)
         except AllocationError as exc:
             raise PluginFailed(Status.error(str(exc))) from None
         if none.any():  # upstream says only CANNOT_ALLOCATE; shoal says why when nothing matches
             out.append(Rejection(none, self._nothing_matches(st, table), Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
-        taken = failed & ~none
+        if invalid.any():
+            out.append(Rejection(invalid, INVALID_POOLS, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+        taken = failed & ~none & ~invalid
         if taken.any():
             out.append(Rejection(taken, CANNOT_ALLOCATE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
         return out
+
+    def shares_counters(self, table: NodeTable, row: int) -> bool:
+        """A device of the node's pools takes a share of its pool's counters: which devices fit
+        together is then the search's to find, not a count of free ones."""
+        return any(d.consumes for d in self.node_devices(table, row))
 
     def _nothing_matches(self, st: _State, table: NodeTable) -> str:
         """The reason for nodes none of whose devices match the request (taken or not), naming
@@ -233,14 +248,20 @@ class DynamicResources:
             self._ghosts = (store.devices_version, table.version, tuple(names[:3]))
         return "; ".join([why, *self._ghosts[2]])
 
+    def node_pools(self, table: NodeTable, row: int) -> tuple[NodePool, ...]:
+        """The pools the node at ``row`` reaches (the store keeps them until a slice changes)."""
+        spec = table.specs[row]
+        return self.cache.store(DraStore).pools_for(table.name(row), spec.labels if spec is not None else {})
+
     def node_devices(self, table: NodeTable, row: int) -> tuple[Device, ...]:
-        """The devices the node at ``row`` reaches, cached until a slice or the node changes."""
+        """The devices the node at ``row`` may allocate from (of its complete, valid pools), cached
+        until a slice or the node changes; and whether any takes a share of its pool's counters."""
         name, spec = table.name(row), table.specs[row]
         store = self.cache.store(DraStore)
         hit = self._devices.get(name)
         if hit is not None and hit[0] == store.devices_version and hit[1] is spec:
             return hit[2]
-        devices = tuple(store.devices_for(name, spec.labels if spec is not None else {}))
+        devices = tuple(d for p in self.node_pools(table, row) if p.usable for d in p.devices)
         self._devices[name] = (store.devices_version, spec, devices)
         return devices
 
@@ -277,11 +298,16 @@ class DynamicResources:
             none[row] = not matched
         return failed
 
-    def _search(self, st: _State, table: NodeTable, rows: np.ndarray) -> BoolArray:
+    def _search(self, st: _State, table: NodeTable, rows: Iterable[int], invalid: BoolArray) -> BoolArray:
+        """The full search on each node of ``rows``: the nodes where the claims do not fit, and
+        (``invalid``) those among them with an invalid pool (upstream's own reason)."""
         failed = np.zeros(table.n, dtype=bool)
-        st.by_node = {}
         for row in rows:
-            found = self._allocate(st, table, int(row))
+            try:
+                found = self._allocate(st, table, int(row))
+            except InvalidPools:
+                invalid[row] = True
+                found = None
             if found is None:
                 failed[row] = True
             else:
@@ -289,12 +315,13 @@ class DynamicResources:
         return failed
 
     def _allocate(self, st: _State, table: NodeTable, row: int) -> list[tuple[AllocatedDevice, ...]] | None:
+        """The pod's claims on the node at ``row``, or None; AllocationError, InvalidPools."""
         store = self.cache.store(DraStore)
-        devices = self.node_devices(table, row)
-        if not devices:
+        pools = self.node_pools(table, row)
+        if not pools:
             return None
         return allocate(
-            st.to_allocate, devices, store.classes, lambda d: store.taken_by(d) is not None, self.matcher
+            st.to_allocate, pools, store.classes, lambda d: store.taken_by(d) is not None, self.matcher
         )
 
     # -- Score ---------------------------------------------------------------------------------
@@ -309,7 +336,12 @@ class DynamicResources:
 
     def _allocation_at(self, st: _State, table: NodeTable, row: int) -> Allocation | None:
         found = st.by_node.get(table.name(row))
-        return found if found is not None else self._allocate(st, table, row)
+        if found is not None:
+            return found
+        try:
+            return self._allocate(st, table, row)
+        except InvalidPools:
+            return None
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
         return default_normalize(scores)
@@ -326,6 +358,8 @@ class DynamicResources:
                 found = self._allocate(st, self.cache.table, row) if row is not None else None
             except AllocationError as exc:
                 return Status.error(str(exc))
+            except InvalidPools as exc:
+                return Status(Code.UNSCHEDULABLE, (str(exc),), NAME)
         if found is None:
             return Status(Code.UNSCHEDULABLE, (CANNOT_ALLOCATE,), NAME)
         store = self.cache.store(DraStore)

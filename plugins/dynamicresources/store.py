@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any, ClassVar
 
 from shoal.core.framework.interfaces import ClusterEvent, EventKind
@@ -59,6 +60,10 @@ class DraStore:
     rules: dict[str, DeviceTaintRuleInfo] = field(default_factory=dict)
     #: slice name -> (the slice, its devices with the rules' taints added), while the rules last
     _patched: dict[str, tuple[ResourceSliceInfo, tuple[Device, ...]]] = field(default_factory=dict)
+    #: (driver, pool) -> the names of its slices, of every generation
+    _by_pool: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    #: (node, its labels' identity) -> (devices_version, the pools the node reaches)
+    _pools: dict[str, tuple[int, Mapping[str, str], tuple[NodePool, ...]]] = field(default_factory=dict)
 
     def apply(self, obj: Any, deleted: bool = False) -> ClusterEvent | None:
         """Record (or forget, when ``deleted``) one object; the cluster event the change is. A
@@ -85,6 +90,7 @@ class DraStore:
             if not deleted:
                 self.rules[obj.name] = obj
             self._patched.clear()
+            self._pools.clear()
         elif isinstance(obj, ResourceSliceInfo):
             self._apply_slice(obj, deleted)
         else:
@@ -92,13 +98,16 @@ class DraStore:
 
     def _apply_slice(self, obj: ResourceSliceInfo, deleted: bool) -> None:
         self._patched.pop(obj.name, None)
+        self._pools.clear()
         old = self.slices.pop(obj.name, None)
         if old is not None:
             self._by_node.get(old.node_name, set()).discard(old.name)
             self._shared.discard(old.name)
+            self._by_pool.get((old.driver, old.pool), set()).discard(old.name)
         if deleted:
             return
         self.slices[obj.name] = obj
+        self._by_pool.setdefault((obj.driver, obj.pool), set()).add(obj.name)
         if obj.node_name:
             self._by_node.setdefault(obj.node_name, set()).add(obj.name)
         else:
@@ -183,15 +192,84 @@ class DraStore:
         return hit[1]
 
     def devices_for(self, node: str, labels: Mapping[str, str]) -> Iterator[Device]:
-        """Every device ``node`` can reach (free or not), newest pool generation only."""
-        newest: dict[tuple[str, str], int] = {}
-        found = list(self.slices_for(node, labels))
-        for s in found:
-            key = (s.driver, s.pool)
-            newest[key] = max(newest.get(key, s.generation), s.generation)
-        for s in found:
-            if s.generation == newest[(s.driver, s.pool)]:
-                yield from self.devices_of(s)
+        """Every device ``node`` can reach (free or not) in the pools it may allocate from."""
+        for pool in self.pools_for(node, labels):
+            if pool.usable:
+                yield from pool.devices
+
+    def pools_for(self, node: str, labels: Mapping[str, str]) -> tuple[NodePool, ...]:
+        """The pools ``node`` reaches, as the allocator sees them (kube's GatherPools), sorted by
+        driver and pool name; kept until a slice or a rule changes, or the node's labels do."""
+        hit = self._pools.get(node)
+        if hit is not None and hit[0] == self.devices_version and hit[1] is labels:
+            return hit[2]
+        pools = tuple(self._gather(node, labels))
+        if len(self._pools) > 20_000:
+            self._pools.clear()
+        self._pools[node] = (self.devices_version, labels, pools)
+        return pools
+
+    def _gather(self, node: str, labels: Mapping[str, str]) -> Iterator[NodePool]:
+        relevant: dict[tuple[str, str], list[ResourceSliceInfo]] = {}
+        for s in self.slices_for(node, labels):
+            relevant.setdefault((s.driver, s.pool), []).append(s)
+        for key in sorted(relevant):
+            newest = max(s.generation for s in relevant[key])
+            reaching = [s for s in relevant[key] if s.generation == newest]
+            same = reaching
+            if len(reaching) != reaching[0].slice_count:
+                # the pool's other slices (counters, other nodes' devices) may complete it
+                everything = [self.slices[name] for name in self._by_pool.get(key, ())]
+                if any(s.generation > newest for s in everything):
+                    continue  # being replaced by a newer generation: left out altogether
+                same = [s for s in everything if s.generation == newest]
+                if len(same) != reaching[0].slice_count:
+                    yield NodePool(key[0], key[1], incomplete=True)
+                    continue
+            yield self._pool(key, node, labels, reaching, same)
+
+    def _pool(
+        self,
+        key: tuple[str, str],
+        node: str,
+        labels: Mapping[str, str],
+        reaching: list[ResourceSliceInfo],
+        same: list[ResourceSliceInfo],
+    ) -> NodePool:
+        """One complete pool: its devices the node reaches (slices by name, as the allocator
+        orders them), its counters, and why it is invalid (kube's buildPool)."""
+        counter_slices = [s for s in same if s.counter_sets]
+        targeting = sorted((s for s in reaching if not s.counter_sets), key=lambda s: s.name)
+        sets: dict[str, Mapping[str, Decimal]] = {}
+        invalid = ""
+        for s in counter_slices:
+            for name, counters in s.counter_sets.items():
+                if name in sets or name in s.duplicate_sets:
+                    invalid = f"counter set {name} is defined twice"
+                sets[name] = counters
+        names: set[str] = set()
+        devices: list[Device] = []
+        for s in targeting:
+            for d in self.devices_of(s):
+                if d.id.device in names:
+                    invalid = invalid or f"device {d.id.device} is listed twice"
+                names.add(d.id.device)
+                if not s.per_device or d.available_on(node, labels):
+                    devices.append(d)
+        consumers = [d for s in same if not s.counter_sets for d in self.devices_of(s) if d.consumes]
+        for d in consumers:
+            for set_name, counters in d.consumes.items():
+                known = sets.get(set_name)
+                if known is None:
+                    invalid = (
+                        invalid
+                        or f"device {d.id.device} consumes counter set {set_name}, which does not exist"
+                    )
+                elif any(c not in known for c in counters):
+                    invalid = invalid or f"device {d.id.device} consumes a counter its set {set_name} lacks"
+        return NodePool(
+            key[0], key[1], tuple(devices), invalid=invalid, counters=sets, consumers=tuple(consumers)
+        )
 
     def node_slice_names(self) -> set[str]:
         """Nodes that have slices of their own (what a plugin may skip the rest for)."""
@@ -205,3 +283,27 @@ class DraStore:
 def _patched(device: Device, rules: list[DeviceTaintRuleInfo]) -> Device:
     taints = tuple(r.taint for r in rules if r.taint is not None and r.selects(*device.id))
     return replace(device, taints=device.taints + taints) if taints else device
+
+
+@dataclass(frozen=True, slots=True)
+class NodePool:
+    """One pool of devices as a node sees it. A pool is allocated from only when ``usable``: all
+    of its newest generation's slices seen (``incomplete`` while some are missing: a driver is
+    republishing it) and consistent (``invalid``: a device listed twice, a counter set defined
+    twice, a device consuming a counter no set has)."""
+
+    driver: str
+    name: str
+    #: the devices of its slices that reach the node, in the allocator's order
+    devices: tuple[Device, ...] = ()
+    incomplete: bool = False
+    invalid: str = ""
+    #: counter set -> counter -> the pool's total (its ``sharedCounters``)
+    counters: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
+    #: every device of the pool's generation that consumes counters, whatever node it reaches
+    #: (an allocated one takes its share from all)
+    consumers: tuple[Device, ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        return not self.incomplete and not self.invalid

@@ -634,3 +634,185 @@ async def test_device_taints_and_tolerations_as_kube_scheduler_allocates_them(
             sorted(v for k, v in got.items() if k.startswith("tolerant")) == [("t2", [("t2", tolerated)])] * 2
         )
     assert kube == shoal
+
+
+#: MIG profiles of an 80 GB GPU as NVIDIA's driver publishes them (DynamicMIG): name, memory
+#: slices taken, how many placements (each starts at a multiple of its size)
+MIG_PROFILES = (("1g.10gb", 1, 7), ("3g.40gb", 4, 2), ("7g.80gb", 8, 1))
+
+
+def mig_slices(node: str, run: str) -> list[dict[str, Any]]:
+    """One GPU of ``node`` as NVIDIA's DRA driver publishes it with dynamic MIG (one pool of two
+    slices): a counter slice with the GPU's counter set (memory and its eight memory slices), a
+    device slice with the full GPU and every MIG placement, each consuming its share."""
+    pool = {"name": node, "generation": 1, "resourceSliceCount": 2}
+    slots = {f"memory-slice-{i}": {"value": "1"} for i in range(8)}
+    counters = {"counterSet": "gpu-0-counter-set"}
+    full = {
+        "name": "gpu-0",
+        "attributes": {"type": {"string": "gpu"}, "productName": {"string": "NVIDIA A100-SXM4-80GB"}},
+        "capacity": {"memory": {"value": "80Gi"}},
+        "consumesCounters": [{**counters, "counters": {"memory": {"value": "80Gi"}, **slots}}],
+    }
+    devices = [full]
+    for profile, size, placements in MIG_PROFILES:
+        for p in range(placements):
+            start = p * size if size < 8 else 0
+            taken = {f"memory-slice-{start + i}": {"value": "1"} for i in range(size)}
+            memory = f"{size * 10}Gi"
+            devices.append(
+                {
+                    "name": f"gpu-0-mig-{profile.replace('.', '')}-{start}",
+                    "attributes": {"type": {"string": "mig"}, "profile": {"string": profile}},
+                    "capacity": {"memory": {"value": memory}},
+                    "consumesCounters": [{**counters, "counters": {"memory": {"value": memory}, **taken}}],
+                }
+            )
+    counter_set = {"name": "gpu-0-counter-set", "counters": {"memory": {"value": "80Gi"}, **slots}}
+    spec = {"driver": GPU, "nodeName": node, "pool": pool}
+    return [
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{run}-counters"},
+            "spec": {**spec, "sharedCounters": [counter_set]},
+        },
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{run}-gpu-0"},
+            "spec": {**spec, "devices": devices},
+        },
+    ]
+
+
+async def partitions_run(api: client.ApiClient, scheduler: str) -> dict[str, tuple[str, list[Any]]]:
+    """On one A100 split by MIG: a monitoring pod with admin access to the whole GPU (admitted in
+    a namespace labelled for it), which takes nothing from anyone; then three pods asking for a
+    3g.40gb partition (two fit: they take all eight memory slices), then one asking for 1g.10gb
+    (nothing left): pod -> (node or "", its claim's results as (device, adminAccess))."""
+    core: Any = client.CoreV1Api(api)
+    custom: Any = client.CustomObjectsApi(api)
+    ns = f"mig-{uuid.uuid4().hex[:6]}"
+    labels = {"resource.kubernetes.io/admin-access": "true"}
+    await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}})
+
+    def profile(p: str) -> dict[str, Any]:
+        return {"cel": {"expression": f'device.attributes["{GPU}"].profile == "{p}"'}}
+
+    def template(name: str, requests: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": requests, **extra}}},
+        }
+
+    whole = {"cel": {"expression": f'device.attributes["{GPU}"].type == "gpu"'}}
+    templates = [
+        template(
+            "mig-3g",
+            [{"name": "gpu", "exactly": {"deviceClassName": GPU, "selectors": [profile("3g.40gb")]}}],
+        ),
+        template(
+            "mig-1g",
+            [{"name": "gpu", "exactly": {"deviceClassName": GPU, "selectors": [profile("1g.10gb")]}}],
+        ),
+        template(
+            "monitor",
+            [{"name": "gpu", "exactly": {"deviceClassName": GPU, "selectors": [whole], "adminAccess": True}}],
+        ),
+    ]
+    for body in templates:
+        await custom.create_namespaced_custom_object(GROUP, VERSION, ns, "resourceclaimtemplates", body)
+
+    async def settle(names: list[str], bound: int) -> list[dict[str, Any]]:
+        async def check() -> list[dict[str, Any]] | None:
+            pods = [p for p in await list_all(core.list_namespaced_pod, ns) if p["metadata"]["name"] in names]
+            placed = [p for p in pods if p["spec"].get("nodeName")]
+            refused = [
+                p
+                for p in pods
+                if any(
+                    c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+                    for c in (p.get("status") or {}).get("conditions") or ()
+                )
+            ]
+            return pods if len(placed) == bound and len(refused) == len(names) - bound else None
+
+        got: list[dict[str, Any]] = await wait_for(check, 90, what=f"{scheduler}: {bound} of {names} bound")
+        return got
+
+    await create(api, gpu_pod("monitor", ns, scheduler, "monitor"))
+    await settle(["monitor"], 1)
+    three = [f"three-{i}" for i in range(3)]
+    await create_many(api, [gpu_pod(n, ns, scheduler, "mig-3g") for n in three])
+    await settle(three, 2)
+    await create(api, gpu_pod("one", ns, scheduler, "mig-1g"))
+    await settle(["one"], 0)
+    pods = await list_all(core.list_namespaced_pod, ns)
+
+    async def allocated() -> list[dict[str, Any]] | None:
+        claims = await list_all(custom.list_namespaced_custom_object, GROUP, VERSION, ns, "resourceclaims")
+        done = [c for c in claims if (c.get("status") or {}).get("allocation")]
+        return claims if len(done) == 3 else None
+
+    claims = await wait_for(allocated, 60, what=f"{scheduler}: three claims' allocations written")
+    owner = {
+        o["name"]: c
+        for c in claims
+        for o in c["metadata"].get("ownerReferences") or ()
+        if o.get("kind") == "Pod"
+    }
+    out: dict[str, tuple[str, list[Any]]] = {}
+    for p in pods:
+        name = p["metadata"]["name"]
+        allocation = (owner[name].get("status") or {}).get("allocation") or {}
+        results = allocation.get("devices", {}).get("results", [])
+        out[name] = (
+            p["spec"].get("nodeName") or "",
+            sorted((r["device"], bool(r.get("adminAccess"))) for r in results),
+        )
+    await core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+    return out
+
+
+async def test_mig_partitions_and_admin_access_as_kube_scheduler_allocates_them(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    operator: OperatorProcess,
+    claim_controller: KubeControllerManagerProcess,
+    tmp_path: Path,
+) -> None:
+    """Partitionable devices (KEP-4815, beta and on in 1.37): MIG partitions share their GPU's
+    memory slices through a counter set, so two 3g.40gb partitions leave no room for a third, nor
+    for a 1g.10gb one; a monitoring claim with adminAccess got the whole GPU before them, marked
+    adminAccess, and took none of its counters. kube-scheduler 1.37.2 and shoal, same objects: the
+    same partitions allocated."""
+    custom: Any = client.CustomObjectsApi(clean)
+    await ensure_class(custom)
+    await create_many(clean, [make_node("m1", gpus=0)])
+    outcomes: dict[str, dict[str, tuple[str, list[Any]]]] = {}
+    for scheduler in ("default-scheduler", "shoal"):
+        run = uuid.uuid4().hex[:6]
+        await clear_slices(custom)
+        for body in mig_slices("m1", run):
+            await custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", body)
+        if scheduler == "default-scheduler":
+            with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
+                outcomes[scheduler] = await partitions_run(clean, scheduler)
+        else:
+            name = f"mig-{run}"
+            await create(clean, make_profile(name, {**DEFAULT_PROFILE_SPEC}, scheduler_name=name))
+            outcomes[scheduler] = await partitions_run(clean, name)
+    await clear_slices(custom)
+    kube, shoal = outcomes["default-scheduler"], outcomes["shoal"]
+    for got in (kube, shoal):
+        placed = sorted(devices for node, devices in got.values() if node)
+        assert placed == [
+            [("gpu-0", True)],
+            [("gpu-0-mig-3g40gb-0", False)],
+            [("gpu-0-mig-3g40gb-4", False)],
+        ], got
+        assert sorted(node for node, _ in got.values()) == ["", "", "m1", "m1", "m1"]
+    assert sorted(kube.values()) == sorted(shoal.values())

@@ -33,6 +33,7 @@ OWN_RUNNERS = {
     "volumebinding",
     "defaultpreemption",
     "dynamicresources",
+    "allocator",  # the structured allocator: dynamicresources/test_allocator_upstream.py
     "queuesort",
 }
 

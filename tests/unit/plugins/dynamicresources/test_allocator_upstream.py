@@ -5,14 +5,16 @@ results through the allocation PreBind writes."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 import yaml
 
 from shoal.kube.dra import allocation_body
-from shoal.plugins.dynamicresources.allocator import Matcher, allocate
+from shoal.plugins.dynamicresources.allocator import AllocationError, InvalidPools, Matcher, allocate
 from shoal.plugins.dynamicresources.objects import (
+    AllocatedDevice,
     DeviceClassInfo,
     DeviceTaint,
     DeviceTaintRuleInfo,
@@ -63,6 +65,32 @@ def rule(i: int, spec: dict[str, Any], taint: dict[str, str]) -> DeviceTaintRule
     )
 
 
+def api_slice(raw: dict[str, Any]) -> dict[str, Any]:
+    """A slice of the table's short form as the API holds it: driver-a, pool-1 (generation 1, one
+    slice) on node-1 unless it says otherwise; devices' short taint names expanded."""
+    spec: dict[str, Any] = {
+        "driver": raw.get("driver", "driver-a"),
+        "pool": {
+            "name": raw.get("pool", "pool-1"),
+            "generation": raw.get("generation", 1),
+            "resourceSliceCount": raw.get("count", 1),
+        },
+    }
+    where = [k for k in ("nodeName", "allNodes", "nodeSelector", "perDeviceNodeSelection") if k in raw]
+    spec.update({k: raw[k] for k in where} if where else {"nodeName": "node-1"})
+    if "sharedCounters" in raw:
+        spec["sharedCounters"] = raw["sharedCounters"]
+    devices = []
+    for d in raw.get("devices") or ():
+        d = dict(d)
+        if d.get("taints"):
+            d["taints"] = named(d["taints"], TAINTS)
+        devices.append(d)
+    if devices:
+        spec["devices"] = devices
+    return {"metadata": {"name": raw["name"]}, "spec": spec}
+
+
 def allocation_params() -> list[Any]:
     return [pytest.param(c, id=c["upstream"].split(": ", 1)[1]) for c in DOC["cases"]]
 
@@ -72,20 +100,8 @@ def test_allocator_case(case: dict[str, Any]) -> None:
     store = DraStore()
     for cls in (device_class("class-a", "driver-a"), device_class("class-b", "driver-b")):
         store.apply(cls)
-    devices = [
-        {
-            "name": d["name"],
-            **({"taints": named(d["taints"], TAINTS)} if d.get("taints") else {}),
-            **({"attributes": d["attributes"]} if d.get("attributes") else {}),
-        }
-        for d in case["devices"]
-    ]
-    slice_spec = {"driver": "driver-a", "nodeName": "node-1", "pool": {"name": "pool-1", "generation": 1}}
-    store.apply(
-        ResourceSliceInfo.from_dict(
-            {"metadata": {"name": "slice-1"}, "spec": {**slice_spec, "devices": devices}}
-        )
-    )
+    for raw in case.get("slices") or [{"name": "slice-1", "devices": case["devices"]}]:
+        store.apply(ResourceSliceInfo.from_dict(api_slice(raw)))
     for i, spec in enumerate(case.get("rules") or ()):
         store.apply(rule(i, {k: v for k, v in spec.items() if k != "taint"}, spec["taint"]))
     specs = case.get("claims") or [{"requests": case["claim"], "constraints": case.get("constraints")}]
@@ -103,14 +119,19 @@ def test_allocator_case(case: dict[str, Any]) -> None:
         )
         for i, spec in enumerate(specs)
     ]
-    taken = {f"driver-a/pool-1/{name}" for name in case.get("taken") or ()}
-    found = allocate(
-        claims,
-        list(store.devices_for("node-1", {})),
-        store.classes,
-        lambda d: str(d) in taken,
-        Matcher(),
-    )
+    taken = {name if "/" in name else f"driver-a/pool-1/{name}" for name in case.get("taken") or ()}
+    node = case.get("node", "node-1")
+    labels = {"region": "region-1" if node == "node-1" else "region-2", "planet": "earth"}
+
+    def run() -> list[tuple[AllocatedDevice, ...]] | None:
+        pools = store.pools_for(node, labels)
+        return allocate(claims, pools, store.classes, lambda d: str(d) in taken, Matcher())
+
+    if "error" in case:
+        with pytest.raises((AllocationError, InvalidPools), match=re.escape(case["error"])):
+            run()
+        return
+    found = run()
     if case["expect"] is None:
         assert found is None
         return
@@ -121,14 +142,19 @@ def test_allocator_case(case: dict[str, Any]) -> None:
         got = [
             {
                 "request": r.request,
-                "device": r.id.device,
+                "device": str(r.id),
                 "tolerations": [dict(t.raw) for t in r.tolerations],
                 "admin": r.admin_access,
             }
             for r in results
         ]
         want = [
-            {**e, "tolerations": named(e["tolerations"], TOLERATIONS), "admin": e.get("admin", False)}
+            {
+                "request": e["request"],
+                "device": e["device"] if "/" in e["device"] else f"driver-a/pool-1/{e['device']}",
+                "tolerations": named(e.get("tolerations") or [], TOLERATIONS),
+                "admin": e.get("admin", False),
+            }
             for e in want_raw
         ]
         assert got == want, claim.name
@@ -205,7 +231,7 @@ def test_distinct_and_match_attribute_compare_values_with_their_type() -> None:
             }
         )
         found = allocate(
-            [claim], list(store.devices_for("node-1", {})), store.classes, lambda d: False, Matcher()
+            [claim], list(store.pools_for("node-1", {})), store.classes, lambda d: False, Matcher()
         )
         return found is not None
 
