@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 
 import numpy as np
 from pydantic import Field
@@ -108,9 +109,12 @@ SOURCE_NAMES = {
 def dra_gpu_memory(
     table: NodeTable, store: DraStore, driver: str
 ) -> tuple[FloatArray, dict[DeviceId, tuple[int, float]]]:
-    """GPU memory (GB) per row: the ``memory`` capacity of the node's own devices of ``driver``
-    (node-local slices, newest pool generation); NaN where the node has none. And each such
-    device's row and memory, to count the ones claims hold (:func:`claimed_gb`)."""
+    """GPU memory (GB) per row from the node's own devices of ``driver`` (node-local slices, the
+    pools it may allocate from); NaN where the node has none. However a GPU is described, its
+    memory counts once: a whole device by its ``memory`` capacity; partitions (MIG: devices
+    consuming their GPU's counters) by the ``memory`` counter of the counter set they share, not
+    each partition's. And what each device takes of it when allocated (a partition: its ``memory``
+    counter; a whole device: all of it), to count what claims hold (:func:`claimed_gb`)."""
     out: FloatArray = np.full(table.n, np.nan)
     devices: dict[DeviceId, tuple[int, float]] = {}
     key = f"{driver}/memory"
@@ -118,24 +122,41 @@ def dra_gpu_memory(
         row = table.index.get(node)
         if row is None:
             continue
-        sizes = []
-        for d in store.devices_for(node, {}):
-            if d.id.driver == driver and key in d.capacity:
-                sizes.append(d.capacity[key] / 2**30)
-                devices[d.id] = (row, sizes[-1])
-        if sizes:
-            out[row] = sum(sizes)
+        total, seen = 0.0, False
+        for pool in store.pools_for(node, {}):
+            if not pool.usable or pool.driver != driver:
+                continue
+            sets: set[str] = set()
+            for d in pool.devices:
+                taken = sum((c.get("memory", 0) for c in d.consumes.values()), start=Decimal(0))
+                if taken:
+                    sets.update(name for name, c in d.consumes.items() if "memory" in c)
+                    devices[d.id] = (row, float(taken) / 2**30)
+                elif key in d.capacity:
+                    total, seen = total + d.capacity[key] / 2**30, True
+                    devices[d.id] = (row, d.capacity[key] / 2**30)
+            for name in sets:
+                memory = pool.counters.get(name, {}).get("memory")
+                if memory is not None:
+                    total, seen = total + float(memory) / 2**30, True
+        if seen:
+            out[row] = total
     return out, devices
 
 
 def claimed_gb(n: int, store: DraStore, devices: Mapping[DeviceId, tuple[int, float]]) -> FloatArray:
-    """Per row, the memory of the node's GPU devices that claims hold (allocated by anyone, or
-    assumed by shoal): a device given to a claim is not free for the budget either."""
+    """Per row, the GPU memory claims hold (allocated by anyone, or assumed by shoal): a device
+    given to a claim (a partition: its share of the GPU's memory), and what the shares of a
+    shared device take of its ``memory``, are not free for the budget either."""
     out: FloatArray = np.zeros(n)
     for device in store.taken:
         hit = devices.get(device)
         if hit is not None and hit[0] < n:
             out[hit[0]] += hit[1]
+    for device, amounts in store.shared():
+        hit = devices.get(device)
+        if hit is not None and hit[0] < n:
+            out[hit[0]] += float(amounts.get("memory", 0)) / 2**30
     return out
 
 

@@ -17,6 +17,7 @@ from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Status
 from shoal.kube.rest import RawClient, message_of
 from shoal.kube.wire import MERGE_PATCH, RESOURCE_CLAIMS
+from shoal.plugins.dynamicresources.capacity import quantity
 from shoal.plugins.dynamicresources.objects import ResourceClaimInfo
 from shoal.plugins.dynamicresources.ports import DELETE_PROTECTION
 
@@ -30,6 +31,10 @@ def allocation_body(held: ResourceClaimInfo) -> dict[str, Any]:
         result["device"] = r.id.device
         if r.admin_access:
             result["adminAccess"] = True
+        if r.share_id:  # a share of a device that allows multiple allocations
+            result["shareID"] = r.share_id
+        if r.consumed:
+            result["consumedCapacity"] = {name: quantity(v) for name, v in r.consumed.items()}
         if r.tolerations:  # a copy of the request's, as the allocator writes it
             result["tolerations"] = [dict(t.raw) for t in r.tolerations]
         results.append(result)

@@ -18,6 +18,7 @@ Selector results are memoised per (expression, device) and dropped when the devi
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -25,6 +26,7 @@ from typing import Any
 
 from shoal.core.state.nodeselectors import Requirement, SelectorTerm
 from shoal.core.state.podclaims import JSON
+from shoal.plugins.dynamicresources.capacity import CapacityError, takes
 from shoal.plugins.dynamicresources.cel import CelError, compile_selector, device_activation
 from shoal.plugins.dynamicresources.objects import (
     ALLOCATION_ALL,
@@ -62,8 +64,10 @@ class Matcher:
         selector = compile_selector(expression)
         act = self._activations.get(device.id)
         if act is None or act[0] is not device:
-            act = (device, device_activation(device.id.driver, device.attributes, device.capacity))
-            self._activations[device.id] = act
+            if any(v is None for v in device.attributes.values()):  # an attribute without a value
+                raise CelError(expression, "unsupported attribute value")
+            activation = device_activation(device.id.driver, device.attributes, device.capacity, device.multi)
+            act = self._activations[device.id] = (device, activation)
         result = selector.matches(act[1])
         if len(self._memo) > 500_000:
             self._memo.clear()
@@ -98,6 +102,10 @@ class InvalidPools(Exception):
     says ``invalid resource pools were encountered`` (the node is unschedulable, not an error)."""
 
 
+#: a device's amounts per capacity name
+Amounts = Mapping[str, Decimal]
+
+
 @dataclass
 class _Search:
     claims: Sequence[ResourceClaimInfo]
@@ -108,9 +116,13 @@ class _Search:
     #: (driver, pool) -> counter set -> counter -> what is left for this pod: the pool's totals
     #: less what its allocated devices take, then less what this search picked
     counters: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = field(default_factory=dict)
+    #: what the committed shares of a shared device take of its capacities (None: no share)
+    shares: Callable[[DeviceId], Amounts | None] = lambda d: None
     slots: list[_Slot] = field(default_factory=list)
-    #: device -> the claims (indexes) it is picked for in this search
+    #: device -> the claims (indexes) it is picked for in this search (not shared devices)
     used: dict[DeviceId, set[int]] = field(default_factory=dict)
+    #: shared device -> what this search's shares of it take, and how many there are
+    allocating: dict[DeviceId, tuple[int, dict[str, Decimal]]] = field(default_factory=dict)
     results: list[list[AllocatedDevice]] = field(default_factory=list)
     #: (claim index, constraint index) -> the attribute value its devices share (matchAttribute),
     #: or the values its devices hold so far, each different (distinctAttribute)
@@ -123,9 +135,9 @@ class _Search:
         if cls is None:
             raise AllocationError(f"request {req.name}: device class {req.device_class} does not exist")
         claim = self.claims[slot.claim]
-        # a device using a feature shoal does not evaluate (shared counters, multiple allocations,
-        # binding conditions) is never allocated: refusing it may leave a pod pending that
-        # kube-scheduler would place, never the reverse
+        # a device using a feature shoal does not evaluate (binding conditions, compatibility
+        # groups) is never allocated: refusing it may leave a pod pending that kube-scheduler
+        # would place, never the reverse
         usable = (d for d in self.devices if not d.unsupported)
         return [d for d in usable if self.matcher.request_matches(claim, req, cls, d)]
 
@@ -136,6 +148,7 @@ class _Search:
         for req in slot.alternatives:
             found = self.matching(slot, req)
             if req.mode == ALLOCATION_ALL:  # every matching device, none taken or tainted
+                found = [d for d in found if self._fits_statically(slot, req, d)]
                 if not found or any(self._unusable(slot, req, d) for d in found):
                     continue
                 if self._take_all(i, slot, req, found):
@@ -148,41 +161,87 @@ class _Search:
 
     def _unusable(self, slot: _Slot, req: DeviceRequest, d: Device) -> bool:
         """kube's allocateDevice skips a device in use — allocated to a claim, or picked for this
-        pod already; for an ``adminAccess`` request only one picked for the same claim — or
-        tainted (NoSchedule, NoExecute) without a toleration of this request."""
-        if req.admin_access:
+        pod already (a shared device is in use only if allocated whole); for an ``adminAccess``
+        request only one picked for the same claim — or tainted (NoSchedule, NoExecute) without a
+        toleration of this request."""
+        if req.admin_access and not d.multi:
             in_use = slot.claim in self.used.get(d.id, ())
+        elif req.admin_access:
+            in_use = False
         else:
             in_use = self.taken(d.id) or d.id in self.used
         return in_use or (bool(d.taints) and d.blocked_for(req.tolerations) is not None)
 
-    def _take_all(self, i: int, slot: _Slot, req: DeviceRequest, found: list[Device]) -> bool:
-        """``allocationMode: All``: every device, or none. A device whose counters are spent fails
-        the request; one that breaks a constraint is an error, as upstream's (it must be taken)."""
+    def _fits_statically(self, slot: _Slot, req: DeviceRequest, d: Device) -> bool:
+        """``All``: a device whose capacities cannot hold the request even unshared is not one of
+        "all" (one that could, but not now, fails the request)."""
+        return self._takes(slot, req, d, {}) is not None
+
+    def _takes(
+        self, slot: _Slot, req: DeviceRequest, d: Device, already: Amounts
+    ) -> dict[str, Decimal] | None:
+        try:
+            return takes(req.capacity, d.capacities, already)
+        except CapacityError as exc:
+            claim = self.claims[slot.claim].key
+            raise AllocationError(
+                f"claim {claim}, request {req.name}: checking capacity for device {d.id}: {exc}"
+            ) from None
+
+    def _try(self, slot: _Slot, req: DeviceRequest, d: Device, must: bool) -> Callable[[], None] | None:
+        """Allocate ``d`` for ``req`` if it may be (kube's allocateDevice, after the in-use and
+        taint checks): its counters, its capacity, the claim's constraints; a function that takes
+        it all back, or None (a constraint broken where the device must be taken is an error)."""
+        reserved = self._reserve(d)
+        if reserved is None:
+            return None
+        already = self._already(d)
+        taken = self._takes(slot, req, d, already)
+        if taken is None:
+            self._release(d, reserved)
+            return None
         undo: list[tuple[int, int]] = []
-        reserved: list[Device] = []
-        for d in found:
-            if not self._reserve(d):
-                self._unpin(undo)
-                for r in reserved:
-                    self._release(r)
-                return False
-            reserved.append(d)
-            if not self._constrain(slot, req, d, undo):
+        if not self._constrain(slot, req, d, undo):
+            if must:
                 claim = self.claims[slot.claim].key
                 raise AllocationError(
                     f"claim {claim}, request {req.name}: cannot add device {d.id} because a claim "
                     "constraint would not be satisfied"
                 )
+            self._unpin(undo)
+            self._release(d, reserved)
+            return None
+        self._use(slot, req, d, taken)
+
+        def back() -> None:
+            self._unuse(slot, d)
+            self._unpin(undo)
+            self._release(d, reserved)
+
+        return back
+
+    def _already(self, d: Device) -> dict[str, Decimal]:
+        """What a device's committed shares and this search's take of its capacities."""
+        out = dict(self.shares(d.id) or {})
+        for name, amount in self.allocating.get(d.id, (0, {}))[1].items():
+            out[name] = out.get(name, Decimal(0)) + amount
+        return out
+
+    def _take_all(self, i: int, slot: _Slot, req: DeviceRequest, found: list[Device]) -> bool:
+        """``allocationMode: All``: every device, or none. A device whose counters or capacity
+        are spent fails the request; one that breaks a constraint is an error, as upstream's."""
+        undos: list[Callable[[], None]] = []
         for d in found:
-            self._use(slot, req, d)
+            back = self._try(slot, req, d, must=True)
+            if back is None:
+                for undo in reversed(undos):
+                    undo()
+                return False
+            undos.append(back)
         if self.place(i + 1):
             return True
-        for d in found:
-            self._unuse(slot, d)
-        self._unpin(undo)
-        for r in reserved:
-            self._release(r)
+        for undo in reversed(undos):
+            undo()
         return False
 
     def _pick(
@@ -194,20 +253,12 @@ class _Search:
             self.steps += 1
             if self.steps > MAX_STEPS:
                 return False
-            d = free[j]
-            if not self._reserve(d):
+            back = self._try(slot, req, free[j], must=False)
+            if back is None:
                 continue
-            undo: list[tuple[int, int]] = []
-            if not self._constrain(slot, req, d, undo):
-                self._unpin(undo)
-                self._release(d)
-                continue
-            self._use(slot, req, d)
             if self._pick(i, slot, req, free, j + 1, left - 1):
                 return True
-            self._unuse(slot, d)
-            self._unpin(undo)
-            self._release(d)
+            back()
         return False
 
     def _constrain(self, slot: _Slot, req: DeviceRequest, d: Device, undo: list[tuple[int, int]]) -> bool:
@@ -243,23 +294,25 @@ class _Search:
             else:
                 self.pinned.pop(key, None)
 
-    def _reserve(self, d: Device) -> bool:
+    def _reserve(self, d: Device) -> bool | None:
         """Take the device's share of its pool's counters if every counter of the pool stays at
         or above zero (the check is pool-wide, as upstream's: a pool already overcommitted gives
-        no counter-consuming device); else take nothing."""
-        if not d.consumes:
-            return True
+        no counter-consuming device): True when taken, False when there was nothing to take (no
+        counters, or a shared device whose first share already took them), None when it does not
+        fit."""
+        if not d.consumes or (d.multi and (self.shares(d.id) is not None or d.id in self.allocating)):
+            return False
         left = self.counters.get((d.id.driver, d.id.pool))
         if left is None:
-            return False
+            return None
         self._count(left, d, -1)
         if all(v >= 0 for counters in left.values() for v in counters.values()):
             return True
         self._count(left, d, 1)
-        return False
+        return None
 
-    def _release(self, d: Device) -> None:
-        if d.consumes:
+    def _release(self, d: Device, reserved: bool) -> None:
+        if reserved:
             self._count(self.counters[(d.id.driver, d.id.pool)], d, 1)
 
     @staticmethod
@@ -269,17 +322,35 @@ class _Search:
             for counter, amount in counters.items():
                 have[counter] = have.get(counter, Decimal(0)) + sign * amount
 
-    def _use(self, slot: _Slot, req: DeviceRequest, d: Device) -> None:
-        self.used.setdefault(d.id, set()).add(slot.claim)
-        self.results[slot.claim].append(AllocatedDevice(req.name, d.id, req.tolerations, req.admin_access))
+    def _use(self, slot: _Slot, req: DeviceRequest, d: Device, taken: Amounts) -> None:
+        if d.multi:  # a share: its own id, what it takes of each capacity
+            count, amounts = self.allocating.get(d.id, (0, {}))
+            for name, amount in taken.items():
+                amounts[name] = amounts.get(name, Decimal(0)) + amount
+            self.allocating[d.id] = (count + 1, amounts)
+            share, consumed = str(uuid.uuid4()), dict(taken)
+        else:
+            self.used.setdefault(d.id, set()).add(slot.claim)
+            share, consumed = "", {}
+        result = AllocatedDevice(req.name, d.id, req.tolerations, req.admin_access, share, consumed)
+        self.results[slot.claim].append(result)
 
     def _unuse(self, slot: _Slot, d: Device) -> None:
+        result = self.results[slot.claim].pop()
+        if d.multi:
+            count, amounts = self.allocating[d.id]
+            for name, amount in result.consumed.items():
+                amounts[name] -= amount
+            if count > 1:
+                self.allocating[d.id] = (count - 1, amounts)
+            else:
+                del self.allocating[d.id]
+            return
         claims = self.used.get(d.id)
         if claims is not None:
             claims.discard(slot.claim)
             if not claims:
                 del self.used[d.id]
-        self.results[slot.claim].pop()
 
 
 def _typed(value: Any) -> tuple[type, Any]:
@@ -293,12 +364,13 @@ def allocate(
     classes: Mapping[str, DeviceClassInfo],
     taken: Callable[[DeviceId], bool],
     matcher: Matcher,
+    shares: Callable[[DeviceId], Amounts | None] = lambda d: None,
 ) -> list[tuple[AllocatedDevice, ...]] | None:
     """Each claim's devices on one node (``pools``: what the node reaches), or None when they do
     not all fit. AllocationError when a claim cannot be evaluated (or asks for all devices while
     a pool is being updated or invalid); InvalidPools when nothing fits and a pool is invalid."""
     devices = [d for p in pools if p.usable for d in p.devices]
-    search = _Search(claims, devices, classes, taken, matcher, counters_left(pools, taken))
+    search = _Search(claims, devices, classes, taken, matcher, counters_left(pools, taken, shares), shares)
     search.results = [[] for _ in claims]
     for index, claim in enumerate(claims):
         search.slots += [_Slot(index, alternatives) for alternatives in claim.requests]
@@ -333,17 +405,20 @@ def _all_needs_every_pool(
 
 
 def counters_left(
-    pools: Sequence[NodePool], taken: Callable[[DeviceId], bool]
+    pools: Sequence[NodePool],
+    taken: Callable[[DeviceId], bool],
+    shares: Callable[[DeviceId], Amounts | None] = lambda d: None,
 ) -> dict[tuple[str, str], dict[str, dict[str, Decimal]]]:
     """Per pool with shared counters: its totals less what its allocated devices take (those
-    allocated to a claim, shoal's in-flight allocations included, whatever node they reach)."""
+    allocated to a claim, or shared by some, shoal's in-flight allocations included, whatever
+    node they reach; a shared device takes its counters once)."""
     out: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = {}
     for p in pools:
         if not p.usable or not p.counters:
             continue
         left = {name: dict(counters) for name, counters in p.counters.items()}
         for d in p.consumers:
-            if taken(d.id):
+            if taken(d.id) or shares(d.id) is not None:
                 _Search._count(left, d, -1)
         out[(p.driver, p.name)] = left
     return out

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from shoal.core.state.nodeselectors import SelectorTerm, parse_term
 from shoal.core.state.quantity import QuantityError, parse_quantity
+from shoal.plugins.dynamicresources.capacity import Capacity, CapacityPolicy
 
 JSON = Mapping[str, Any]
 
@@ -109,6 +110,11 @@ class Device:
     node_name: str = ""
     all_nodes: bool = False
     node_selector_terms: tuple[SelectorTerm, ...] = ()
+    #: ``allowMultipleAllocations``: shared, each allocation a share of its capacities
+    multi: bool = False
+    #: ``capacity`` by its name as published (unqualified, as requests name it), exact, with each
+    #: one's ``requestPolicy``: what consumable capacity counts
+    capacities: Mapping[str, Capacity] = field(default_factory=dict)
 
     def available_on(self, node: str, labels: Mapping[str, str]) -> bool:
         """Its own node selection (a device of a per-device slice) reaches ``node``."""
@@ -150,13 +156,18 @@ def _device(driver: str, pool: str, raw: JSON, problems: dict[str, str]) -> Devi
     name = str(raw.get("name") or "")
     attributes = {qualify(driver, str(k)): _attribute(v) for k, v in (raw.get("attributes") or {}).items()}
     capacity: dict[str, int] = {}
+    capacities: dict[str, Capacity] = {}
     for key, cap in (raw.get("capacity") or {}).items():
         value = cap.get("value") if isinstance(cap, Mapping) else None
         try:
-            capacity[qualify(driver, str(key))] = int(parse_quantity(str(value)))
+            exact = parse_quantity(str(value))
+            policy = _policy(cap.get("requestPolicy")) if isinstance(cap, Mapping) else None
         except QuantityError as exc:
             problems[f"devices[{name}].capacity[{key}]"] = str(exc)
-    fields = ("allowMultipleAllocations", "bindingConditions")
+            continue
+        capacity[qualify(driver, str(key))] = int(exact)
+        capacities[str(key)] = Capacity(exact, policy)
+    fields = ("bindingConditions",)
     skipped = [f for f in fields if raw.get(f)]
     consumes: dict[str, dict[str, Decimal]] = {}
     for c in raw.get("consumesCounters") or ():
@@ -178,6 +189,27 @@ def _device(driver: str, pool: str, raw: JSON, problems: dict[str, str]) -> Devi
         node_name=str(raw.get("nodeName") or ""),
         all_nodes=raw.get("allNodes") is True,
         node_selector_terms=tuple(parse_term(t) for t in terms or ()),
+        multi=raw.get("allowMultipleAllocations") is True,
+        capacities=capacities,
+    )
+
+
+def _policy(raw: Any) -> CapacityPolicy | None:
+    """A capacity's ``requestPolicy``; QuantityError when one of its amounts is malformed."""
+    if not isinstance(raw, Mapping):
+        return None
+    found = raw.get("validRange")
+    valid_range: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+
+    def amount(value: Any) -> Decimal | None:
+        return parse_quantity(str(value)) if value is not None else None
+
+    return CapacityPolicy(
+        default=amount(raw.get("default")),
+        valid_values=tuple(parse_quantity(str(v)) for v in raw.get("validValues") or ()),
+        minimum=amount(valid_range.get("min")),
+        maximum=amount(valid_range.get("max")),
+        step=amount(valid_range.get("step")),
     )
 
 
@@ -319,6 +351,9 @@ class DeviceRequest:
     tolerations: tuple[DeviceToleration, ...] = ()
     #: ``adminAccess``: devices in use by other claims may be allocated too (monitoring, debugging)
     admin_access: bool = False
+    #: ``capacity.requests``: how much of each named capacity of a device it takes (None: no
+    #: ``capacity``, so each capacity's default, or all of it)
+    capacity: Mapping[str, Decimal] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,12 +379,26 @@ class AllocatedDevice:
     tolerations: tuple[DeviceToleration, ...] = ()
     #: allocated for admin access (``results[].adminAccess``): the device stays free for others
     admin_access: bool = False
+    #: a share of a device that allows multiple allocations (``results[].shareID``) and what it
+    #: takes of each capacity (``results[].consumedCapacity``)
+    share_id: str = ""
+    consumed: Mapping[str, Decimal] = field(default_factory=dict)
 
 
 def _request(raw: JSON, prefix: str = "") -> DeviceRequest:
     exactly = raw.get("exactly") if "exactly" in raw else raw  # subrequests are flat
     exactly = exactly if isinstance(exactly, Mapping) else {}
     mode = str(exactly.get("allocationMode") or ALLOCATION_EXACT_COUNT)
+    bad: list[str] = []
+    requested: dict[str, Decimal] | None = None
+    raw_capacity = exactly.get("capacity")
+    if isinstance(raw_capacity, Mapping):
+        requested = {}
+        for key, value in (raw_capacity.get("requests") or {}).items():
+            try:
+                requested[str(key)] = parse_quantity(str(value))
+            except QuantityError:
+                bad.append(f"capacity.requests[{key}]")
     count = exactly.get("count")
     return DeviceRequest(
         name=prefix + str(raw.get("name") or ""),
@@ -357,9 +406,10 @@ def _request(raw: JSON, prefix: str = "") -> DeviceRequest:
         selectors=_cel_selectors(exactly.get("selectors")),
         mode=mode,
         count=int(count) if isinstance(count, int) and mode == ALLOCATION_EXACT_COUNT else 1,
-        unsupported="capacity" if exactly.get("capacity") else "",
+        unsupported=", ".join(bad),
         tolerations=_tolerations(exactly.get("tolerations")),
         admin_access=exactly.get("adminAccess") is True,
+        capacity=requested,
     )
 
 
@@ -458,10 +508,23 @@ def _allocated(allocation: JSON) -> tuple[AllocatedDevice, ...]:
             DeviceId(str(r.get("driver")), str(r.get("pool")), str(r.get("device"))),
             _tolerations(r.get("tolerations")),
             r.get("adminAccess") is True,
+            str(r.get("shareID") or ""),
+            _amounts(r.get("consumedCapacity")),
         )
         for r in results
         if isinstance(r, Mapping)
     )
+
+
+def _amounts(raw: Any) -> dict[str, Decimal]:
+    """``consumedCapacity`` as written: malformed amounts are left out (they take nothing)."""
+    out: dict[str, Decimal] = {}
+    for key, value in raw.items() if isinstance(raw, Mapping) else ():
+        try:
+            out[str(key)] = parse_quantity(str(value))
+        except QuantityError:
+            continue
+    return out
 
 
 def _allocated_on(allocation: JSON) -> tuple[str, tuple[SelectorTerm, ...]]:

@@ -227,9 +227,10 @@ class DynamicResources:
         return out
 
     def shares_counters(self, table: NodeTable, row: int) -> bool:
-        """A device of the node's pools takes a share of its pool's counters: which devices fit
-        together is then the search's to find, not a count of free ones."""
-        return any(d.consumes for d in self.node_devices(table, row))
+        """A device of the node's pools takes a share of its pool's counters, or is shared by
+        several allocations: which devices fit together is then the search's to find, not a count
+        of free ones."""
+        return any(d.consumes or d.multi for d in self.node_devices(table, row))
 
     def _nothing_matches(self, st: _State, table: NodeTable) -> str:
         """The reason for nodes none of whose devices match the request (taken or not), naming
@@ -321,7 +322,12 @@ class DynamicResources:
         if not pools:
             return None
         return allocate(
-            st.to_allocate, pools, store.classes, lambda d: store.taken_by(d) is not None, self.matcher
+            st.to_allocate,
+            pools,
+            store.classes,
+            lambda d: store.taken_by(d) is not None,
+            self.matcher,
+            store.shares,
         )
 
     # -- Score ---------------------------------------------------------------------------------
@@ -516,6 +522,7 @@ def _simple(st: _State) -> bool:
         and len(claim.requests[0]) == 1
         and claim.requests[0][0].mode == ALLOCATION_EXACT_COUNT
         and not claim.requests[0][0].admin_access
+        and claim.requests[0][0].capacity is None
         and not claim.constraints
     )
 

@@ -50,6 +50,8 @@ class DraStore:
     _shared: set[str] = field(default_factory=set)
     #: device -> the claim (``namespace/name``) it is allocated to
     _taken: dict[DeviceId, str] = field(default_factory=dict)
+    #: shared device -> (how many shares it has, what they take of each capacity together)
+    _shares: dict[DeviceId, tuple[int, dict[str, Decimal]]] = field(default_factory=dict)
     #: bumped on every change; ``devices_version`` only when classes or slices change (what a
     #: plugin's per-device caches are keyed on)
     version: int = 0
@@ -129,15 +131,47 @@ class DraStore:
 
     def _take(self, claim: ResourceClaimInfo) -> None:
         for result in claim.allocated or ():
-            if not result.admin_access:  # an admin's access leaves the device to others
+            if result.admin_access:  # an admin's access leaves the device to others
+                continue
+            self.taken_version += 1
+            if result.share_id:  # a share of a shared device: it takes part of its capacity
+                count, amounts = self._shares.get(result.id, (0, {}))
+                for name, amount in result.consumed.items():
+                    amounts[name] = amounts.get(name, Decimal(0)) + amount
+                self._shares[result.id] = (count + 1, amounts)
+            else:
                 self._taken[result.id] = claim.key
-                self.taken_version += 1
 
     def _release(self, claim: ResourceClaimInfo) -> None:
         for result in claim.allocated or ():
-            if not result.admin_access and self._taken.get(result.id) == claim.key:
+            if result.admin_access:
+                continue
+            if result.share_id:
+                held = self._shares.get(result.id)
+                if held is None:
+                    continue
+                count, amounts = held
+                for name, amount in result.consumed.items():
+                    amounts[name] = amounts.get(name, Decimal(0)) - amount
+                if count > 1:
+                    self._shares[result.id] = (count - 1, amounts)
+                else:
+                    del self._shares[result.id]
+                self.taken_version += 1
+            elif self._taken.get(result.id) == claim.key:
                 del self._taken[result.id]
                 self.taken_version += 1
+
+    def shared(self) -> Iterator[tuple[DeviceId, Mapping[str, Decimal]]]:
+        """Every shared device with shares, and what they take of each capacity together."""
+        for device, (_, amounts) in self._shares.items():
+            yield device, amounts
+
+    def shares(self, device: DeviceId) -> Mapping[str, Decimal] | None:
+        """What the shares of a shared device take of each capacity together (committed and
+        assumed), or None when it has none."""
+        held = self._shares.get(device)
+        return held[1] if held is not None else None
 
     def claim(self, namespace: str, name: str) -> ResourceClaimInfo | None:
         """The claim as shoal believes it is: an assumed allocation over the watch's copy."""

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from shoal.core.state.quantity import parse_quantity
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import ControlPlane
@@ -816,3 +817,122 @@ async def test_mig_partitions_and_admin_access_as_kube_scheduler_allocates_them(
         ], got
         assert sorted(node for node, _ in got.values()) == ["", "", "m1", "m1", "m1"]
     assert sorted(kube.values()) == sorted(shoal.values())
+
+
+def shared_gpu_slice(node: str, run: str) -> dict[str, Any]:
+    """One GPU of ``node`` published shared (consumable capacity): its 80Gi of memory taken by
+    shares in steps of 10Gi, at least 10Gi each."""
+    policy = {"default": "10Gi", "validRange": {"min": "10Gi", "step": "10Gi"}}
+    device = {
+        "name": "gpu-0",
+        "allowMultipleAllocations": True,
+        "attributes": {"productName": {"string": "NVIDIA A100-SXM4-80GB"}},
+        "capacity": {"memory": {"value": "80Gi", "requestPolicy": policy}},
+    }
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{run}"},
+        "spec": {
+            "driver": GPU,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [device],
+        },
+    }
+
+
+async def shared_run(api: client.ApiClient, scheduler: str) -> dict[str, tuple[str, list[Any]]]:
+    """Three pods each asking for 25Gi of the shared GPU's memory (rounded up to 30Gi: two fit in
+    80Gi, the third waits): pod -> (node or "", its claim's results as (device, has a shareID,
+    consumed memory in bytes))."""
+    core: Any = client.CoreV1Api(api)
+    custom: Any = client.CustomObjectsApi(api)
+    ns = f"shared-{uuid.uuid4().hex[:6]}"
+    await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    exactly = {"deviceClassName": GPU, "capacity": {"requests": {"memory": "25Gi"}}}
+    template = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "slice-of-gpu"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}},
+    }
+    await custom.create_namespaced_custom_object(GROUP, VERSION, ns, "resourceclaimtemplates", template)
+    names = [f"infer-{i}" for i in range(3)]
+    await create_many(api, [gpu_pod(n, ns, scheduler, "slice-of-gpu") for n in names])
+
+    async def settled() -> list[dict[str, Any]] | None:
+        pods = await list_all(core.list_namespaced_pod, ns)
+        placed = [p for p in pods if p["spec"].get("nodeName")]
+        refused = [
+            p
+            for p in pods
+            if any(
+                c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+                for c in (p.get("status") or {}).get("conditions") or ()
+            )
+        ]
+        return pods if len(placed) == 2 and len(refused) == 1 else None
+
+    pods = await wait_for(settled, 90, what=f"{scheduler}: two of three shares placed")
+
+    async def allocated() -> list[dict[str, Any]] | None:
+        claims = await list_all(custom.list_namespaced_custom_object, GROUP, VERSION, ns, "resourceclaims")
+        done = [c for c in claims if (c.get("status") or {}).get("allocation")]
+        return claims if len(done) == 2 else None
+
+    claims = await wait_for(allocated, 60, what=f"{scheduler}: two claims' allocations written")
+    owner = {
+        o["name"]: c
+        for c in claims
+        for o in c["metadata"].get("ownerReferences") or ()
+        if o.get("kind") == "Pod"
+    }
+    out: dict[str, tuple[str, list[Any]]] = {}
+    for p in pods:
+        name = p["metadata"]["name"]
+        results = (
+            ((owner[name].get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])
+        )
+        out[name] = (
+            p["spec"].get("nodeName") or "",
+            [
+                (r["device"], bool(r.get("shareID")), int(parse_quantity(r["consumedCapacity"]["memory"])))
+                for r in results
+            ],
+        )
+    await core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+    return out
+
+
+async def test_a_shared_gpu_by_memory_as_kube_scheduler_allocates_it(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    operator: OperatorProcess,
+    claim_controller: KubeControllerManagerProcess,
+    tmp_path: Path,
+) -> None:
+    """Consumable capacity (KEP-5075, beta and on in 1.37): a GPU shared by memory takes pods
+    while their shares fit, each request rounded up by the capacity's policy and recorded with
+    a shareID. kube-scheduler 1.37.2 and shoal, same objects: the same shares."""
+    custom: Any = client.CustomObjectsApi(clean)
+    await ensure_class(custom)
+    await create_many(clean, [make_node("s1", gpus=0)])
+    outcomes: dict[str, dict[str, tuple[str, list[Any]]]] = {}
+    for scheduler in ("default-scheduler", "shoal"):
+        run = uuid.uuid4().hex[:6]
+        await clear_slices(custom)
+        await custom.create_cluster_custom_object(
+            GROUP, VERSION, "resourceslices", shared_gpu_slice("s1", run)
+        )
+        if scheduler == "default-scheduler":
+            with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
+                outcomes[scheduler] = await shared_run(clean, scheduler)
+        else:
+            name = f"shared-{run}"
+            await create(clean, make_profile(name, {**DEFAULT_PROFILE_SPEC}, scheduler_name=name))
+            outcomes[scheduler] = await shared_run(clean, name)
+    await clear_slices(custom)
+    share = [("gpu-0", True, 30 * 2**30)]
+    for got in (outcomes["default-scheduler"], outcomes["shoal"]):
+        assert sorted(got.values()) == [("", []), ("s1", share), ("s1", share)], got

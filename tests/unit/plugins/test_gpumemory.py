@@ -279,3 +279,84 @@ def test_devices_that_claims_hold_leave_the_dra_budget_and_explain_names_each_so
         "GPU memory from none",
     ]
     assert gm.explain_nodes(pod("cpu-only"), rows) == {}
+
+
+def test_a_gpu_counts_its_memory_once_however_a_dra_driver_describes_it() -> None:
+    """The seed's GPU memory meets DRA: a GPU split by MIG (the full GPU and its partitions all
+    consuming the GPU's counter set) holds the counter set's memory, not the sum of its
+    partitions'; an allocated partition takes its share. A shared GPU (consumable capacity) holds
+    its memory capacity; each share takes what it consumed."""
+    from decimal import Decimal
+
+    from shoal.plugins.dynamicresources.objects import AllocatedDevice, DeviceId, ResourceClaimInfo
+    from tests.unit.helpers import store_objects
+
+    def consumes(memory: str) -> list[dict[str, Any]]:
+        return [{"counterSet": "gpu-0", "counters": {"memory": {"value": memory}}}]
+
+    mig = [
+        {"name": "gpu-0", "capacity": {"memory": {"value": "80Gi"}}, "consumesCounters": consumes("80Gi")},
+        *(
+            {
+                "name": f"mig-3g-{i}",
+                "capacity": {"memory": {"value": "40Gi"}},
+                "consumesCounters": consumes("40Gi"),
+            }
+            for i in range(2)
+        ),
+        *(
+            {
+                "name": f"mig-1g-{i}",
+                "capacity": {"memory": {"value": "10Gi"}},
+                "consumesCounters": consumes("10Gi"),
+            }
+            for i in range(7)
+        ),
+    ]
+    pool = {"name": "m", "generation": 1, "resourceSliceCount": 2}
+    counters = [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}]
+    shared = {"name": "gpu-0", "allowMultipleAllocations": True, "capacity": {"memory": {"value": "80Gi"}}}
+    slices = [
+        {
+            "kind": "ResourceSlice",
+            "metadata": {"name": "m-counters"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": "m", "pool": pool, "sharedCounters": counters},
+        },
+        {
+            "kind": "ResourceSlice",
+            "metadata": {"name": "m-devices"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": "m", "pool": pool, "devices": mig},
+        },
+        {
+            "kind": "ResourceSlice",
+            "metadata": {"name": "s"},
+            "spec": {
+                "driver": "gpu.nvidia.com",
+                "nodeName": "s",
+                "pool": {"name": "s", "generation": 1, "resourceSliceCount": 1},
+                "devices": [shared],
+            },
+        },
+    ]
+    cache = cache_with([make_node("m", gpus=0), make_node("s", gpus=0)])
+    store_objects(cache, *slices)
+    gm = plugin(cache)
+    m, s = cache.table.index["m"], cache.table.index["s"]
+    assert (gm.free(cache.table)[0][m], gm.free(cache.table)[0][s]) == (80.0, 80.0)
+    store = cache.store(DraStore)
+    part = ResourceClaimInfo.from_dict({"metadata": {"name": "p", "namespace": "default"}})
+    part.allocated = (AllocatedDevice("gpu", DeviceId("gpu.nvidia.com", "m", "mig-3g-0")),)
+    store.assume(part)
+    assert gm.free(cache.table)[0][m] == 40.0
+    for i in range(2):
+        share = ResourceClaimInfo.from_dict({"metadata": {"name": f"share-{i}", "namespace": "default"}})
+        consumed = {"memory": Decimal(30 * 2**30)}
+        share.allocated = (
+            AllocatedDevice(
+                "gpu", DeviceId("gpu.nvidia.com", "s", "gpu-0"), share_id=f"id-{i}", consumed=consumed
+            ),
+        )
+        store.assume(share)
+    assert gm.free(cache.table)[0][s] == 20.0
+    store.forget("default/share-0")
+    assert gm.free(cache.table)[0][s] == 50.0

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from shoal.core.state.quantity import parse_quantity
 from shoal.kube.dra import allocation_body
 from shoal.plugins.dynamicresources.allocator import AllocationError, InvalidPools, Matcher, allocate
 from shoal.plugins.dynamicresources.objects import (
@@ -123,9 +124,18 @@ def test_allocator_case(case: dict[str, Any]) -> None:
     node = case.get("node", "node-1")
     labels = {"region": "region-1" if node == "node-1" else "region-2", "planet": "earth"}
 
+    shared = {
+        (name if "/" in name else f"driver-a/pool-1/{name}"): {
+            k: parse_quantity(str(v)) for k, v in amounts.items()
+        }
+        for name, amounts in (case.get("shared") or {}).items()
+    }
+
     def run() -> list[tuple[AllocatedDevice, ...]] | None:
         pools = store.pools_for(node, labels)
-        return allocate(claims, pools, store.classes, lambda d: str(d) in taken, Matcher())
+        return allocate(
+            claims, pools, store.classes, lambda d: str(d) in taken, Matcher(), lambda d: shared.get(str(d))
+        )
 
     if "error" in case:
         with pytest.raises((AllocationError, InvalidPools), match=re.escape(case["error"])):
@@ -145,6 +155,8 @@ def test_allocator_case(case: dict[str, Any]) -> None:
                 "device": str(r.id),
                 "tolerations": [dict(t.raw) for t in r.tolerations],
                 "admin": r.admin_access,
+                "share": bool(r.share_id),
+                "consumed": dict(r.consumed),
             }
             for r in results
         ]
@@ -154,6 +166,8 @@ def test_allocator_case(case: dict[str, Any]) -> None:
                 "device": e["device"] if "/" in e["device"] else f"driver-a/pool-1/{e['device']}",
                 "tolerations": named(e.get("tolerations") or [], TOLERATIONS),
                 "admin": e.get("admin", False),
+                "share": e.get("share", False),
+                "consumed": {k: parse_quantity(str(v)) for k, v in (e.get("consumed") or {}).items()},
             }
             for e in want_raw
         ]

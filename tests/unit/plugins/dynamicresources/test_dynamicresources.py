@@ -335,10 +335,18 @@ def test_admin_access_takes_a_device_in_use_and_leaves_it_to_others() -> None:
 
 
 def test_what_shoal_does_not_evaluate_is_refused_or_left_alone_never_guessed() -> None:
+    # a device with binding conditions (beta in 1.37) is never allocated
+    waiting = node_slice("n1", 1)
+    waiting["spec"]["devices"][0]["bindingConditions"] = ["attached"]
+    waiting["spec"]["devices"][0]["bindingFailureConditions"] = ["failed"]
+    _, out = run(node("n1"), device_class(), waiting, claim("c"), user("p", "c"))
+    assert out["uid-p"].node is None and "cannot allocate all claims" in out["uid-p"].message
+    # consumable capacity is evaluated: a dedicated 80Gi GPU holds a request for 10Gi of it whole
     capacity = claim("c")
     capacity["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {"requests": {"memory": "10Gi"}}
-    _, out = run(node("n1"), device_class(), node_slice("n1"), capacity, user("p", "c"))
-    assert "request gpu uses capacity, which shoal does not evaluate yet" in out["uid-p"].message
+    sim, out = run(node("n1"), device_class(), node_slice("n1", 1), capacity, user("p", "c"))
+    (whole,) = sim.scheduler.cache.store(DraStore).claims["default/c"].allocated or ()
+    assert out["uid-p"].node == "n1" and not whole.share_id and not whole.consumed
     # distinctAttribute is evaluated: two GPUs on different PCIe roots, none where every GPU of
     # the node has the same root
     distinct = claim("d", count=2, constraints=[{"distinctAttribute": "resource.kubernetes.io/pcieRoot"}])
