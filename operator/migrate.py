@@ -73,12 +73,6 @@ KUBE_DEFAULTS: tuple[tuple[str, int | None], ...] = (
     ("NodeDeclaredFeatures", None),
 )
 
-#: extension points kube-scheduler 1.37's plugin implements and shoal's of the same name does not
-#: (a multiPoint entry of these is noted, not silently narrowed)
-UPSTREAM_ONLY_POINTS: Mapping[str, tuple[tuple[str, ...], str]] = {
-    "DynamicResources": (("postFilter",), "shoal does not deallocate claims at PostFilter"),
-}
-
 #: why a plugin of kube-scheduler or scheduler-plugins has no shoal equivalent, where known
 WHY_MISSING = {
     "CapacityScheduling": "shoal does not read ElasticQuotas",
@@ -178,16 +172,6 @@ def resolve(
         if ref.name not in registry:
             why = WHY_MISSING.get(ref.name, "not a shoal plugin")
             notes.append(f"{where}: plugin {ref.name} (multiPoint) left out: {why}")
-            continue
-        upstream_points, why = UPSTREAM_ONLY_POINTS.get(ref.name, ((), ""))
-        lacking = [
-            p
-            for p in upstream_points
-            if p not in registry[ref.name].points()
-            and not {r.name for r in _refs((plugins.get(p) or {}).get("disabled"), where)} & {ref.name, "*"}
-        ]
-        if lacking:
-            notes.append(f"{where}: {ref.name} (multiPoint) runs without {' and '.join(lacking)}: {why}")
     points: dict[str, list[Ref]] = {}
     for point in POINTS:
         own = plugins.get(point) or {}

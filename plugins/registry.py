@@ -188,7 +188,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
         "TopologyPlacement",
         "NodeDeclaredFeatures",
     ),
-    "postFilter": _refs("DefaultPreemption"),
+    "postFilter": _refs("DynamicResources", "DefaultPreemption"),
     "preScore": _refs(
         "NodeResourcesFit",
         "NodeAffinity",

@@ -94,6 +94,15 @@ class KubeClaimWriter:
             return _failed(f"{what} claim {claim.key}", code, reply)
         return Status()
 
+    async def deallocate(self, claim: ResourceClaimInfo) -> Status:
+        path = RESOURCE_CLAIMS.path(claim.name, namespace=claim.namespace) + "/status"
+        status = {"allocation": None, "reservedFor": None, "devices": None}
+        body = {"metadata": {"resourceVersion": claim.resource_version}, "status": status}
+        code, reply = await self._patch(path, body, claim)
+        if code >= 300:
+            return _failed(f"deallocate claim {claim.key}", code, reply)
+        return Status()
+
     async def _patch(self, path: str, body: dict[str, Any], claim: ResourceClaimInfo) -> tuple[int, Any]:
         try:
             return await self.raw.request("PATCH", path, body, content_type=MERGE_PATCH)

@@ -168,6 +168,11 @@ class MemoryClaimWriter:
         self.scheduler.on_object(done)
         return Status()
 
+    async def deallocate(self, claim: ResourceClaimInfo) -> Status:
+        free = replace(claim, allocated=None, allocated_node="", allocated_terms=(), consumers=())
+        self.scheduler.on_object(free)
+        return Status()
+
 
 class MemoryVolumeWriter:
     """VolumeBinding's writes, with the PV controller's answer at once: a static match binds the

@@ -42,6 +42,8 @@ allocation is searched at Reserve, on the chosen node only; otherwise the search
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -52,6 +54,7 @@ from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import (
     BoolArray,
     ClusterEvent,
+    Diagnosis,
     EventKind,
     EventRegistration,
     Handle,
@@ -92,8 +95,12 @@ from shoal.plugins.nodeaffinity import term_mask
 
 NAME = "DynamicResources"
 STATE_KEY = f"PreFilter{NAME}"
+log = logging.getLogger("shoal.dra")
+
 NOT_AVAILABLE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
+#: PostFilter's words when it deallocated a claim that kept the pod off every node
+DEALLOCATED = "deallocation of ResourceClaim completed"
 NOT_YET = "which shoal does not evaluate yet"
 
 
@@ -134,6 +141,8 @@ class _State:
     by_node: dict[str, list[tuple[AllocatedDevice, ...]]] = field(default_factory=dict)
     #: the claims Reserve assumed (keys), for Unreserve and PreBind
     assumed: list[str] = field(default_factory=list)
+    #: allocated claims whose node selector left out a node Filter looked at (PostFilter's)
+    unavailable: set[str] = field(default_factory=set)
 
 
 class DynamicResources:
@@ -144,6 +153,8 @@ class DynamicResources:
         self.handle = handle
         self.cache: ClusterCache = handle.cache
         self.matcher = Matcher()
+        #: PostFilter's deallocations under way (kept so they are not collected mid-flight)
+        self._deallocations: set[asyncio.Task[None]] = set()
         self._devices: dict[str, tuple[int, NodeSpec | None, tuple[Device, ...]]] = {}
         #: (class, class selectors, request selectors) -> id(device) -> (device, matches)
         self._matches: dict[tuple[str, tuple[str, ...], tuple[str, ...]], dict[int, tuple[Device, bool]]] = {}
@@ -188,17 +199,16 @@ class DynamicResources:
                         return None, _unresolvable(why)
             to_allocate.append(claim)
         state.write(STATE_KEY, _State(allocated, to_allocate))
-        nodes = {c.allocated_node for c in allocated if c.allocated_node}
-        if len(nodes) > 1:
-            return None, _unresolvable(NOT_AVAILABLE)
-        return (PreFilterResult(frozenset(nodes)) if nodes else None), SUCCESS
+        # no PreFilterResult for allocated claims (nor does upstream return one): Filter rejects
+        # the nodes their selectors leave out, and PostFilter learns which claims did
+        return None, SUCCESS
 
     # -- Filter --------------------------------------------------------------------------------
     def filter_nodes(
         self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
     ) -> Sequence[Rejection]:
         st: _State = state.require(STATE_KEY)
-        unavailable = _unavailable(st, table)
+        unavailable = _unavailable(st, table, candidates)
         out = []
         if unavailable.any():
             out.append(Rejection(unavailable, NOT_AVAILABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
@@ -329,6 +339,40 @@ class DynamicResources:
             self.matcher,
             store.shares,
         )
+
+    # -- PostFilter ----------------------------------------------------------------------------
+    def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
+        """No node fits, and a claim of the pod is allocated where it keeps the pod off a node
+        while no other pod uses it: deallocate it (upstream's, so that the next attempt may
+        allocate it elsewhere; that write wakes the pod). Unschedulable either way: the pod is
+        not placed in this cycle. The write goes through the ClaimWriter, without waiting."""
+        st: _State | None = state.read(STATE_KEY)
+        writer: ClaimWriter | None = self.handle.extras.get(CLAIM_WRITER)
+        if st is None or writer is None:
+            return Status(Code.UNSCHEDULABLE)
+        store = self.cache.store(DraStore)
+        for key in sorted(st.unavailable):  # upstream picks at random: no heuristic is better
+            claim = store.claims.get(key)
+            if claim is None or claim.allocated is None or claim.reserved_for not in ((), (pod.uid,)):
+                continue
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # a synchronous what-if run: nothing is written
+                return Status(Code.UNSCHEDULABLE)
+            task = loop.create_task(self._deallocate(writer, claim))
+            self._deallocations.add(task)
+            task.add_done_callback(self._deallocations.discard)
+            return Status(Code.UNSCHEDULABLE, (DEALLOCATED,), NAME)
+        return Status(Code.UNSCHEDULABLE)
+
+    async def _deallocate(self, writer: ClaimWriter, claim: ResourceClaimInfo) -> None:
+        try:
+            status = await writer.deallocate(claim)
+        except Exception:  # an adapter bug: logged, the claim stays as it was
+            log.exception("deallocating claim %s failed", claim.key)
+            return
+        if not status.ok:
+            log.warning("deallocating claim %s: %s", claim.key, status.message)
 
     # -- Score ---------------------------------------------------------------------------------
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
@@ -497,16 +541,19 @@ def _same_pod(pod: PodInfo, event: ClusterEvent) -> bool:
     return isinstance(event.obj, PodInfo) and event.obj.uid == pod.uid
 
 
-def _unavailable(st: _State, table: NodeTable) -> BoolArray:
+def _unavailable(st: _State, table: NodeTable, candidates: BoolArray) -> BoolArray:
     """The nodes an allocated claim's node selector leaves out (upstream's availableOnNodes): those
     none of its terms match (a node-local allocation's one term names its node); vectorised as
-    NodeAffinity's terms are. An allocation without a selector is available everywhere."""
+    NodeAffinity's terms are. An allocation without a selector is available everywhere. The claims
+    that leave out a candidate are recorded for PostFilter."""
     out = np.zeros(table.n, dtype=bool)
     for claim in st.allocated:
         if claim.allocated_terms:
             matched = np.zeros(table.n, dtype=bool)
             for term in claim.allocated_terms:
                 matched |= term_mask(table, term)
+            if (candidates & ~matched).any():
+                st.unavailable.add(claim.key)
             out |= ~matched
     return out
 

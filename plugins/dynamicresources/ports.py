@@ -23,6 +23,12 @@ class ClaimWriter(Protocol):
         then write ``status.allocation`` too, guarded by the claim's resourceVersion."""
         ...
 
+    async def deallocate(self, claim: ResourceClaimInfo) -> Status:
+        """Clear the claim's ``status.allocation``, ``reservedFor`` and ``devices`` (PostFilter:
+        an allocation no pod uses that keeps its pod off every node), guarded by the claim's
+        resourceVersion."""
+        ...
+
 
 #: the key of the ClaimWriter in ``Handle.extras``
 CLAIM_WRITER = "claim-writer"

@@ -57,8 +57,6 @@ def test_scheduler_plugins_chart_configuration(capsys: pytest.CaptureFixture[str
     assert lines == [
         "leaderElection: not a profile setting (shoal's equivalent: the chart's leaderElection values / "
         "`shoal run --lease-*`)",
-        "profiles[0].plugins: DynamicResources (multiPoint) runs without postFilter: shoal does not "
-        "deallocate claims at PostFilter",
         "profiles[0].plugins: plugin CapacityScheduling (multiPoint) left out: shoal does not read "
         "ElasticQuotas",
         "profiles[0].plugins: plugin NodeResourceTopologyMatch (multiPoint) left out: shoal does not read "
@@ -286,23 +284,12 @@ def test_load_config_refuses_two_configs() -> None:
         load_config(yaml.safe_dump_all([KSC, KSC]), "f")
 
 
-def test_points_upstream_has_and_shoal_lacks_are_said_unless_disabled() -> None:
-    """kube-scheduler 1.37's DynamicResources deallocates at PostFilter; shoal's does not, which a
-    converted default profile says, and a source that disables those points itself has nothing to be
-    told. VolumeBinding scores (StorageCapacityScoring) in both: nothing to say."""
+def test_converted_default_profile_runs_every_point_upstream_runs() -> None:
+    """kube-scheduler 1.37's multiPoint plugins run at the same points in the converted profile:
+    DynamicResources deallocates at PostFilter before DefaultPreemption preempts, VolumeBinding
+    scores (StorageCapacityScoring); nothing is said to be narrowed."""
     converted = run(one_profile())
-    said = converted.notes
-    assert not any(n.startswith("profiles[0].plugins: VolumeBinding") for n in said), said
+    assert not any("runs without" in n for n in converted.notes), converted.notes
     run_points = points(converted.profiles[0])
     assert ("VolumeBinding", None) in run_points["preScore"] and ("VolumeBinding", 1) in run_points["score"]
-    assert any(n.startswith("profiles[0].plugins: DynamicResources (multiPoint) runs without") for n in said)
-    quiet = run(
-        one_profile(
-            plugins={
-                "score": {"disabled": [{"name": "VolumeBinding"}, {"name": "DynamicResources"}]},
-                "preScore": {"disabled": [{"name": "*"}]},
-                "postFilter": {"disabled": [{"name": "DynamicResources"}]},
-            }
-        )
-    ).notes
-    assert not any("runs without" in n for n in quiet), quiet
+    assert [n for n, _ in run_points["postFilter"]] == ["DynamicResources", "DefaultPreemption"]

@@ -385,16 +385,26 @@ class Framework:
         return ""
 
     def run_post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
-        """In order until one succeeds; one that fails or raises leaves the pod unschedulable."""
+        """Upstream's RunPostFilterPlugins: in order until one succeeds or says the pod cannot be
+        helped (UnschedulableAndUnresolvable); otherwise Unschedulable with every plugin's reasons
+        (DynamicResources' deallocation, then DefaultPreemption's ``preemption: ...``), naming the
+        first plugin that gave one. A plugin that errs or raises ends the chain with its Error (its
+        message joins the pod's); it costs the pod this attempt's help, never the cycle."""
         began = time.perf_counter()
-        status = Status.unschedulable()
+        reasons: list[str] = []
+        rejector = ""
         for plugin in self.post_filter:
             _, status = self.invoker.call(
                 "PostFilter", plugin.name, False, status_shape, plugin.post_filter, state, pod, diagnosis
             )
-            if status.ok:
-                status = status.with_plugin(plugin.name)
-                break
+            if status.ok or not status.is_rejected or status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                status = status.with_plugin(plugin.name)  # an Error too: its message is the pod's
+                self.invoker.point("PostFilter", began, status)
+                return status
+            reasons.extend(status.reasons)
+            if not rejector and status.reasons:
+                rejector = plugin.name
+        status = Status(Code.UNSCHEDULABLE, tuple(reasons), rejector)
         self.invoker.point("PostFilter", began, status)
         return status
 

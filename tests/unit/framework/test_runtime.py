@@ -291,6 +291,46 @@ def test_prescore_and_postfilter_exceptions_do_not_escape(point: str) -> None:
         assert not status.ok and "kaboom" in status.message
 
 
+class Helper(Recorder):
+    """A PostFilter plugin answering with the status it is given."""
+
+    def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Any) -> Status:
+        CALLS.append(f"{self.name}.post_filter")
+        status: Status = self.b["post_filter"]
+        return status
+
+
+@pytest.mark.parametrize(
+    ("first", "want_calls", "want"),
+    [
+        # upstream's RunPostFilterPlugins: Unschedulable goes on, reasons merged, the first rejector named
+        (
+            Status.unschedulable("deallocated"),
+            ["A", "B"],
+            Status(Code.UNSCHEDULABLE, ("deallocated", "b"), "A"),
+        ),
+        (Status.unschedulable(), ["A", "B"], Status(Code.UNSCHEDULABLE, ("b",), "B")),
+        # Success, UnschedulableAndUnresolvable and Error stop the chain
+        (SUCCESS, ["A"], Status(Code.SUCCESS, (), "A")),
+        (
+            Status.unschedulable("no", resolvable=False),
+            ["A"],
+            Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("no",), "A"),
+        ),
+        (Status.error("broke"), ["A"], Status(Code.ERROR, ("broke",), "A")),
+    ],
+)
+def test_postfilter_runs_in_order_until_one_helps_or_cannot_and_merges_the_reasons(
+    first: Status, want_calls: list[str], want: Status
+) -> None:
+    a, b = Helper("A", post_filter=first), Helper("B", post_filter=Status.unschedulable("b"))
+    fw = build({"postFilter": [{"name": "A"}, {"name": "B"}]}, [a, b])
+    CALLS.clear()
+    status = fw.run_post_filter(CycleState(), pod(), outcome_diag(fw))
+    assert [c.split(".")[0] for c in CALLS] == want_calls
+    assert (status.code, status.reasons, status.plugin) == (want.code, want.reasons, want.plugin)
+
+
 def outcome_diag(fw: Framework) -> Any:
     return fw.find_feasible(CycleState(), pod()).diagnosis()
 

@@ -197,6 +197,27 @@ def test_shared_claim_allocated_elsewhere_pins_its_pods_to_that_node() -> None:
     assert sim.scheduler.cache.store(DraStore).claims["default/shared"].reserved_for == ("uid-first", "uid-p")
 
 
+def test_post_filter_deallocates_a_claim_no_pod_uses_that_keeps_its_pod_off_every_node() -> None:
+    """kube-scheduler 1.37's PostFilter: the claim was allocated on n2 (its pod gone), the pod may
+    only run on n1: the allocation is cleared, and the next attempt allocates it on n1."""
+    stale = allocated(claim("c"), "n2", ["gpu-0"])
+    objs = [node("n1"), node("n2"), device_class(), node_slice("n1"), node_slice("n2"), stale]
+    sim, out = run(*objs, user("p", "c", nodeSelector={"kubernetes.io/hostname": "n1"}))
+    assert out["uid-p"].node == "n1"
+    got = sim.scheduler.cache.store(DraStore).claims["default/c"]
+    assert got.allocated_node == "n1" and got.reserved_for == ("uid-p",)
+
+
+def test_post_filter_leaves_a_claim_another_pod_uses_and_says_why_the_pod_waits() -> None:
+    used = allocated(claim("c"), "n2", ["gpu-0"], reserved=("uid-other",))
+    objs = [node("n1"), node("n2"), device_class(), node_slice("n1"), node_slice("n2"), used]
+    sim, out = run(*objs, user("p", "c", nodeSelector={"kubernetes.io/hostname": "n1"}))
+    assert out["uid-p"].node is None
+    assert "resourceclaim not available on the node" in out["uid-p"].message
+    assert "deallocation" not in out["uid-p"].message
+    assert sim.scheduler.cache.store(DraStore).claims["default/c"].allocated_node == "n2"
+
+
 def test_an_allocation_selector_with_more_than_a_node_name_is_evaluated_whole() -> None:
     """upstream's availableOnNodes matches the whole selector: here two OR'd terms, one node by
     name (cordoned) or any node of rack r2; the pod goes to the r2 node, not only the named one."""
