@@ -8,11 +8,12 @@ and it has room for one more pod. Reasons, in kube-scheduler's words: ``Too many
 is ``Unschedulable``. ``ignoredResources`` / ``ignoredResourceGroups`` apply to extended resources
 only, as upstream.
 
-An extended resource that a node does not offer in its allocatable but a DeviceClass provides
-(``spec.extendedResourceName``, or the implicit ``deviceclass.resource.kubernetes.io/<class>``)
-is, for kube-scheduler 1.37, DRA's to allocate on that node (a claim it makes for the pod).
-shoal does not allocate those yet: such a node is refused, naming the class and saying so
-(unresolvable), rather than with a bare ``Insufficient``.
+An extended resource that a node does not offer in its allocatable (absent, or 0) but a DeviceClass
+provides (``spec.extendedResourceName``, or the implicit ``deviceclass.resource.kubernetes.io/<class>``)
+is, as for kube-scheduler 1.37, DynamicResources' to allocate on that node (a claim it makes for the
+pod: plugins/dynamicresources/extended.py): this Filter leaves it out there. A profile without
+DynamicResources (at filter, reserve and preBind) refuses such a node instead, naming the class
+(unresolvable), where kube-scheduler would leave it to a plugin that is not there.
 
 Score strategies (kube-scheduler's formulas):
 
@@ -44,6 +45,7 @@ from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import (
     MAX_NODE_SCORE,
     BoolArray,
+    ClusterEvent,
     EventKind,
     EventRegistration,
     Handle,
@@ -52,12 +54,16 @@ from shoal.core.framework.interfaces import (
     Rejection,
 )
 from shoal.core.framework.profile import ArgsModel, PluginEntry
+from shoal.core.framework.runtime import Framework
 from shoal.core.framework.scoring import ShapePoint, broken_linear, check_increasing, shape_points
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import CPU, MEMORY, PODS, NodeTable
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import SKIP, SUCCESS, Code, Status
-from shoal.plugins.dynamicresources.store import DraStore
+from shoal.plugins.dynamicresources.extended import is_dra_extended
+from shoal.plugins.dynamicresources.objects import DeviceClassInfo
+from shoal.plugins.dynamicresources.plugin import NAME as DRA
+from shoal.plugins.dynamicresources.store import IMPLICIT_EXTENDED_PREFIX, DraStore
 
 NAME = "NodeResourcesFit"
 STATE_KEY = f"PreFilter{NAME}"
@@ -175,10 +181,24 @@ class NodeResourcesFit:
         self.ignored_groups = frozenset(args.ignored_resource_groups)
         self.strategy = args.scoring_strategy
 
+        #: this profile allocates DRA-backed extended resources (see the module docstring)
+        self.dra_allocates = False
+
+    def attach_framework(self, fw: Framework) -> None:
+        """Learn whether DynamicResources runs in this profile at filter, reserve and preBind."""
+        self.dra_allocates = all(
+            any(p.name == DRA for p in plugins) for plugins in (fw.filter, fw.reserve, fw.pre_bind)
+        )
+
     def counts_every_resource(self) -> bool:
         """The core's resource arithmetic (core/state/room.py) counts every resource a pod asks
         for: it stands for this Filter only while the args ignore none."""
         return not self.ignored and not self.ignored_groups
+
+    def counts_all_of(self, pod: PodInfo) -> bool:
+        """The arithmetic stands for this Filter on every node for ``pod``: none of its requests
+        is one a DeviceClass provides (which a node may take from DRA instead)."""
+        return not pod.containers or not any(self._dra_class(r) for r in pod.requests)
 
     def _ignored(self, resource: str) -> bool:
         if not is_extended(resource):
@@ -212,8 +232,10 @@ class NodeResourcesFit:
             # more than the whole node offers: no eviction there can make room
             too_big = short & insufficient(allocatable, amount)
             reason = f"Insufficient {resource}"
-            dra_class = self._dra_class(resource) if "/" in resource else None  # a scalar resource
-            if (
+            dra_class = self._dra_class(resource)
+            if dra_class is not None and self.dra_allocates:  # DRA's to allocate where not offered
+                short, too_big = short & (allocatable > 0), too_big & (allocatable > 0)
+            elif (
                 dra_class is not None
                 and (dra_only := self._with_slices(table, short & (allocatable <= 0))).any()
             ):
@@ -239,16 +261,11 @@ class NodeResourcesFit:
         return out
 
     def _dra_class(self, resource: str) -> str | None:
-        """The DeviceClass that provides ``resource`` through DRA (the first by name), or None."""
-        if self.cache is None:
+        """The DeviceClass that provides ``resource`` through DRA, or None."""
+        if self.cache is None or not is_dra_extended(resource):
             return None
-        implicit = "deviceclass.resource.kubernetes.io/"
-        names = [
-            c.name
-            for c in self.cache.store(DraStore).classes.values()
-            if resource in (c.extended_resource_name, implicit + c.name)
-        ]
-        return min(names) if names else None
+        cls = self.cache.store(DraStore).extended_class(resource)
+        return cls.name if cls is not None else None
 
     # -- PreScore ------------------------------------------------------------------------------
     def pre_score(self, state: CycleState, pod: PodInfo, rows: IntArray, table: NodeTable) -> Status:
@@ -368,11 +385,13 @@ class NodeResourcesFit:
         return out
 
     def events_to_register(self) -> Sequence[EventRegistration]:
-        # a pod deleted or resized down (UpdatePodScaleDown) frees room, as upstream registers
+        # a pod deleted or resized down (UpdatePodScaleDown) frees room, as upstream registers; a
+        # DeviceClass that provides a resource the pod asks for (DRA-backed extended resources)
         return (
             EventRegistration(
                 EventKind.NODE_ADD | EventKind.NODE_UPDATE | EventKind.POD_DELETE | EventKind.POD_SCALE_DOWN
             ),
+            EventRegistration(EventKind.DRA_CHANGE, class_provides_a_request),
         )
 
 
@@ -388,10 +407,21 @@ def _balance(f: npt.NDArray[np.float64], p: BoolArray) -> IntArray:
     return out
 
 
+def class_provides_a_request(pod: PodInfo, event: ClusterEvent) -> bool:
+    """The queueing hint for DRA changes (upstream's isSchedulableAfterDeviceClassEvent): a
+    DeviceClass that provides, by its name or its ``extendedResourceName``, a resource the pod asks for."""
+    cls = event.obj
+    if not isinstance(cls, DeviceClassInfo):
+        return False
+    return pod.requests.get(IMPLICIT_EXTENDED_PREFIX + cls.name, 0) > 0 or (
+        bool(cls.extended_resource_name) and pod.requests.get(cls.extended_resource_name, 0) > 0
+    )
+
+
 def dra_reason(resource: str, device_class: str) -> str:
     return (
-        f"node(s) offer {resource} only through DRA (DeviceClass {device_class}), which shoal does not "
-        "allocate for extended resources yet"
+        f"node(s) offer {resource} only through DRA (DeviceClass {device_class}), which this profile does "
+        f"not allocate: {DRA} is not in its filter, reserve and preBind"
     )
 
 

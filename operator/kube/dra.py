@@ -3,11 +3,14 @@ kube-scheduler's PreBind writes them: the ``resource.kubernetes.io/delete-protec
 on a claim it allocates (a normal update: here a merge patch of ``metadata.finalizers``), then
 ``status.allocation`` and the pod in ``status.reservedFor`` (the status subresource). Both carry
 the resourceVersion the scheduler read, so a claim someone else allocated or reserved meanwhile is
-a 409, never overwritten.
+a 409, never overwritten. For a pod's DRA-backed extended resources, the claim is created first
+(with the finalizer: upstream creates it, then adds the finalizer in a second write) and recorded
+in the pod's ``status.extendedResourceClaimStatus`` after; Unreserve and PostFilter delete it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -16,7 +19,7 @@ from shoal.core.state.nodeselectors import Requirement, SelectorTerm
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Status
 from shoal.kube.rest import RawClient, message_of
-from shoal.kube.wire import MERGE_PATCH, RESOURCE_CLAIMS
+from shoal.kube.wire import MERGE_PATCH, PODS, RESOURCE_CLAIMS
 from shoal.plugins.dynamicresources.capacity import quantity
 from shoal.plugins.dynamicresources.objects import ResourceClaimInfo
 from shoal.plugins.dynamicresources.ports import DELETE_PROTECTION
@@ -103,11 +106,63 @@ class KubeClaimWriter:
             return _failed(f"deallocate claim {claim.key}", code, reply)
         return Status()
 
+    async def create_claim(self, body: Mapping[str, Any]) -> tuple[ResourceClaimInfo | None, Status]:
+        meta = body.get("metadata") or {}
+        namespace, what = str(meta.get("namespace") or "default"), f"{meta.get('generateName')}*"
+        code, reply = await self._call("POST", RESOURCE_CLAIMS.path(namespace=namespace), body, what)
+        if code >= 300 or not isinstance(reply, dict):
+            return None, _failed(f"create claim {namespace}/{what}", code, reply)
+        return ResourceClaimInfo.from_dict(reply), Status()
+
+    async def delete_claim(self, claim: ResourceClaimInfo) -> Status:
+        """Upstream's deleteClaim: the finalizer off (guarded by the resourceVersion, re-read on a
+        conflict), then DELETE; a claim gone meanwhile is done."""
+        path = RESOURCE_CLAIMS.path(claim.name, namespace=claim.namespace)
+        version, finalizers = claim.resource_version, claim.finalizers
+        for _ in range(5):
+            if DELETE_PROTECTION not in finalizers:
+                break
+            meta = {
+                "resourceVersion": version,
+                "finalizers": [f for f in finalizers if f != DELETE_PROTECTION],
+            }
+            code, reply = await self._call("PATCH", path, {"metadata": meta}, claim.key, MERGE_PATCH)
+            if code == 404:
+                return Status()
+            if code != 409:
+                if code >= 300:
+                    return _failed(f"remove finalizer of claim {claim.key}", code, reply)
+                break
+            code, reply = await self._call("GET", path, None, claim.key)  # changed: read it again
+            if code == 404:
+                return Status()
+            if code >= 300 or not isinstance(reply, dict):
+                return _failed(f"read claim {claim.key}", code, reply)
+            fresh = ResourceClaimInfo.from_dict(reply)
+            version, finalizers = fresh.resource_version, fresh.finalizers
+        code, reply = await self._call("DELETE", path, None, claim.key)
+        if code >= 300 and code != 404:
+            return _failed(f"delete claim {claim.key}", code, reply)
+        return Status()
+
+    async def record_extended_claim(self, pod: PodInfo, status: Mapping[str, Any]) -> Status:
+        path = PODS.path(pod.name, namespace=pod.namespace, sub="status")
+        body = {"status": {"extendedResourceClaimStatus": dict(status)}}
+        code, reply = await self._call("PATCH", path, body, pod.key, MERGE_PATCH)
+        if code >= 300:
+            return _failed(f"record extended resource claim of pod {pod.key}", code, reply)
+        return Status()
+
     async def _patch(self, path: str, body: dict[str, Any], claim: ResourceClaimInfo) -> tuple[int, Any]:
+        return await self._call("PATCH", path, body, claim.key, MERGE_PATCH)
+
+    async def _call(
+        self, method: str, path: str, body: Any, what: str, content_type: str = "application/json"
+    ) -> tuple[int, Any]:
         try:
-            return await self.raw.request("PATCH", path, body, content_type=MERGE_PATCH)
+            return await self.raw.request(method, path, body, content_type=content_type)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            return 599, {"message": f"{claim.key}: {exc}"}
+            return 599, {"message": f"{what}: {exc}"}
 
 
 def _consumers(claim: ResourceClaimInfo) -> list[dict[str, Any]]:

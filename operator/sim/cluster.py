@@ -159,6 +159,9 @@ class MemoryClaimWriter:
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
+        self._made = 0
+        #: pod uid -> its ``status.extendedResourceClaimStatus`` as written
+        self.extended: dict[str, dict[str, Any]] = {}
 
     async def reserve_claim(
         self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, pod: PodInfo
@@ -171,6 +174,23 @@ class MemoryClaimWriter:
     async def deallocate(self, claim: ResourceClaimInfo) -> Status:
         free = replace(claim, allocated=None, allocated_node="", allocated_terms=(), consumers=())
         self.scheduler.on_object(free)
+        return Status()
+
+    async def create_claim(self, body: Mapping[str, Any]) -> tuple[ResourceClaimInfo | None, Status]:
+        self._made += 1
+        meta = dict(body.get("metadata") or {})
+        name = f"{meta.pop('generateName', '')}{self._made:05d}"  # the API server's: 5 random characters
+        obj = {**body, "metadata": {**meta, "name": name, "uid": f"uid-{name}", "resourceVersion": "1"}}
+        made = ResourceClaimInfo.from_dict(obj)
+        self.scheduler.on_object(made)
+        return made, Status()
+
+    async def delete_claim(self, claim: ResourceClaimInfo) -> Status:
+        self.scheduler.on_object(claim, deleted=True)
+        return Status()
+
+    async def record_extended_claim(self, pod: PodInfo, status: Mapping[str, Any]) -> Status:
+        self.extended[pod.uid] = dict(status)
         return Status()
 
 

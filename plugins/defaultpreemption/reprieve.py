@@ -31,7 +31,7 @@ from shoal.core.state.status import Status
 def applies(fw: Framework, pod: PodInfo, victims_on_node: Sequence[PodInfo]) -> bool:
     """May the victims on this node be reprieved by arithmetic (see the module docstring)?"""
     return (
-        fw.arithmetic_what_ifs
+        fw.arithmetic_for(pod)
         and pod.gpu_memory_gb is None
         and not any(v.host_ports for v in victims_on_node)
     )
@@ -100,7 +100,7 @@ class PlainRun:
 def plain_run(fw: Framework, pod: PodInfo, pdbs: Sequence[object]) -> PlainRun | None:
     """The shared part of :func:`select_plain` for ``pod``'s dry run, or None when it cannot
     apply to any node (PodDisruptionBudgets exist, GPU memory asked, a Filter not victim-blind)."""
-    if pdbs or pod.gpu_memory_gb is not None or not fw.arithmetic_what_ifs:
+    if pdbs or pod.gpu_memory_gb is not None or not fw.arithmetic_for(pod):
         return None
     table = fw.handle.cache.table
     names = tuple(r for r, amount in pod.requests.items() if amount > 0)

@@ -21,6 +21,8 @@ from shoal.plugins.dynamicresources.capacity import Capacity, CapacityPolicy
 JSON = Mapping[str, Any]
 
 POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"  # set on claims made from a template
+#: marks the claim kube-scheduler (or shoal) made for a pod's DRA-backed extended resources
+EXTENDED_RESOURCE_CLAIM = "resource.kubernetes.io/extended-resource-claim"
 ALLOCATION_EXACT_COUNT, ALLOCATION_ALL = "ExactCount", "All"
 #: at most this many pods in a claim's reservedFor (ResourceClaimReservedForMaxSize)
 RESERVED_FOR_MAX = 256
@@ -238,6 +240,9 @@ class DeviceClassInfo:
     config: tuple[JSON, ...] = ()
     #: ``spec.extendedResourceName``: the extended resource it provides to pods' requests ("": none)
     extended_resource_name: str = ""
+    #: ``metadata.creationTimestamp`` (RFC 3339): of two classes naming one extended resource,
+    #: the newer provides it
+    created: str = ""
 
     @classmethod
     def from_dict(cls, obj: JSON) -> DeviceClassInfo:
@@ -250,6 +255,7 @@ class DeviceClassInfo:
             resource_version=str(meta.get("resourceVersion") or ""),
             config=config,
             extended_resource_name=str(spec.get("extendedResourceName") or ""),
+            created=str(meta.get("creationTimestamp") or ""),
         )
 
 
@@ -441,6 +447,8 @@ class ResourceClaimInfo:
     pod_claim_name: str = ""  # set by the resourceclaim controller on a claim from a template
     owner_uid: str = ""  # the pod that owns a generated claim
     deleting: bool = False
+    #: made by a scheduler for its controlling pod's DRA-backed extended resources (annotated)
+    extended: bool = False
 
     #: the allocation's ``devices.config`` (class and claim configuration), set by Reserve
     allocation_config: tuple[JSON, ...] = ()
@@ -497,6 +505,8 @@ class ResourceClaimInfo:
             pod_claim_name=str((meta.get("annotations") or {}).get(POD_CLAIM_NAME) or ""),
             owner_uid=str(owner.get("uid") or ""),
             deleting=bool(meta.get("deletionTimestamp")),
+            extended=(meta.get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM) == "true"
+            and owner.get("controller") is True,
         )
 
 

@@ -1,5 +1,7 @@
-"""DynamicResources (PreEnqueue, PreFilter, Filter, Score, Reserve, Unreserve, PreBind): a pod's
-ResourceClaims are allocated on the node it goes to, as kube-scheduler 1.37 allocates them.
+"""DynamicResources (PreEnqueue, PreFilter, Filter, PostFilter, Score, Reserve, Unreserve, PreBind):
+a pod's ResourceClaims are allocated on the node it goes to, as kube-scheduler 1.37 allocates them,
+and so are its extended resources that a DeviceClass provides where a node's allocatable lacks them
+(:mod:`shoal.plugins.dynamicresources.extended`: a claim made for the pod).
 
 kube-scheduler's semantics (pkg/scheduler/framework/plugins/dynamicresources, structured
 parameters; read, not ported):
@@ -33,6 +35,9 @@ parameters; read, not ported):
   ``status.allocation`` for a claim it allocated, and the pod (resource ``pods``, name, uid) in
   ``status.reservedFor``, through the ClaimWriter (``Handle.extras[CLAIM_WRITER]``). A claim that
   someone else allocated meanwhile fails it (the 409 of a stale resourceVersion).
+* **PostFilter** (no node fits): deallocates a claim of the pod that no other pod uses and whose
+  allocation kept the pod off a node (``deallocation of ResourceClaim completed``), or deletes an
+  extended-resource claim left from an earlier attempt, so that the next attempt starts afresh.
 
 Vectorised where it pays: when the pod's unallocated claims amount to one ``ExactCount`` request
 with no constraint (the common "N GPUs" claim), Filter counts the free matching devices per node
@@ -44,7 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -81,6 +86,17 @@ from shoal.plugins.dynamicresources.allocator import (
     allocation_selector,
 )
 from shoal.plugins.dynamicresources.explain import describe_request, node_request
+from shoal.plugins.dynamicresources.extended import (
+    CANNOT_FIT,
+    STALE,
+    ExtendedClaim,
+    claim_body,
+    claim_status,
+    in_memory_claim,
+    is_dra_extended,
+    mapped,
+    requests_and_mappings,
+)
 from shoal.plugins.dynamicresources.objects import (
     ALLOCATION_EXACT_COUNT,
     RESERVED_FOR_MAX,
@@ -88,7 +104,7 @@ from shoal.plugins.dynamicresources.objects import (
     Device,
     ResourceClaimInfo,
 )
-from shoal.plugins.dynamicresources.ports import CLAIM_WRITER, ClaimWriter
+from shoal.plugins.dynamicresources.ports import CLAIM_WRITER, DELETE_PROTECTION, ClaimWriter
 from shoal.plugins.dynamicresources.scoring import Allocation, score_rows
 from shoal.plugins.dynamicresources.store import DraStore, NodePool
 from shoal.plugins.nodeaffinity import term_mask
@@ -101,6 +117,8 @@ NOT_AVAILABLE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 #: PostFilter's words when it deallocated a claim that kept the pod off every node
 DEALLOCATED = "deallocation of ResourceClaim completed"
+#: PostFilter's words when it deleted an extended-resource claim left from an earlier attempt
+DELETED = "deletion of ResourceClaim completed"
 NOT_YET = "which shoal does not evaluate yet"
 
 
@@ -143,6 +161,19 @@ class _State:
     assumed: list[str] = field(default_factory=list)
     #: allocated claims whose node selector left out a node Filter looked at (PostFilter's)
     unavailable: set[str] = field(default_factory=set)
+    #: the pod's requests a DeviceClass provides (DRA-backed extended resources: extended.py)
+    extended: dict[str, int] = field(default_factory=dict)
+    #: a claim made for them in an earlier attempt (PostFilter deletes it)
+    stale: ResourceClaimInfo | None = None
+    #: the resources a node takes from DRA -> the claims to allocate there, and what the
+    #: extended-resource claim among them asks (None: none)
+    variants: dict[frozenset[str], tuple[list[ResourceClaimInfo], ExtendedClaim | None]] = field(
+        default_factory=dict
+    )
+    #: the extended-resource claim Reserve assumed (its in-memory key, what it asks), and the one
+    #: PreBind created (Unreserve deletes it)
+    extended_claim: tuple[str, ExtendedClaim] | None = None
+    created: ResourceClaimInfo | None = None
 
 
 class DynamicResources:
@@ -153,8 +184,8 @@ class DynamicResources:
         self.handle = handle
         self.cache: ClusterCache = handle.cache
         self.matcher = Matcher()
-        #: PostFilter's deallocations under way (kept so they are not collected mid-flight)
-        self._deallocations: set[asyncio.Task[None]] = set()
+        #: PostFilter's and Unreserve's writes under way (kept so they are not collected mid-flight)
+        self._writes: set[asyncio.Task[None]] = set()
         self._devices: dict[str, tuple[int, NodeSpec | None, tuple[Device, ...]]] = {}
         #: (class, class selectors, request selectors) -> id(device) -> (device, matches)
         self._matches: dict[tuple[str, tuple[str, ...], tuple[str, ...]], dict[int, tuple[Device, bool]]] = {}
@@ -172,7 +203,8 @@ class DynamicResources:
         claims, status = pod_claims(store, pod)
         if not status.ok:
             return None, status
-        if not claims:
+        extended = mapped(pod, store.extended_class) if pod.containers else {}
+        if not claims and not extended:
             return None, Status.skip()
         allocated: list[ResourceClaimInfo] = []
         to_allocate: list[ResourceClaimInfo] = []
@@ -198,7 +230,10 @@ class DynamicResources:
                         why = f"request {req.name}: device class {req.device_class} does not exist"
                         return None, _unresolvable(why)
             to_allocate.append(claim)
-        state.write(STATE_KEY, _State(allocated, to_allocate))
+        st = _State(allocated, to_allocate, extended=extended)
+        if extended:
+            st.stale = store.extended_claim(pod.uid)
+        state.write(STATE_KEY, st)
         # no PreFilterResult for allocated claims (nor does upstream return one): Filter rejects
         # the nodes their selectors leave out, and PostFilter learns which claims did
         return None, SUCCESS
@@ -208,27 +243,44 @@ class DynamicResources:
         self, state: CycleState, pod: PodInfo, table: NodeTable, candidates: BoolArray
     ) -> Sequence[Rejection]:
         st: _State = state.require(STATE_KEY)
+        if st.stale is not None:  # made in an earlier attempt: PostFilter deletes it, then anew
+            return [Rejection(candidates.copy(), STALE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)]
         unavailable = _unavailable(st, table, candidates)
         out = []
         if unavailable.any():
             out.append(Rejection(unavailable, NOT_AVAILABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
-        if not st.to_allocate:
+        if not st.to_allocate and not st.extended:
             return out
         rows = np.flatnonzero(candidates & ~unavailable)
+        cannot_fit = np.zeros(table.n, dtype=bool)
+        groups = self._groups(st, pod, table, rows, cannot_fit)
+        if cannot_fit.any():
+            out.append(Rejection(cannot_fit, CANNOT_FIT, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
         none = np.zeros(table.n, dtype=bool)
         invalid = np.zeros(table.n, dtype=bool)
+        failed = np.zeros(table.n, dtype=bool)
+        nothing: list[ResourceClaimInfo] = []  # the claims of the nodes where nothing matches
         st.by_node = {}
-        try:
-            if _simple(st):  # counting free devices will do, but where devices share counters
-                shared = np.array([self.shares_counters(table, int(r)) for r in rows], dtype=bool)
-                failed = self._count_free(st, table, rows[~shared], none)
-                failed |= self._search(st, table, rows[shared], invalid)
-            else:
-                failed = self._search(st, table, rows, invalid)
-        except AllocationError as exc:
-            raise PluginFailed(Status.error(str(exc))) from None
+        for claims, where in groups:
+            if not claims:  # a device plugin serves all of it there: nothing to allocate
+                continue
+            try:
+                if _simple(claims):  # counting free devices will do, but where devices share counters
+                    shared = np.array([self.shares_counters(table, int(r)) for r in where], dtype=bool)
+                    some = np.zeros(table.n, dtype=bool)
+                    failed |= self._count_free(claims, table, where[~shared], some)
+                    if some.any():
+                        nothing = claims
+                    none |= some
+                    failed |= self._search(st, claims, table, where[shared], invalid)
+                else:
+                    failed |= self._search(st, claims, table, where, invalid)
+            except AllocationError as exc:
+                raise PluginFailed(Status.error(str(exc))) from None
         if none.any():  # upstream says only CANNOT_ALLOCATE; shoal says why when nothing matches
-            out.append(Rejection(none, self._nothing_matches(st, table), Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+            out.append(
+                Rejection(none, self._nothing_matches(nothing, table), Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+            )
         if invalid.any():
             out.append(Rejection(invalid, INVALID_POOLS, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
         taken = failed & ~none & ~invalid
@@ -236,16 +288,71 @@ class DynamicResources:
             out.append(Rejection(taken, CANNOT_ALLOCATE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
         return out
 
+    def _groups(
+        self, st: _State, pod: PodInfo, table: NodeTable, rows: IntArray, cannot_fit: BoolArray
+    ) -> list[tuple[list[ResourceClaimInfo], IntArray]]:
+        """``rows`` grouped by the claims to allocate there: the pod's, and for its extended
+        resources a node does not offer (allocatable absent or 0) the claim DRA must fill. A
+        node that lacks a domain-prefixed resource the pod asks for and no class provides is
+        ``cannot_fit`` (upstream's, when the pod has some DRA-backed ones)."""
+        if not st.extended:
+            return [(st.to_allocate, rows)]
+        n = table.n
+        for resource, amount in pod.requests.items():
+            if amount > 0 and resource not in st.extended and is_dra_extended(resource):
+                lacking = rows[table.allocatable[table.resource_row(resource), :n][rows] <= 0]
+                cannot_fit[lacking] = True
+        rows = rows[~cannot_fit[rows]]
+        names = sorted(st.extended)
+        from_dra = np.vstack([table.allocatable[table.resource_row(r), :n][rows] <= 0 for r in names])
+        out = []
+        for pattern in np.unique(from_dra, axis=1).T:
+            where = rows[(from_dra == pattern[:, None]).all(axis=0)]
+            claims, _ = self._variant(
+                st, pod, frozenset(r for r, dra in zip(names, pattern, strict=True) if dra)
+            )
+            out.append((claims, where))
+        return out
+
+    def _variant(
+        self, st: _State, pod: PodInfo, from_dra: frozenset[str]
+    ) -> tuple[list[ResourceClaimInfo], ExtendedClaim | None]:
+        """The claims to allocate on a node that takes ``from_dra`` from DRA (memoised per cycle)."""
+        hit = st.variants.get(from_dra)
+        if hit is None:
+            store = self.cache.store(DraStore)
+            wanted = (
+                requests_and_mappings(pod.containers, from_dra, store.extended_class) if from_dra else None
+            )
+            if wanted is None or not wanted.requests:
+                hit = (st.to_allocate, None)
+            else:
+                hit = ([*st.to_allocate, in_memory_claim(pod, wanted)], wanted)
+            st.variants[from_dra] = hit
+        return hit
+
+    def _node_variant(
+        self, st: _State, pod: PodInfo, table: NodeTable, row: int
+    ) -> tuple[list[ResourceClaimInfo], ExtendedClaim | None]:
+        """The claims to allocate on the node at ``row``."""
+        if not st.extended:
+            return st.to_allocate, None
+        n = table.n
+        dra = frozenset(r for r in st.extended if table.allocatable[table.resource_row(r), :n][row] <= 0)
+        return self._variant(st, pod, dra)
+
     def shares_counters(self, table: NodeTable, row: int) -> bool:
         """A device of the node's pools takes a share of its pool's counters, or is shared by
         several allocations: which devices fit together is then the search's to find, not a count
         of free ones."""
         return any(d.consumes or d.multi for d in self.node_devices(table, row))
 
-    def _nothing_matches(self, st: _State, table: NodeTable) -> str:
+    def _nothing_matches(self, claims: Sequence[ResourceClaimInfo], table: NodeTable) -> str:
         """The reason for nodes none of whose devices match the request (taken or not), naming
         the slices that publish devices for nodes that do not exist."""
-        claim = st.to_allocate[0]
+        claim = claims[0]
+        if claim.extended:  # no name to give: the claim does not exist yet
+            return CANNOT_ALLOCATE
         req = claim.requests[0][0]
         why = f"{CANNOT_ALLOCATE}: no device matches claim {claim.key}, request {req.name} "
         why += f"(device class {req.device_class})"
@@ -276,11 +383,13 @@ class DynamicResources:
         self._devices[name] = (store.devices_version, spec, devices)
         return devices
 
-    def _count_free(self, st: _State, table: NodeTable, rows: np.ndarray, none: BoolArray) -> BoolArray:
+    def _count_free(
+        self, claims: Sequence[ResourceClaimInfo], table: NodeTable, rows: np.ndarray, none: BoolArray
+    ) -> BoolArray:
         """One ExactCount request, no constraint: a node fits when it has ``count`` free matching
         devices (exact: any such devices will do). The allocation is searched at Reserve. ``none``
         is set for the nodes where no device matches at all, free or not."""
-        claim = st.to_allocate[0]
+        claim = claims[0]
         req = claim.requests[0][0]
         cls = self.cache.store(DraStore).classes[req.device_class]
         taken = self.cache.store(DraStore).taken
@@ -309,13 +418,20 @@ class DynamicResources:
             none[row] = not matched
         return failed
 
-    def _search(self, st: _State, table: NodeTable, rows: Iterable[int], invalid: BoolArray) -> BoolArray:
+    def _search(
+        self,
+        st: _State,
+        claims: Sequence[ResourceClaimInfo],
+        table: NodeTable,
+        rows: Iterable[int],
+        invalid: BoolArray,
+    ) -> BoolArray:
         """The full search on each node of ``rows``: the nodes where the claims do not fit, and
         (``invalid``) those among them with an invalid pool (upstream's own reason)."""
         failed = np.zeros(table.n, dtype=bool)
         for row in rows:
             try:
-                found = self._allocate(st, table, int(row))
+                found = self._allocate(claims, table, int(row))
             except InvalidPools:
                 invalid[row] = True
                 found = None
@@ -325,14 +441,16 @@ class DynamicResources:
                 st.by_node[table.name(int(row))] = found
         return failed
 
-    def _allocate(self, st: _State, table: NodeTable, row: int) -> list[tuple[AllocatedDevice, ...]] | None:
+    def _allocate(
+        self, claims: Sequence[ResourceClaimInfo], table: NodeTable, row: int
+    ) -> list[tuple[AllocatedDevice, ...]] | None:
         """The pod's claims on the node at ``row``, or None; AllocationError, InvalidPools."""
         store = self.cache.store(DraStore)
         pools = self.node_pools(table, row)
         if not pools:
             return None
         return allocate(
-            st.to_allocate,
+            claims,
             pools,
             store.classes,
             lambda d: store.taken_by(d) is not None,
@@ -355,24 +473,36 @@ class DynamicResources:
             claim = store.claims.get(key)
             if claim is None or claim.allocated is None or claim.reserved_for not in ((), (pod.uid,)):
                 continue
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:  # a synchronous what-if run: nothing is written
-                return Status(Code.UNSCHEDULABLE)
-            task = loop.create_task(self._deallocate(writer, claim))
-            self._deallocations.add(task)
-            task.add_done_callback(self._deallocations.discard)
-            return Status(Code.UNSCHEDULABLE, (DEALLOCATED,), NAME)
+            if self._write("deallocating", claim, writer.deallocate):
+                return Status(Code.UNSCHEDULABLE, (DEALLOCATED,), NAME)
+            return Status(Code.UNSCHEDULABLE)
+        if st.stale is not None and self._write("deleting", st.stale, writer.delete_claim):
+            return Status(Code.UNSCHEDULABLE, (DELETED,), NAME)
         return Status(Code.UNSCHEDULABLE)
 
-    async def _deallocate(self, writer: ClaimWriter, claim: ResourceClaimInfo) -> None:
+    def _write(
+        self, what: str, claim: ResourceClaimInfo, write: Callable[[ResourceClaimInfo], Awaitable[Status]]
+    ) -> bool:
+        """Start ``write`` of ``claim`` without waiting (its watch event wakes the pod); False in
+        a synchronous what-if run, where nothing is written."""
         try:
-            status = await writer.deallocate(claim)
-        except Exception:  # an adapter bug: logged, the claim stays as it was
-            log.exception("deallocating claim %s failed", claim.key)
-            return
-        if not status.ok:
-            log.warning("deallocating claim %s: %s", claim.key, status.message)
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+
+        async def run() -> None:
+            try:
+                status = await write(claim)
+            except Exception:  # an adapter bug: logged, the claim stays as it was
+                log.exception("%s claim %s failed", what, claim.key)
+                return
+            if not status.ok:
+                log.warning("%s claim %s: %s", what, claim.key, status.message)
+
+        task = loop.create_task(run())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+        return True
 
     # -- Score ---------------------------------------------------------------------------------
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
@@ -382,14 +512,17 @@ class DynamicResources:
         st: _State | None = state.read(STATE_KEY)  # None: PreFilter skipped (no claims)
         if st is None:
             return np.zeros(len(rows), dtype=np.int64)
-        return score_rows(st.allocated, st.to_allocate, rows, lambda row: self._allocation_at(st, table, row))
+        return score_rows(
+            st.allocated, st.to_allocate, rows, lambda row: self._allocation_at(st, pod, table, row)
+        )
 
-    def _allocation_at(self, st: _State, table: NodeTable, row: int) -> Allocation | None:
+    def _allocation_at(self, st: _State, pod: PodInfo, table: NodeTable, row: int) -> Allocation | None:
+        """The node's allocation (the pod's claims first, then the extended-resource claim)."""
         found = st.by_node.get(table.name(row))
         if found is not None:
             return found
         try:
-            return self._allocate(st, table, row)
+            return self._allocate(self._node_variant(st, pod, table, row)[0], table, row)
         except InvalidPools:
             return None
 
@@ -399,13 +532,19 @@ class DynamicResources:
     # -- Reserve / Unreserve ---------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         st: _State | None = state.read(STATE_KEY)
-        if st is None or not st.to_allocate:
+        if st is None or (not st.to_allocate and not st.extended):
+            return SUCCESS
+        table = self.cache.table
+        row = table.index.get(node)
+        if row is None:
+            return Status(Code.UNSCHEDULABLE, (CANNOT_ALLOCATE,), NAME)
+        claims, wanted = self._node_variant(st, pod, table, row)
+        if not claims:  # a device plugin serves it all
             return SUCCESS
         found = st.by_node.get(node)
         if found is None:
-            row = self.cache.table.index.get(node)
             try:
-                found = self._allocate(st, self.cache.table, row) if row is not None else None
+                found = self._allocate(claims, table, row)
             except AllocationError as exc:
                 return Status.error(str(exc))
             except InvalidPools as exc:
@@ -414,16 +553,17 @@ class DynamicResources:
             return Status(Code.UNSCHEDULABLE, (CANNOT_ALLOCATE,), NAME)
         store = self.cache.store(DraStore)
         st.assumed = []
-        row = self.cache.table.index.get(node)
-        spec = self.cache.table.specs[row] if row is not None else None
+        spec = table.specs[row]
         labels = spec.labels if spec is not None else {}
-        for claim, devices in zip(st.to_allocate, found, strict=True):
+        for claim, devices in zip(claims, found, strict=True):
             # the node it is pinned to, or the merged selector of the nodeSelector slices it used
             local, terms = allocation_selector(devices, store.slices_for(node, labels))
             config = allocation_config(claim, devices, store.classes)
             held = replace(claim, allocated=devices, allocated_node=local, allocated_terms=terms)
             store.assume(replace(held, allocation_config=config))
             st.assumed.append(claim.key)
+            if claim.extended and wanted is not None:
+                st.extended_claim = (claim.key, wanted)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
@@ -433,6 +573,11 @@ class DynamicResources:
         for key in st.assumed:
             self.cache.store(DraStore).forget(key)
         st.assumed = []
+        st.extended_claim = None
+        writer: ClaimWriter | None = self.handle.extras.get(CLAIM_WRITER)
+        if st.created is not None and writer is not None:  # made by PreBind: it goes (upstream's)
+            self._write("deleting", st.created, writer.delete_claim)
+        st.created = None
 
     # -- PreBind ---------------------------------------------------------------------------------
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
@@ -449,7 +594,12 @@ class DynamicResources:
             status = await writer.reserve_claim(claim, None, pod)
             if not status.ok:
                 return status
-        for key in st.assumed:
+        for i, key in enumerate(list(st.assumed)):
+            if st.extended_claim is not None and key == st.extended_claim[0]:
+                status = await self._create_extended(st, pod, writer, i)
+                if not status.ok:
+                    return status
+                continue
             held = store.assumed.get(key)
             known = store.claims.get(key)
             if held is None or known is None:
@@ -462,6 +612,35 @@ class DynamicResources:
             if not status.ok:
                 return status
         return SUCCESS
+
+    async def _create_extended(self, st: _State, pod: PodInfo, writer: ClaimWriter, i: int) -> Status:
+        """Create the claim for the pod's DRA-backed extended resources, write its allocation and
+        reservation, and record it in the pod's status (upstream's order). The devices stay held
+        throughout: under the in-memory key until the claim exists, then under its name."""
+        assert st.extended_claim is not None
+        key, wanted = st.extended_claim
+        store = self.cache.store(DraStore)
+        held = store.assumed.get(key)
+        if held is None:
+            return Status.error(f"the allocation for the extended resources of pod {pod.key} is gone")
+        created, status = await writer.create_claim(claim_body(pod, wanted, DELETE_PROTECTION))
+        if created is None:
+            return status
+        st.created = created
+        allocated = replace(
+            created,
+            allocated=held.allocated,
+            allocated_node=held.allocated_node,
+            allocated_terms=held.allocated_terms,
+            allocation_config=held.allocation_config,
+        )
+        store.forget(key)
+        store.assume(allocated)
+        st.assumed[i] = created.key
+        status = await writer.reserve_claim(created, allocated, pod)
+        if not status.ok:
+            return status
+        return await writer.record_extended_claim(pod, claim_status(created.name, wanted.mappings))
 
     # -- shoal explain ---------------------------------------------------------------------------
     def describe(self, pod: PodInfo) -> list[str]:
@@ -558,12 +737,12 @@ def _unavailable(st: _State, table: NodeTable, candidates: BoolArray) -> BoolArr
     return out
 
 
-def _simple(st: _State) -> bool:
+def _simple(claims: Sequence[ResourceClaimInfo]) -> bool:
     """One unallocated claim with one ``exactly`` ExactCount request, no constraint, no admin
     access (which may take devices in use)."""
-    if len(st.to_allocate) != 1:
+    if len(claims) != 1:
         return False
-    claim = st.to_allocate[0]
+    claim = claims[0]
     return (
         len(claim.requests) == 1
         and len(claim.requests[0]) == 1

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Status
@@ -27,6 +28,21 @@ class ClaimWriter(Protocol):
         """Clear the claim's ``status.allocation``, ``reservedFor`` and ``devices`` (PostFilter:
         an allocation no pod uses that keeps its pod off every node), guarded by the claim's
         resourceVersion."""
+        ...
+
+    async def create_claim(self, body: Mapping[str, Any]) -> tuple[ResourceClaimInfo | None, Status]:
+        """Create the claim ``body`` (with ``generateName``) for a pod's DRA-backed extended
+        resources; the claim as created (its name, uid, resourceVersion), or None and why not."""
+        ...
+
+    async def delete_claim(self, claim: ResourceClaimInfo) -> Status:
+        """Delete a claim made for a pod's extended resources, its ``delete-protection``
+        finalizer removed first (a claim already gone is no failure)."""
+        ...
+
+    async def record_extended_claim(self, pod: PodInfo, status: Mapping[str, Any]) -> Status:
+        """Write the pod's ``status.extendedResourceClaimStatus`` (the claim's name, which request
+        serves which container's resource): what the kubelet reads to prepare the devices."""
         ...
 
 

@@ -26,6 +26,9 @@ from shoal.plugins.dynamicresources.objects import (
     ResourceSliceInfo,
 )
 
+#: every DeviceClass provides the extended resource of this prefix and its name
+IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
+
 
 @dataclass
 class DraStore:
@@ -64,6 +67,10 @@ class DraStore:
     _patched: dict[str, tuple[ResourceSliceInfo, tuple[Device, ...]]] = field(default_factory=dict)
     #: (driver, pool) -> the names of its slices, of every generation
     _by_pool: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    #: pod uid -> the claim (``namespace/name``) made for its DRA-backed extended resources
+    _extended_by_pod: dict[str, str] = field(default_factory=dict)
+    #: (devices_version, extended resource name -> the DeviceClass that provides it)
+    _extended: tuple[int, dict[str, DeviceClassInfo]] = (-1, {})
     #: (node, its labels' identity) -> (devices_version, the pools the node reaches)
     _pools: dict[str, tuple[int, Mapping[str, str], tuple[NodePool, ...]]] = field(default_factory=dict)
 
@@ -119,6 +126,10 @@ class DraStore:
         old = self.claims.pop(obj.key, None)
         if old is not None:
             self._release(old)
+            if old.extended and self._extended_by_pod.get(old.owner_uid) == old.key:
+                del self._extended_by_pod[old.owner_uid]
+        if obj.extended and not deleted:
+            self._extended_by_pod[obj.owner_uid] = obj.key
         if deleted:  # a deleted claim frees what shoal held for it too
             held = self.assumed.pop(obj.key, None)
             if held is not None:
@@ -161,6 +172,31 @@ class DraStore:
             elif self._taken.get(result.id) == claim.key:
                 del self._taken[result.id]
                 self.taken_version += 1
+
+    def extended_claim(self, pod_uid: str) -> ResourceClaimInfo | None:
+        """The claim made for the pod's DRA-backed extended resources (annotated, the pod its
+        controller), if one exists."""
+        key = self._extended_by_pod.get(pod_uid)
+        return self.claims.get(key) if key is not None else None
+
+    def extended_class(self, resource: str) -> DeviceClassInfo | None:
+        """The DeviceClass that provides the extended resource ``resource`` to pods' requests
+        (upstream's extended-resource cache): each class provides
+        ``deviceclass.resource.kubernetes.io/<its name>``, and its ``extendedResourceName``
+        unless a newer class names the same one (of two as old, the first by name)."""
+        version, by_name = self._extended
+        if version != self.devices_version:
+            by_name = {}
+            # newest first, then by name: the first class to name a resource provides it
+            for cls in sorted(self.classes.values(), key=lambda c: c.name):
+                by_name[IMPLICIT_EXTENDED_PREFIX + cls.name] = cls
+            newest = sorted(self.classes.values(), key=lambda c: c.name)
+            newest.sort(key=lambda c: c.created, reverse=True)
+            for cls in newest:
+                if cls.extended_resource_name:
+                    by_name.setdefault(cls.extended_resource_name, cls)
+            self._extended = (self.devices_version, by_name)
+        return by_name.get(resource)
 
     def shared(self) -> Iterator[tuple[DeviceId, Mapping[str, Decimal]]]:
         """Every shared device with shares, and what they take of each capacity together."""

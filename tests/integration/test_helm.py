@@ -602,6 +602,21 @@ async def test_chart_rbac_is_enough_and_no_more(
         for plural in ("deviceclasses", "resourceslices", "devicetaintrules"):
             await sa_custom.list_cluster_custom_object(*DRA, plural)
         await sa_custom.list_cluster_custom_object(*DRA, "resourceclaims")
+        # the claim DynamicResources makes for a pod's DRA-backed extended resources: created, read
+        # and deleted (a failed bind, a claim left over)
+        made = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"generateName": "rbac-extended-resources-"},
+            "spec": {},
+        }
+        made = await sa_custom.create_namespaced_custom_object(*DRA, "default", "resourceclaims", made)
+        await sa_custom.get_namespaced_custom_object(
+            *DRA, "default", "resourceclaims", made["metadata"]["name"]
+        )
+        await sa_custom.delete_namespaced_custom_object(
+            *DRA, "default", "resourceclaims", made["metadata"]["name"]
+        )
         # DefaultPreemption: PDBs listed and watched; pods deleted (victims) -- as kube-scheduler's role
         await client.PolicyV1Api(sa_api).list_pod_disruption_budget_for_all_namespaces()
         # PodTopologySpread's default constraints: what selects a pod, listed and watched only
@@ -632,12 +647,10 @@ async def test_chart_rbac_is_enough_and_no_more(
             lambda: sa_core.delete_namespaced_service("anything", "default"),
             lambda: sa_apps.read_namespaced_replica_set("anything", "default"),
             lambda: sa_apps.patch_namespaced_stateful_set("anything", "default", {"spec": {}}),
-            # DRA: read through the watch, claims patched; never deleted, slices never written
-            lambda: sa_custom.delete_namespaced_custom_object(
-                *DRA, "default", "resourceclaims", "rbac-claim"
-            ),
+            # DRA: read through the watch, claims patched (and made for extended resources); slices
+            # and classes never written
             lambda: sa_custom.delete_cluster_custom_object(*DRA, "resourceslices", "rbac-gpu-0"),
-            lambda: sa_custom.create_namespaced_custom_object(*DRA, "default", "resourceclaims", {}),
+            lambda: sa_custom.create_cluster_custom_object(*DRA, "deviceclasses", {}),
             # the Lease is renewed with get + update; the Role grants no patch
             lambda: sa_lease.patch_namespaced_lease(
                 "shoal-scheduler", NS, {"metadata": {"labels": {"x": "y"}}}

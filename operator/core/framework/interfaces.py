@@ -393,6 +393,11 @@ class ResourceFilter(Plugin, Protocol):
         of running every Filter: preemption's reprieve, the nominated-pods pass."""
         ...
 
+    def counts_all_of(self, pod: PodInfo) -> bool:
+        """Does its arithmetic stand for it on every node for ``pod`` (False when another plugin
+        may serve one of the pod's requests on some nodes: DRA-backed extended resources)?"""
+        ...
+
 
 @runtime_checkable
 class ImpliesRequests(Plugin, Protocol):

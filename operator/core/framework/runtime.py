@@ -278,6 +278,12 @@ class Framework:
             return None
         return fidelity.check(pod.fields_used, self.at, self.evaluators)
 
+    def arithmetic_for(self, pod: PodInfo) -> bool:
+        """What-ifs may do the resource Filter's arithmetic for ``pod`` (``arithmetic_what_ifs``,
+        and the resource Filter counts all of the pod's requests on every node)."""
+        fit = self.resource_filter
+        return self.arithmetic_what_ifs and fit is not None and fit.counts_all_of(pod)
+
     def reads_only_the_pod(self, pod: PodInfo) -> bool:
         """Every field ``pod`` uses is evaluated by plugins whose PreFilter reads the pod alone."""
         return all(u.field in self.pod_only_fields for u in pod.fields_used)

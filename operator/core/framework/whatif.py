@@ -146,7 +146,7 @@ def _nominated_verdict(fw: Framework, pod: PodInfo, row: int, node: str, others:
     without a PreFilter and every Filter again per node: preemption leaves hundreds of nominated
     pods)."""
     fit = fw.resource_filter
-    if fit is not None and fw.arithmetic_what_ifs and _plain(fw, pod) and all(_plain(fw, o) for o in others):
+    if fit is not None and fw.arithmetic_for(pod) and _plain(fw, pod) and all(_plain(fw, o) for o in others):
         short = Room(fw.handle.cache.table, pod, row, others).short()
         return RowVerdict(Status.unschedulable(*short, plugin=fit.name)) if short else FITS
     return with_nominated(fw, pod, row, node, others)

@@ -25,7 +25,9 @@ from shoal.core.state.podclaims import PodClaim, pod_claims
 from shoal.core.state.podrequests import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
+    ContainerRequests,
     as_mapping,
+    container_requests,
     pod_host_ports,
     pod_requests,
 )
@@ -182,6 +184,9 @@ class PodInfo:
     volumes: tuple[PodVolume, ...] = ()
     #: ``spec.resourceClaims`` with their generated claims' names (DynamicResources)
     resource_claims: tuple[PodClaim, ...] = ()
+    #: per container, its requests, when one asks for a domain-prefixed resource (DynamicResources
+    #: allocates those a DeviceClass backs per container)
+    containers: tuple[ContainerRequests, ...] = ()
     #: scheduling-relevant fields this pod sets that only some plugin evaluates (core/state/fidelity.py)
     fields_used: tuple[FieldUse, ...] = ()
     #: preemption (DefaultPreemption): ``spec.preemptionPolicy``, ``status.nominatedNodeName``,
@@ -267,6 +272,7 @@ class PodInfo:
             controller=controller_ref(meta),
             volumes=pod_volumes(str(meta.get("name") or ""), spec),
             resource_claims=pod_claims(spec, status),
+            containers=container_requests(spec),
             required_features=required_features(spec),
             preemption_policy=str(spec.get("preemptionPolicy") or PREEMPT_LOWER_PRIORITY),
             nominated_node=str(status.get("nominatedNodeName") or ""),

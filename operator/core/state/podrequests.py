@@ -16,6 +16,7 @@ pod being resized down still counts what it holds, as kube-scheduler counts it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from shoal.core.state.quantity import QuantityError, to_int
@@ -245,6 +246,36 @@ def pod_requests(
         nonzero.get("cpu", 0),
         nonzero.get("memory", 0),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRequests:
+    """One container's extended-resource requests as its spec has them (a DRA-backed extended
+    resource is allocated per container: plugins/dynamicresources/extended.py)."""
+
+    #: its index in ``initContainers`` followed by ``containers``
+    index: int
+    name: str
+    #: a regular container or a sidecar (restartable init container): runs beside the others
+    long_lived: bool
+    #: the names of all its requests (cpu and memory too), sorted
+    keys: tuple[str, ...]
+    #: its domain-prefixed requests (``vendor/resource``) with their amounts
+    scalars: Mapping[str, int]
+
+
+def container_requests(spec: JSON) -> tuple[ContainerRequests, ...]:
+    """Per container, in ``initContainers`` then ``containers`` order, its requests, when any
+    container requests a domain-prefixed resource (otherwise ``()``: nothing for DRA to do).
+    Malformed quantities are left out here: :func:`pod_requests` reports them."""
+    init = [(c, c.get("restartPolicy") == "Always") for c in spec.get("initContainers") or ()]
+    every = init + [(c, True) for c in spec.get("containers") or ()]
+    out: list[ContainerRequests] = []
+    for i, (c, long_lived) in enumerate(every):
+        own = _container_requests(c, {})
+        scalars = {k: v for k, v in own.items() if "/" in k}
+        out.append(ContainerRequests(i, str(c.get("name") or ""), long_lived, tuple(sorted(own)), scalars))
+    return tuple(out) if any(c.scalars for c in out) else ()
 
 
 def pod_host_ports(spec: JSON) -> tuple[tuple[str, str, int], ...]:

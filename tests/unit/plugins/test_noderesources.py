@@ -338,12 +338,13 @@ def test_vector_scores_equal_upstreams_per_node_arithmetic(strategy: str, gpus_e
         assert fit.score_nodes(state(), p, table, some).tolist() == expected[::3]
 
 
-def test_an_extended_resource_a_device_class_provides_is_named_not_insufficient() -> None:
+def test_an_extended_resource_a_device_class_provides_is_left_to_dra_or_named() -> None:
     """kube-scheduler 1.37 hands an extended resource that a node's allocatable lacks, and that a
     DeviceClass provides (``extendedResourceName``, or the implicit
-    ``deviceclass.resource.kubernetes.io/<class>``), to DRA. shoal does not allocate those yet: a
-    node that publishes ResourceSlices is refused, unresolvable, with a reason that says so; a
-    node without any keeps the plain Insufficient (upstream's DRA would find no device there)."""
+    ``deviceclass.resource.kubernetes.io/<class>``), to DRA. With DynamicResources in the profile
+    this Filter leaves such nodes alone; without it (this Filter alone here), a node that publishes
+    ResourceSlices is refused, unresolvable, with a reason that says so, and a node without any
+    keeps the plain Insufficient."""
     nodes = [
         make_node("device-plugin", gpus=8),  # nvidia.com/gpu in allocatable: NodeResourcesFit's
         make_node("dra-only"),  # the GPUs published as ResourceSlices only
@@ -397,3 +398,8 @@ def test_an_extended_resource_a_device_class_provides_is_named_not_insufficient(
         noderesources.dra_reason(name, "gpu.nvidia.com"): {"dra-only"},
         f"Insufficient {name}": {"device-plugin", "cpu-only"},
     }
+    assert fit.counts_all_of(pod()) and not fit.counts_all_of(gpu_pod)  # what-ifs run every Filter
+    fit.dra_allocates = True  # as attach_framework finds DynamicResources in the profile
+    assert verdicts(gpu_pod) == {}  # DRA's to allocate wherever the allocatable lacks it
+    assert verdicts(pod(gpus=9)) == {"Insufficient nvidia.com/gpu": {"device-plugin"}}
+    assert verdicts(implicit) == {}

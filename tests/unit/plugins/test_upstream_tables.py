@@ -34,6 +34,7 @@ OWN_RUNNERS = {
     "defaultpreemption",
     "dynamicresources",
     "allocator",  # the structured allocator: dynamicresources/test_allocator_upstream.py
+    "extended_requests",  # DRA-backed extended resources: dynamicresources/test_extended_upstream.py
     "queuesort",
 }
 

@@ -15,12 +15,14 @@ import yaml
 
 from shoal.cli import main
 from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import ClusterEvent, EventKind
 from shoal.core.scheduling.schedule_one import schedule_pod
 from shoal.core.state.objects import PodInfo
-from shoal.core.state.status import Code
-from shoal.plugins.dynamicresources.objects import DRA_DECODERS
+from shoal.core.state.status import Code, Status
+from shoal.plugins.dynamicresources.objects import DRA_DECODERS, DeviceClassInfo
 from shoal.plugins.dynamicresources.plugin import DynamicResources
 from shoal.plugins.dynamicresources.store import DraStore
+from shoal.plugins.noderesources import class_provides_a_request
 from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod, make_pod_group
 from tests.unit.dra_objects import GPU, allocated, claim, claim_pod, device_class, gpu, node_slice
@@ -555,3 +557,153 @@ def test_explain_says_per_node_how_many_of_its_devices_match_the_selectors_and_a
     assert "rejected by DynamicResources" in lines["n2"]
     assert "0 of 8 devices match, 0 free, 1 wanted" in lines["n2"]
     assert "memory.compareTo" in lines["n2"] and "device class gpu.nvidia.com" in lines["n2"]
+
+
+# -- DRA-backed extended resources (extended.py) --------------------------------------------------
+def gpu_class_for(resource: str = "nvidia.com/gpu") -> dict[str, Any]:
+    """NVIDIA's GPU class with the extended-resource mapping a platform team adds."""
+    obj = device_class()
+    obj["spec"]["extendedResourceName"] = resource
+    return obj
+
+
+def gpu_pod(name: str, resource: str = "nvidia.com/gpu", count: int = 1) -> dict[str, Any]:
+    obj = make_pod(name, extra_requests={resource: str(count)})
+    obj["metadata"]["uid"] = f"uid-{name}"
+    return obj
+
+
+def writer(sim: Simulation) -> Any:
+    return sim.scheduler.handle.extras["claim-writer"]
+
+
+def test_nvidia_gpu_on_a_dra_only_node_is_allocated_through_a_claim_made_for_the_pod() -> None:
+    """kube-scheduler 1.37's flow: the node's allocatable lacks nvidia.com/gpu, a DeviceClass
+    provides it, so a claim is made for the pod (generateName, annotation, the pod its controller),
+    allocated, reserved for it, and named in the pod's status with the request mappings."""
+    sim, out = run(node("n1"), gpu_class_for(), node_slice("n1"), gpu_pod("p", count=2))
+    assert out["uid-p"].node == "n1", out["uid-p"].message
+    store = sim.scheduler.cache.store(DraStore)
+    (made,) = store.claims.values()
+    assert made.name == "p-extended-resources-00001" and made.extended and made.owner_uid == "uid-p"
+    assert made.reserved_for == ("uid-p",) and made.allocated_node == "n1"
+    assert [r.request for r in made.allocated or ()] == ["container-0-request-2"] * 2
+    assert [(r.name, r.device_class, r.count) for (r,) in made.requests] == [
+        ("container-0-request-2", GPU, 2)  # the container's requests: cpu, memory, nvidia.com/gpu
+    ]
+    assert writer(sim).extended["uid-p"] == {
+        "requestMappings": [
+            {
+                "containerName": "main",
+                "resourceName": "nvidia.com/gpu",
+                "requestName": "container-0-request-2",
+            }
+        ],
+        "resourceClaimName": made.name,
+    }
+    assert not store.assumed
+
+
+def test_a_device_plugin_node_serves_its_own_gpus_and_no_claim_is_made() -> None:
+    plugin_node = make_node("dp", gpus=8)
+    sim, out = run(plugin_node, gpu_class_for(), gpu_pod("p", count=1))
+    assert out["uid-p"].node == "dp"
+    assert not sim.scheduler.cache.store(DraStore).claims and not writer(sim).extended
+
+
+def test_dra_only_gpus_run_out_with_upstreams_reason_and_the_implicit_name_works_too() -> None:
+    implicit = f"deviceclass.resource.kubernetes.io/{GPU}"
+    pods = [gpu_pod(f"p{i}", implicit, 3) for i in range(3)]
+    sim, out = run(node("n1"), device_class(), node_slice("n1"), *pods)
+    placed = sorted(k for k, o in out.items() if o.node == "n1")
+    assert len(placed) == 2  # 3 + 3 of 8 GPUs
+    (waiting,) = [o for o in out.values() if o.node is None]
+    assert "1 cannot allocate all claims" in waiting.message
+    assert len(sim.scheduler.cache.store(DraStore).claims) == 2
+
+
+def test_a_profile_without_dynamic_resources_refuses_naming_the_class() -> None:
+    profile = {
+        "apiVersion": "shoal.dev/v1alpha1",
+        "kind": "SchedulingProfile",
+        "metadata": {"name": "no-dra"},
+        "spec": {"schedulerName": "gpu-scheduler", "plugins": {"filter": [{"name": "NodeResourcesFit"}]}},
+    }
+    _, out = run(
+        profile,
+        node("n1"),
+        gpu_class_for(),
+        node_slice("n1"),
+        gpu_pod("p", count=1),
+    )
+    assert out["uid-p"].node is None
+    assert f"offer nvidia.com/gpu only through DRA (DeviceClass {GPU})" in out["uid-p"].message
+
+
+def test_a_claim_left_from_an_earlier_attempt_is_deleted_then_the_pod_gets_a_new_one() -> None:
+    """A bind that failed after the claim was made (and a scheduler that restarted before its
+    Unreserve): Filter refuses every node, PostFilter deletes the claim, the next attempt makes
+    a fresh one."""
+    stale = allocated(claim("p-extended-resources-old", count=1), "n1", ["gpu-0"])
+    stale["metadata"]["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+    stale["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "uid-p", "controller": True}
+    ]
+    objs = [node("n1"), gpu_class_for(), node_slice("n1"), stale]
+    sim, out = run(*objs, gpu_pod("p", count=1))
+    assert out["uid-p"].node == "n1" and out["uid-p"].attempts == 2
+    (made,) = sim.scheduler.cache.store(DraStore).claims.values()
+    assert made.name == "p-extended-resources-00001" and made.reserved_for == ("uid-p",)
+
+
+def test_a_failed_bind_deletes_the_claim_it_made() -> None:
+    sim = Simulation(
+        InMemoryCluster(
+            [
+                node("n1"),
+                gpu_class_for(),
+                node_slice("n1"),
+                gpu_pod("p", count=1),
+            ]
+        )
+    )
+    sim.binder.fail["uid-p"] = Status.error("the API server said no")
+    out = sim.run_sync()
+    store = sim.scheduler.cache.store(DraStore)
+    assert out["uid-p"].node == "n1"  # the retry
+    (made,) = store.claims.values()
+    assert made.name == "p-extended-resources-00002" and not store.assumed
+
+
+def test_the_newest_class_provides_an_extended_resource_name_and_every_class_its_implicit_one() -> None:
+    """Upstream's extended-resource cache: of two classes naming nvidia.com/gpu the newer wins, of
+    two as old the first by name."""
+    store = DraStore()
+
+    def add(name: str, created: str) -> None:
+        obj = gpu_class_for()
+        obj["metadata"] = {"name": name, "creationTimestamp": created}
+        store.apply(DeviceClassInfo.from_dict(obj))
+
+    add("b-old", "2026-01-01T00:00:00Z")
+    add("c-new", "2026-06-01T00:00:00Z")
+    assert (store.extended_class("nvidia.com/gpu") or DeviceClassInfo("")).name == "c-new"
+    add("a-new", "2026-06-01T00:00:00Z")
+    assert (store.extended_class("nvidia.com/gpu") or DeviceClassInfo("")).name == "a-new"
+    for name in ("a-new", "b-old", "c-new"):
+        assert (
+            store.extended_class(f"deviceclass.resource.kubernetes.io/{name}") or DeviceClassInfo("")
+        ).name == name
+    assert store.extended_class("example.com/other") is None
+
+
+def test_noderesourcesfit_wakes_a_pod_for_a_class_that_provides_what_it_asks() -> None:
+    asks = PodInfo.from_dict(gpu_pod("p"))
+    provides = DeviceClassInfo.from_dict(gpu_class_for())
+    other = DeviceClassInfo.from_dict(device_class("other"))
+    implicit = PodInfo.from_dict(gpu_pod("q", "deviceclass.resource.kubernetes.io/other"))
+    event = ClusterEvent(EventKind.DRA_CHANGE, provides)
+    assert class_provides_a_request(asks, event)
+    assert not class_provides_a_request(asks, ClusterEvent(EventKind.DRA_CHANGE, other))
+    assert class_provides_a_request(implicit, ClusterEvent(EventKind.DRA_CHANGE, other))
+    assert not class_provides_a_request(asks, ClusterEvent(EventKind.DRA_CHANGE, None))
