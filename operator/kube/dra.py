@@ -20,6 +20,7 @@ from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Status
 from shoal.kube.rest import RawClient, message_of
 from shoal.kube.wire import MERGE_PATCH, PODS, RESOURCE_CLAIMS
+from shoal.plugins.dynamicresources.binding import now
 from shoal.plugins.dynamicresources.capacity import quantity
 from shoal.plugins.dynamicresources.objects import ResourceClaimInfo
 from shoal.plugins.dynamicresources.ports import DELETE_PROTECTION
@@ -40,11 +41,14 @@ def allocation_body(held: ResourceClaimInfo) -> dict[str, Any]:
             result["consumedCapacity"] = {name: quantity(v) for name, v in r.consumed.items()}
         if r.tolerations:  # a copy of the request's, as the allocator writes it
             result["tolerations"] = [dict(t.raw) for t in r.tolerations]
+        if r.binding_conditions:  # copies of the device's, when it was allocated
+            result["bindingConditions"] = list(r.binding_conditions)
+            result["bindingFailureConditions"] = list(r.binding_failure_conditions)
         results.append(result)
     devices: dict[str, Any] = {"results": results}
     if held.allocation_config:
         devices["config"] = [dict(c) for c in held.allocation_config]
-    body: dict[str, Any] = {"devices": devices}
+    body: dict[str, Any] = {"devices": devices, "allocationTimestamp": now()}
     if held.allocated_node:
         field = {"key": "metadata.name", "operator": "In", "values": [held.allocated_node]}
         body["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [field]}]}
@@ -90,6 +94,7 @@ class KubeClaimWriter:
         status: dict[str, Any] = {"reservedFor": [*_consumers(claim), consumer]}
         if allocation is not None:
             status["allocation"] = allocation_body(allocation)
+
         body = {"metadata": {"resourceVersion": version}, "status": status}
         code, reply = await self._patch(path + "/status", body, claim)
         if code >= 300:

@@ -29,6 +29,7 @@ from shoal.core.state.spreadselectors import OWNER_KINDS, SelectorOwner
 from shoal.core.state.status import Status
 from shoal.core.state.workloads import decode_pod_group
 from shoal.plugins.defaultpreemption.ports import PREEMPTION_EXECUTOR
+from shoal.plugins.dynamicresources.binding import now
 from shoal.plugins.dynamicresources.objects import DRA_DECODERS, ResourceClaimInfo
 from shoal.plugins.dynamicresources.ports import CLAIM_WRITER
 from shoal.plugins.nodevolumelimits.attachments import VolumeAttachmentInfo
@@ -168,6 +169,8 @@ class MemoryClaimWriter:
     ) -> Status:
         consumer = {"resource": "pods", "name": pod.name, "uid": pod.uid}
         done = replace(allocation or claim, consumers=(*claim.consumers, consumer))
+        if allocation is not None:  # as the API server keeps what PreBind wrote
+            done = replace(done, allocated_at=now())
         self.scheduler.on_object(done)
         return Status()
 

@@ -135,9 +135,9 @@ class _Search:
         if cls is None:
             raise AllocationError(f"request {req.name}: device class {req.device_class} does not exist")
         claim = self.claims[slot.claim]
-        # a device using a feature shoal does not evaluate (binding conditions, compatibility
-        # groups) is never allocated: refusing it may leave a pod pending that kube-scheduler
-        # would place, never the reverse
+        # a device using a feature shoal does not evaluate (counter compatibility groups, alpha)
+        # is never allocated: refusing it may leave a pod pending that kube-scheduler would
+        # place, never the reverse
         usable = (d for d in self.devices if not d.unsupported)
         return [d for d in usable if self.matcher.request_matches(claim, req, cls, d)]
 
@@ -332,7 +332,16 @@ class _Search:
         else:
             self.used.setdefault(d.id, set()).add(slot.claim)
             share, consumed = "", {}
-        result = AllocatedDevice(req.name, d.id, req.tolerations, req.admin_access, share, consumed)
+        result = AllocatedDevice(
+            req.name,
+            d.id,
+            req.tolerations,
+            req.admin_access,
+            share,
+            consumed,
+            d.binding_conditions,
+            d.binding_failure_conditions,
+        )
         self.results[slot.claim].append(result)
 
     def _unuse(self, slot: _Slot, d: Device) -> None:
@@ -369,7 +378,11 @@ def allocate(
     """Each claim's devices on one node (``pools``: what the node reaches), or None when they do
     not all fit. AllocationError when a claim cannot be evaluated (or asks for all devices while
     a pool is being updated or invalid); InvalidPools when nothing fits and a pool is invalid."""
-    devices = [d for p in pools if p.usable for d in p.devices]
+    # a pool with a device that binds only on the driver's word comes after all others (upstream's
+    # GatherPools), each group in driver and pool order
+    usable = [p for p in pools if p.usable]
+    ordered = [p for p in usable if not _binds_late(p)] + [p for p in usable if _binds_late(p)]
+    devices = [d for p in ordered for d in p.devices]
     search = _Search(claims, devices, classes, taken, matcher, counters_left(pools, taken, shares), shares)
     search.results = [[] for _ in claims]
     for index, claim in enumerate(claims):
@@ -383,6 +396,10 @@ def allocate(
             raise InvalidPools(f"{INVALID_POOLS} ({invalid.driver}/{invalid.name}: {invalid.invalid})")
         return None
     return [tuple(r) for r in search.results]
+
+
+def _binds_late(pool: NodePool) -> bool:
+    return any(d.binding_conditions for d in pool.devices)
 
 
 #: kube's words when nothing could be allocated on a node with an invalid pool
@@ -451,19 +468,22 @@ def allocation_config(
 
 
 def allocation_selector(
-    devices: Sequence[AllocatedDevice], reached: Iterable[ResourceSliceInfo]
+    devices: Sequence[AllocatedDevice], reached: Iterable[ResourceSliceInfo], node: str = ""
 ) -> tuple[str, tuple[SelectorTerm, ...]]:
     """An allocation's node selector, as the allocator's ``createNodeSelector`` builds it from the
     slices its devices come from (``reached``: the slices the chosen node reaches; in a slice with
     ``perDeviceNodeSelection``, from each device's own): a device of a node's own slice pins it to
     that node (returned as the node's name); otherwise the one term of every ``nodeSelector`` used,
     their requirements merged into one term; ``allNodes`` adds nothing, and a selector with nothing
-    left is available everywhere (no term). Counter slices never count."""
+    left is available everywhere (no term). Counter slices never count. A device that
+    ``bindsToNode`` pins it to ``node``, the node it is allocated for."""
     ids = {d.id for d in devices}
     fields: list[Requirement] = []
     expressions: list[Requirement] = []
     for s in reached:
         used = [dev for dev in s.devices if dev.id in ids]
+        if node and any(dev.binds_to_node for dev in used):
+            return node, (SelectorTerm((), (Requirement("metadata.name", "In", (node,)),)),)
         # a slice with perDeviceNodeSelection: each device's own selection; else the slice's
         selections = (
             [(d.node_name, d.node_selector_terms) for d in used]

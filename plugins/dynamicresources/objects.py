@@ -117,6 +117,12 @@ class Device:
     #: ``capacity`` by its name as published (unqualified, as requests name it), exact, with each
     #: one's ``requestPolicy``: what consumable capacity counts
     capacities: Mapping[str, Capacity] = field(default_factory=dict)
+    #: ``bindingConditions`` / ``bindingFailureConditions``: a pod using it binds only once the
+    #: driver sets all of the former True on the claim (any of the latter True: binding failed)
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    #: ``bindsToNode``: an allocation of it is pinned to the node it was made for
+    binds_to_node: bool = False
 
     def available_on(self, node: str, labels: Mapping[str, str]) -> bool:
         """Its own node selection (a device of a per-device slice) reaches ``node``."""
@@ -169,8 +175,7 @@ def _device(driver: str, pool: str, raw: JSON, problems: dict[str, str]) -> Devi
             continue
         capacity[qualify(driver, str(key))] = int(exact)
         capacities[str(key)] = Capacity(exact, policy)
-    fields = ("bindingConditions",)
-    skipped = [f for f in fields if raw.get(f)]
+    skipped: list[str] = []
     consumes: dict[str, dict[str, Decimal]] = {}
     for c in raw.get("consumesCounters") or ():
         if not isinstance(c, Mapping):
@@ -193,7 +198,14 @@ def _device(driver: str, pool: str, raw: JSON, problems: dict[str, str]) -> Devi
         node_selector_terms=tuple(parse_term(t) for t in terms or ()),
         multi=raw.get("allowMultipleAllocations") is True,
         capacities=capacities,
+        binding_conditions=_names(raw.get("bindingConditions")),
+        binding_failure_conditions=_names(raw.get("bindingFailureConditions")),
+        binds_to_node=raw.get("bindsToNode") is True,
     )
+
+
+def _names(raw: Any) -> tuple[str, ...]:
+    return tuple(str(n) for n in raw) if isinstance(raw, list | tuple) else ()
 
 
 def _policy(raw: Any) -> CapacityPolicy | None:
@@ -389,6 +401,10 @@ class AllocatedDevice:
     #: takes of each capacity (``results[].consumedCapacity``)
     share_id: str = ""
     consumed: Mapping[str, Decimal] = field(default_factory=dict)
+    #: the device's binding conditions when it was allocated (``results[].bindingConditions``,
+    #: ``results[].bindingFailureConditions``)
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
 
 
 def _request(raw: JSON, prefix: str = "") -> DeviceRequest:
@@ -449,9 +465,43 @@ class ResourceClaimInfo:
     deleting: bool = False
     #: made by a scheduler for its controlling pod's DRA-backed extended resources (annotated)
     extended: bool = False
+    #: ``status.allocation.allocationTimestamp`` (RFC 3339; "" when not set)
+    allocated_at: str = ""
+    #: ``status.devices[]``, as a driver writes them: device -> condition type -> (status, reason,
+    #: message)
+    device_conditions: Mapping[DeviceId, Mapping[str, tuple[str, str, str]]] = field(default_factory=dict)
 
     #: the allocation's ``devices.config`` (class and claim configuration), set by Reserve
     allocation_config: tuple[JSON, ...] = ()
+
+    @property
+    def has_binding_conditions(self) -> bool:
+        """Some device of its allocation binds only once the driver says so."""
+        return any(d.binding_conditions for d in self.allocated or ())
+
+    def binding_state(self) -> tuple[bool, str]:
+        """Upstream's isClaimReadyForBinding: (ready, why binding failed). Each device with binding
+        conditions, in order: without a status entry, or one of its conditions not True, the claim
+        is not ready (and a later device's failure is not looked at, as upstream); one of its
+        failure conditions True: failed. An unallocated claim is not ready."""
+        if self.allocated is None:
+            return False, ""
+        for d in self.allocated:
+            if not d.binding_conditions:
+                continue
+            conditions = self.device_conditions.get(d.id)
+            if conditions is None:
+                return False, ""
+            for name in d.binding_failure_conditions:
+                status, reason, message = conditions.get(name, ("", "", ""))
+                if status == "True":
+                    return (
+                        False,
+                        f'device binding failed: claim={self.name}, reason={reason}, message="{message}"',
+                    )
+            if any(conditions.get(name, ("",))[0] != "True" for name in d.binding_conditions):
+                return False, ""
+        return True, ""
 
     @property
     def key(self) -> str:
@@ -507,6 +557,10 @@ class ResourceClaimInfo:
             deleting=bool(meta.get("deletionTimestamp")),
             extended=(meta.get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM) == "true"
             and owner.get("controller") is True,
+            allocated_at=str(allocation.get("allocationTimestamp") or "")
+            if isinstance(allocation, Mapping)
+            else "",
+            device_conditions=_device_conditions(status.get("devices")),
         )
 
 
@@ -520,10 +574,33 @@ def _allocated(allocation: JSON) -> tuple[AllocatedDevice, ...]:
             r.get("adminAccess") is True,
             str(r.get("shareID") or ""),
             _amounts(r.get("consumedCapacity")),
+            _names(r.get("bindingConditions")),
+            _names(r.get("bindingFailureConditions")),
         )
         for r in results
         if isinstance(r, Mapping)
     )
+
+
+def _device_conditions(raw: Any) -> dict[DeviceId, dict[str, tuple[str, str, str]]]:
+    """``status.devices[]``: per device (driver, pool, device; a share's shareID is not looked at,
+    as upstream), its conditions by type."""
+    out: dict[DeviceId, dict[str, tuple[str, str, str]]] = {}
+    for d in raw if isinstance(raw, list | tuple) else ():
+        if not isinstance(d, Mapping):
+            continue
+        key = DeviceId(str(d.get("driver") or ""), str(d.get("pool") or ""), str(d.get("device") or ""))
+        if key in out:  # the first entry for the device, as upstream looks it up
+            continue
+        conditions = out[key] = {}
+        for c in d.get("conditions") or ():
+            if isinstance(c, Mapping):
+                conditions[str(c.get("type") or "")] = (
+                    str(c.get("status") or ""),
+                    str(c.get("reason") or ""),
+                    str(c.get("message") or ""),
+                )
+    return out
 
 
 def _amounts(raw: Any) -> dict[str, Decimal]:

@@ -85,6 +85,7 @@ from shoal.plugins.dynamicresources.allocator import (
     allocation_config,
     allocation_selector,
 )
+from shoal.plugins.dynamicresources.binding import Args, broken, wait_for_binding
 from shoal.plugins.dynamicresources.explain import describe_request, node_request
 from shoal.plugins.dynamicresources.extended import (
     CANNOT_FIT,
@@ -180,8 +181,10 @@ class DynamicResources:
     name = NAME
     needs_pre_filter = True
 
-    def __init__(self, handle: Handle) -> None:
+    def __init__(self, handle: Handle, args: Args | None = None) -> None:
         self.handle = handle
+        #: how long PreBind waits for devices' binding conditions (``bindingTimeout``), seconds
+        self.binding_timeout = (args or Args()).binding_timeout_seconds
         self.cache: ClusterCache = handle.cache
         self.matcher = Matcher()
         #: PostFilter's and Unreserve's writes under way (kept so they are not collected mid-flight)
@@ -245,7 +248,7 @@ class DynamicResources:
         st: _State = state.require(STATE_KEY)
         if st.stale is not None:  # made in an earlier attempt: PostFilter deletes it, then anew
             return [Rejection(candidates.copy(), STALE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)]
-        unavailable = _unavailable(st, table, candidates)
+        unavailable = _unavailable(st, table, candidates, self.binding_timeout)
         out = []
         if unavailable.any():
             out.append(Rejection(unavailable, NOT_AVAILABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
@@ -557,7 +560,7 @@ class DynamicResources:
         labels = spec.labels if spec is not None else {}
         for claim, devices in zip(claims, found, strict=True):
             # the node it is pinned to, or the merged selector of the nodeSelector slices it used
-            local, terms = allocation_selector(devices, store.slices_for(node, labels))
+            local, terms = allocation_selector(devices, store.slices_for(node, labels), node)
             config = allocation_config(claim, devices, store.classes)
             held = replace(claim, allocated=devices, allocated_node=local, allocated_terms=terms)
             store.assume(replace(held, allocation_config=config))
@@ -611,7 +614,14 @@ class DynamicResources:
             status = await writer.reserve_claim(known, held, pod)
             if not status.ok:
                 return status
-        return SUCCESS
+        keys = [c.key for c in st.allocated] + list(st.assumed)
+        if not any(
+            (c := store.assumed.get(k) or store.claims.get(k)) is not None and c.has_binding_conditions
+            for k in keys
+        ):
+            return SUCCESS
+        log.info("pod %s waits for the binding conditions of its devices on node %s", pod.key, node)
+        return await wait_for_binding(store, keys, self.binding_timeout)
 
     async def _create_extended(self, st: _State, pod: PodInfo, writer: ClaimWriter, i: int) -> Status:
         """Create the claim for the pod's DRA-backed extended resources, write its allocation and
@@ -720,13 +730,18 @@ def _same_pod(pod: PodInfo, event: ClusterEvent) -> bool:
     return isinstance(event.obj, PodInfo) and event.obj.uid == pod.uid
 
 
-def _unavailable(st: _State, table: NodeTable, candidates: BoolArray) -> BoolArray:
+def _unavailable(st: _State, table: NodeTable, candidates: BoolArray, binding_timeout: float) -> BoolArray:
     """The nodes an allocated claim's node selector leaves out (upstream's availableOnNodes): those
     none of its terms match (a node-local allocation's one term names its node); vectorised as
-    NodeAffinity's terms are. An allocation without a selector is available everywhere. The claims
-    that leave out a candidate are recorded for PostFilter."""
+    NodeAffinity's terms are. An allocation without a selector is available everywhere. A claim
+    whose binding failed or timed out (binding.py) is available nowhere. The claims that leave out
+    a candidate are recorded for PostFilter."""
     out = np.zeros(table.n, dtype=bool)
     for claim in st.allocated:
+        if broken(claim, binding_timeout):
+            st.unavailable.add(claim.key)
+            out |= candidates
+            continue
         if claim.allocated_terms:
             matched = np.zeros(table.n, dtype=bool)
             for term in claim.allocated_terms:
@@ -753,8 +768,8 @@ def _simple(claims: Sequence[ResourceClaimInfo]) -> bool:
     )
 
 
-def new(args: None, handle: Handle) -> DynamicResources:
-    return DynamicResources(handle)
+def new(args: Args, handle: Handle) -> DynamicResources:
+    return DynamicResources(handle, args)
 
 
 #: what the core must know of this plugin (core/framework/contract.py)
@@ -765,4 +780,4 @@ CONTRACT = Contract(
     # the Filter passes every node whatever it holds
     filter_blind_to_pods=True,
 )
-ENTRY = PluginEntry(NAME, new, None, DynamicResources, contract=CONTRACT, stores=(DraStore,))
+ENTRY = PluginEntry(NAME, new, Args, DynamicResources, contract=CONTRACT, stores=(DraStore,))

@@ -10,7 +10,7 @@ driver publishes) read it as well.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, ClassVar
@@ -67,6 +67,8 @@ class DraStore:
     _patched: dict[str, tuple[ResourceSliceInfo, tuple[Device, ...]]] = field(default_factory=dict)
     #: (driver, pool) -> the names of its slices, of every generation
     _by_pool: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    #: called after every claim change (DynamicResources' PreBind waits on them for binding conditions)
+    watchers: list[Callable[[], None]] = field(default_factory=list)
     #: pod uid -> the claim (``namespace/name``) made for its DRA-backed extended resources
     _extended_by_pod: dict[str, str] = field(default_factory=dict)
     #: (devices_version, extended resource name -> the DeviceClass that provides it)
@@ -104,6 +106,8 @@ class DraStore:
             self._apply_slice(obj, deleted)
         else:
             self._apply_claim(obj, deleted)
+            for wake in self.watchers:
+                wake()
 
     def _apply_slice(self, obj: ResourceSliceInfo, deleted: bool) -> None:
         self._patched.pop(obj.name, None)

@@ -699,7 +699,10 @@ async def partitions_run(api: client.ApiClient, scheduler: str) -> dict[str, tup
     await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}})
 
     def profile(p: str) -> dict[str, Any]:
-        return {"cel": {"expression": f'device.attributes["{GPU}"].profile == "{p}"'}}
+        # the whole GPU has no profile attribute: CEL's && keeps the error off it (an error
+        # is never a match, and kube-scheduler fails the cycle on one)
+        mig = f'device.attributes["{GPU}"].type == "mig"'
+        return {"cel": {"expression": f'{mig} && device.attributes["{GPU}"].profile == "{p}"'}}
 
     def template(name: str, requests: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
         return {
@@ -1077,3 +1080,139 @@ async def test_nvidia_gpu_from_a_dra_driver_as_kube_scheduler_allocates_it(
         a, b = dict(kube[name]), dict(shoal[name])
         a.pop("node"), b.pop("node")
         assert a == b, (name, a, b)
+
+
+def fabric_slices(node: str, run: str) -> list[dict[str, Any]]:
+    """The node's own GPU, and a GPU attached over a fabric (a pool reaching every node) that a
+    pod may use once the driver says ``attached`` (binding conditions), pinned to the node it is
+    allocated for (``bindsToNode``)."""
+    local = gpu_slice(node, run)
+    local["spec"]["devices"] = local["spec"]["devices"][:1]
+    fabric_gpu = {
+        "name": "fabric-gpu-0",
+        "attributes": {"productName": {"string": "NVIDIA H100"}},
+        "bindsToNode": True,
+        "bindingConditions": ["attached"],
+        "bindingFailureConditions": ["failed"],
+    }
+    fabric = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"fabric-{run}"},
+        "spec": {
+            "driver": GPU,
+            "allNodes": True,
+            "pool": {"name": f"fabric-{run}", "generation": 1, "resourceSliceCount": 1},
+            "devices": [fabric_gpu],
+        },
+    }
+    return [local, fabric]
+
+
+async def binding_run(api: client.ApiClient, scheduler: str) -> dict[str, Any]:
+    """Two pods, one GPU claim each, on a node with one GPU of its own: the first gets the node's
+    GPU and binds; the second gets the fabric GPU and must wait until the test, as the driver,
+    sets ``attached`` on its claim. Returns what each scheduler did."""
+    core: Any = client.CoreV1Api(api)
+    custom: Any = client.CustomObjectsApi(api)
+    run = uuid.uuid4().hex[:6]
+    node = f"b-{run}"
+    ns = f"binding-{run}"
+    await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    await create_many(api, [make_node(node, gpus=0)])
+    await clear_slices(custom)
+    for body in fabric_slices(node, run):
+        await custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", body)
+    for name in ("c1", "c2"):
+        await custom.create_namespaced_custom_object(GROUP, VERSION, ns, "resourceclaims", direct_claim(name))
+    pods = [claim_user(n, ns, scheduler, c, node) for n, c in (("p1", "c1"), ("p2", "c2"))]
+
+    async def bound(name: str) -> bool:
+        return bool((await core.read_namespaced_pod(name, ns)).spec.node_name)
+
+    await create(api, pods[0])
+    await wait_for(lambda: bound("p1"), 60, what=f"{scheduler}: p1 bound")
+    await create(api, pods[1])
+
+    async def allocated() -> dict[str, Any] | None:
+        got = await custom.get_namespaced_custom_object(GROUP, VERSION, ns, "resourceclaims", "c2")
+        return got if ((got.get("status") or {}).get("allocation")) else None
+
+    c2 = await wait_for(allocated, 60, what=f"{scheduler}: c2 allocated")
+    waited = not await bound("p2")  # allocated, not bound: PreBind waits for the driver
+    (result,) = c2["status"]["allocation"]["devices"]["results"]
+    condition = {
+        "type": "attached",
+        "status": "True",
+        "reason": "Attached",
+        "message": "attached over the fabric",
+        "lastTransitionTime": "2026-12-06T00:00:00Z",
+    }
+    device = {"driver": result["driver"], "pool": result["pool"], "device": result["device"]}
+    await custom.patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        ns,
+        "resourceclaims",
+        "c2",
+        {"status": {"devices": [{**device, "conditions": [condition]}]}},
+        _content_type="application/merge-patch+json",
+    )
+    await wait_for(lambda: bound("p2"), 60, what=f"{scheduler}: p2 bound once attached")
+    c1 = await custom.get_namespaced_custom_object(GROUP, VERSION, ns, "resourceclaims", "c1")
+    out = {
+        "p1": [r["device"] for r in c1["status"]["allocation"]["devices"]["results"]],
+        "p2": result["device"],
+        "waited": waited,
+        "conditions": (result.get("bindingConditions"), result.get("bindingFailureConditions")),
+        "selector": c2["status"]["allocation"].get("nodeSelector"),
+        "stamped": bool(c2["status"]["allocation"].get("allocationTimestamp")),
+    }
+    await core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+    return out
+
+
+def claim_user(name: str, namespace: str, scheduler: str, claim_name: str, node: str) -> dict[str, Any]:
+    pod = make_pod(
+        name,
+        namespace=namespace,
+        scheduler_name=scheduler,
+        gpus=0,
+        node_selector={"kubernetes.io/hostname": node},
+    )
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+    pod["spec"]["containers"][0].setdefault("resources", {})["claims"] = [{"name": "gpu"}]
+    return pod
+
+
+async def test_binding_conditions_hold_a_pod_until_the_driver_attaches_its_device_as_kube_scheduler(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    operator: OperatorProcess,
+    claim_controller: KubeControllerManagerProcess,
+    tmp_path: Path,
+) -> None:
+    """Binding conditions (KEP-5007, beta and on in 1.37): the node's own GPU goes first; the
+    fabric GPU is allocated with its conditions copied and pinned to the node, and the pod binds
+    only once the driver sets ``attached``. kube-scheduler 1.37.2 and shoal, same objects."""
+    custom: Any = client.CustomObjectsApi(clean)
+    await ensure_class(custom)
+    outcomes: dict[str, dict[str, Any]] = {}
+    for scheduler in ("default-scheduler", "shoal"):
+        if scheduler == "default-scheduler":
+            with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
+                outcomes[scheduler] = await binding_run(clean, scheduler)
+        else:
+            name = f"binding-{uuid.uuid4().hex[:6]}"
+            await create(clean, make_profile(name, {**DEFAULT_PROFILE_SPEC}, scheduler_name=name))
+            outcomes[scheduler] = await binding_run(clean, name)
+    await clear_slices(custom)
+    kube, shoal = outcomes["default-scheduler"], outcomes["shoal"]
+    assert kube["p1"] == ["gpu-0"] and kube["p2"] == "fabric-gpu-0" and kube["waited"], kube
+    assert kube["conditions"] == (["attached"], ["failed"]) and kube["stamped"], kube
+    for key in ("p1", "p2", "waited", "conditions", "stamped"):
+        assert shoal[key] == kube[key], (key, kube, shoal)
+    # pinned to the node each run used (the node names differ per run)
+    for got in (kube, shoal):
+        (term,) = got["selector"]["nodeSelectorTerms"]
+        assert term["matchFields"][0]["key"] == "metadata.name", got

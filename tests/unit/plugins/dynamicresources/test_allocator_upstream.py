@@ -1,11 +1,13 @@
 """The structured allocator's table (tests/data/upstream/allocator.yaml): device taints and the
-tolerations that let a request use a tainted device, and kube-scheduler's ResourceSlice tracker
-cases for DeviceTaintRules, run through DynamicResources' store and allocator, and the taint
-results through the allocation PreBind writes."""
+tolerations that let a request use a tainted device, binding conditions (the lists each result
+copies from its device, a device that binds to its node), and kube-scheduler's ResourceSlice
+tracker cases for DeviceTaintRules, run through DynamicResources' store and allocator, and the
+results through the allocation PreBind writes (its node selector too, where a case gives it)."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,7 +15,13 @@ import yaml
 
 from shoal.core.state.quantity import parse_quantity
 from shoal.kube.dra import allocation_body
-from shoal.plugins.dynamicresources.allocator import AllocationError, InvalidPools, Matcher, allocate
+from shoal.plugins.dynamicresources.allocator import (
+    AllocationError,
+    InvalidPools,
+    Matcher,
+    allocate,
+    allocation_selector,
+)
 from shoal.plugins.dynamicresources.objects import (
     AllocatedDevice,
     DeviceClassInfo,
@@ -157,6 +165,8 @@ def test_allocator_case(case: dict[str, Any]) -> None:
                 "admin": r.admin_access,
                 "share": bool(r.share_id),
                 "consumed": dict(r.consumed),
+                "bindingConditions": list(r.binding_conditions),
+                "bindingFailureConditions": list(r.binding_failure_conditions),
             }
             for r in results
         ]
@@ -168,15 +178,27 @@ def test_allocator_case(case: dict[str, Any]) -> None:
                 "admin": e.get("admin", False),
                 "share": e.get("share", False),
                 "consumed": {k: parse_quantity(str(v)) for k, v in (e.get("consumed") or {}).items()},
+                "bindingConditions": e.get("bindingConditions") or [],
+                "bindingFailureConditions": e.get("bindingFailureConditions") or [],
             }
             for e in want_raw
         ]
         assert got == want, claim.name
-        # PreBind writes what the allocator would: the request's tolerations, adminAccess
-        claim.allocated = results
-        body = allocation_body(claim)["devices"]["results"]
+        # PreBind writes what the allocator would: the request's tolerations, adminAccess, the
+        # device's binding conditions, and the node selector Reserve derives from the slices used
+        local, terms = allocation_selector(results, store.slices_for(node, labels), node)
+        allocation = allocation_body(
+            replace(claim, allocated=results, allocated_node=local, allocated_terms=terms)
+        )
+        body = allocation["devices"]["results"]
         assert [r.get("tolerations", []) for r in body] == [w["tolerations"] for w in want]
         assert [r.get("adminAccess", False) for r in body] == [w["admin"] for w in want]
+        assert [r.get("bindingConditions", []) for r in body] == [w["bindingConditions"] for w in want]
+        assert [r.get("bindingFailureConditions", []) for r in body] == [
+            w["bindingFailureConditions"] for w in want
+        ]
+        if "nodeSelector" in case and claim is claims[0]:
+            assert allocation.get("nodeSelector") == case["nodeSelector"]
 
 
 def tracker_params() -> list[Any]:

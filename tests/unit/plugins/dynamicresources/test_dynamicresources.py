@@ -6,7 +6,10 @@ firstAvailable, allocationMode All, shared claims, and broken CEL is an error na
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,7 @@ from shoal.core.framework.interfaces import ClusterEvent, EventKind
 from shoal.core.scheduling.schedule_one import schedule_pod
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Code, Status
-from shoal.plugins.dynamicresources.objects import DRA_DECODERS, DeviceClassInfo
+from shoal.plugins.dynamicresources.objects import DRA_DECODERS, DeviceClassInfo, ResourceClaimInfo
 from shoal.plugins.dynamicresources.plugin import DynamicResources
 from shoal.plugins.dynamicresources.store import DraStore
 from shoal.plugins.noderesources import class_provides_a_request
@@ -358,12 +361,6 @@ def test_admin_access_takes_a_device_in_use_and_leaves_it_to_others() -> None:
 
 
 def test_what_shoal_does_not_evaluate_is_refused_or_left_alone_never_guessed() -> None:
-    # a device with binding conditions (beta in 1.37) is never allocated
-    waiting = node_slice("n1", 1)
-    waiting["spec"]["devices"][0]["bindingConditions"] = ["attached"]
-    waiting["spec"]["devices"][0]["bindingFailureConditions"] = ["failed"]
-    _, out = run(node("n1"), device_class(), waiting, claim("c"), user("p", "c"))
-    assert out["uid-p"].node is None and "cannot allocate all claims" in out["uid-p"].message
     # consumable capacity is evaluated: a dedicated 80Gi GPU holds a request for 10Gi of it whole
     capacity = claim("c")
     capacity["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {"requests": {"memory": "10Gi"}}
@@ -707,3 +704,129 @@ def test_noderesourcesfit_wakes_a_pod_for_a_class_that_provides_what_it_asks() -
     assert not class_provides_a_request(asks, ClusterEvent(EventKind.DRA_CHANGE, other))
     assert class_provides_a_request(implicit, ClusterEvent(EventKind.DRA_CHANGE, other))
     assert not class_provides_a_request(asks, ClusterEvent(EventKind.DRA_CHANGE, None))
+
+
+# -- binding conditions (binding.py) ---------------------------------------------------------------
+def fabric_slice(node_name: str) -> dict[str, Any]:
+    """A pool of one GPU attached over a fabric: usable once the driver says ``attached``."""
+    obj = node_slice(node_name, 1)
+    obj["metadata"]["name"] = f"{node_name}-fabric"
+    obj["spec"]["pool"]["name"] = f"{node_name}-fabric"
+    device = obj["spec"]["devices"][0]
+    device.update(bindingConditions=["attached"], bindingFailureConditions=["failed"], bindsToNode=True)
+    device["name"] = "fabric-gpu"
+    return obj
+
+
+async def claim_state(
+    sim: Simulation, key: str, wanted: Callable[[ResourceClaimInfo], bool]
+) -> ResourceClaimInfo:
+    """The claim once the watch brings it in the ``wanted`` state (woken by each claim change;
+    bounded)."""
+    store = sim.scheduler.cache.store(DraStore)
+    changed = asyncio.Event()
+    store.watchers.append(changed.set)
+    try:
+        while (found := store.claims.get(key)) is None or not wanted(found):
+            changed.clear()
+            await asyncio.wait_for(changed.wait(), 30)
+        return found
+    finally:
+        store.watchers.remove(changed.set)
+
+
+async def allocated_for(sim: Simulation, key: str) -> ResourceClaimInfo:
+    """The claim once PreBind wrote its allocation."""
+    return await claim_state(sim, key, lambda c: c.allocated is not None)
+
+
+def driver_says(sim: Simulation, claim_: ResourceClaimInfo, condition: str, reason: str = "Done") -> None:
+    """The driver's write of ``status.devices[].conditions``: ``condition`` True on every device."""
+    conditions = {
+        a.id: {condition: ("True", reason, f"{condition} by the test")} for a in claim_.allocated or ()
+    }
+    sim.scheduler.on_object(replace(claim_, device_conditions=conditions))
+
+
+def test_a_pool_without_binding_conditions_comes_first_and_the_other_binds_once_attached() -> None:
+    """Upstream's BasicFlow: the first pod gets the plain GPU at once; the second gets the fabric
+    GPU, whose result carries the device's conditions and is pinned to the node (bindsToNode), and
+    binds only once the driver sets ``attached``."""
+    objs = [node("n1"), device_class(), node_slice("n1", 1), fabric_slice("n1"), claim("c1"), claim("c2")]
+
+    async def scenario() -> dict[str, Any]:
+        sim = Simulation(InMemoryCluster([*objs, user("p1", "c1")]))
+        first = await sim.run()
+        assert first["uid-p1"].node == "n1"
+        assert [
+            a.id.device for a in sim.scheduler.cache.store(DraStore).claims["default/c1"].allocated or ()
+        ] == ["gpu-0"]
+        sim.submit(user("p2", "c2"))
+        running = asyncio.create_task(sim.run())
+        got = await allocated_for(sim, "default/c2")
+        (result,) = got.allocated or ()
+        assert result.id.device == "fabric-gpu" and result.binding_conditions == ("attached",)
+        assert result.binding_failure_conditions == ("failed",) and got.allocated_node == "n1"
+        assert got.allocated_at and not (sim.cluster.pods["uid-p2"].get("spec") or {}).get("nodeName")
+        driver_says(sim, got, "attached")
+        return await running
+
+    out = asyncio.run(scenario())
+    assert out["uid-p2"].node == "n1"
+
+
+def test_a_failed_binding_is_an_error_then_the_claim_is_deallocated_for_another_try() -> None:
+    objs = [node("n1"), device_class(), fabric_slice("n1"), claim("c")]
+
+    async def scenario() -> tuple[str, list[str]]:
+        sim = Simulation(InMemoryCluster([*objs, user("p", "c")]))
+        running = asyncio.create_task(sim.run())
+        got = await allocated_for(sim, "default/c")
+        freed = asyncio.create_task(claim_state(sim, "default/c", lambda c: c.allocated is None))
+        driver_says(sim, got, "failed", reason="AttachFailed")
+        await freed  # PostFilter deallocated it
+        failed = [m for _, _, m in sim.reporter.events if "device binding failed" in m]
+        again = await allocated_for(sim, "default/c")  # and the next attempt allocated it anew
+        driver_says(sim, again, "attached")
+        out = await running
+        return out["uid-p"].node or "", failed
+
+    node_name, failed = asyncio.run(scenario())
+    assert node_name == "n1"
+    assert failed == [
+        'device binding failed: claim=c, reason=AttachFailed, message="failed by the test"'
+    ] or any(
+        'device binding failed: claim=c, reason=AttachFailed, message="failed by the test"' in m
+        for m in failed
+    ), failed
+
+
+def test_binding_conditions_that_never_come_time_out_as_the_profile_says() -> None:
+    """``bindingTimeout`` (DynamicResourcesArgs) bounds PreBind's wait: an Error naming it, the pod
+    back to the queue (where the claim, timed out, is deallocated for another try)."""
+    profile = {
+        "apiVersion": "shoal.dev/v1alpha1",
+        "kind": "SchedulingProfile",
+        "metadata": {"name": "short-wait"},
+        "spec": {
+            "schedulerName": "gpu-scheduler",
+            "pluginConfig": [{"name": "DynamicResources", "args": {"bindingTimeout": "1s"}}],
+        },
+    }
+    objs = [profile, node("n1"), device_class(), fabric_slice("n1"), claim("c"), user("p", "c")]
+
+    async def scenario() -> list[str]:
+        sim = Simulation(InMemoryCluster(objs))
+        running = asyncio.create_task(sim.run())
+        await allocated_for(sim, "default/c")
+        await claim_state(sim, "default/c", lambda c: c.allocated is None)  # timed out, deallocated
+        running.cancel()
+        await sim.scheduler.drain(grace=0)
+        return [m for _, _, m in sim.reporter.events if "device binding timeout" in m]
+
+    (first, *_) = asyncio.run(scenario())
+    # the wait's own deadline, or the claim's (its allocationTimestamp is to the second): upstream's too
+    assert (
+        "device binding timeout: context deadline exceeded" in first
+        or "device binding timeout: claim=c" in first
+    )

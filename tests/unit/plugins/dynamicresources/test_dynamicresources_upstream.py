@@ -1,15 +1,17 @@
 """kube-scheduler 1.37's DynamicResources tables (tests/data/upstream/dynamicresources.yaml):
 computeScore over claims and per-node allocations, NormalizeScore, TestPlugin's scoring cases run
 through PreFilter, Filter, Score and NormalizeScore over the node table, and TestPlugin's other
-cases run as upstream's testPlugin runs them: PreEnqueue, PreFilter, Filter per node, Reserve on
-the node picked, then (Unreserve or) PreBind, whose writes a recording ClaimWriter applies to the
-case's claims."""
+cases run as upstream's testPlugin runs them: PreEnqueue, PreFilter, Filter per node, then PostFilter
+when no node fits (where the case expects it), or Reserve on the node picked, then (Unreserve or)
+PreBind, whose writes a recording ClaimWriter applies to the case's claims (and to the plugin's
+store, as the watch would bring them back: PreBind waits there for binding conditions)."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +20,12 @@ import pytest
 import yaml
 
 from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.interfaces import Diagnosis
 from shoal.core.framework.invoker import PluginFailed
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Status
 from shoal.kube.dra import allocation_body
+from shoal.plugins.dynamicresources.binding import Args, parse_duration
 from shoal.plugins.dynamicresources.objects import DRA_DECODERS, AllocatedDevice, DeviceId, ResourceClaimInfo
 from shoal.plugins.dynamicresources.plugin import DynamicResources
 from shoal.plugins.dynamicresources.ports import CLAIM_WRITER, DELETE_PROTECTION
@@ -67,11 +71,13 @@ def test_compute_score(case: dict[str, Any]) -> None:
         assert compute_score(allocated, to_allocate, found) == want["score"]
 
 
-def plugin_for(objects: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> DynamicResources:
+def plugin_for(
+    objects: list[dict[str, Any]], nodes: list[dict[str, Any]], args: dict[str, Any] | None = None
+) -> DynamicResources:
     cache = cache_with(nodes)
     for obj in objects:
         cache.store(DraStore).apply(DRA_DECODERS[obj["kind"]](obj))
-    return DynamicResources(handle_for(cache))
+    return DynamicResources(handle_for(cache), Args.model_validate(args) if args else None)
 
 
 @pytest.mark.parametrize("case", params("TestNormalizeScore"))
@@ -100,21 +106,38 @@ def test_plugin_scoring(case: dict[str, Any]) -> None:
     assert {table.name(int(r)): int(s) for r, s in zip(rows, normalised, strict=True)} == want["scores"]
 
 
-KEYS = {"upstream", "pod", "nodes", "objects", "in_flight", "note", "expect"}
-STEPS = {"pre_enqueue", "pre_filter", "filter", "reserve", "unreserve_before_pre_bind", "pre_bind"}
+KEYS = {"upstream", "pod", "nodes", "objects", "args", "in_flight", "note", "expect"}
+STEPS = {
+    "pre_enqueue",
+    "pre_filter",
+    "filter",
+    "post_filter",
+    "reserve",
+    "unreserve_before_pre_bind",
+    "pre_bind",
+}
+#: an allocation's ``allocationTimestamp`` as the expectations write it: set, whatever its value
+#: (upstream's test replaces every one with the zero time before comparing)
+STAMPED = "set"
 
 
 class RecordingClaimWriter:
     """DynamicResources' PreBind writes (the core ClaimWriter protocol), applied to the case's claim
     objects as the API server would store them: the delete-protection finalizer on a claim shoal
     allocated, then ``status.allocation`` (as ``kube/dra.py`` builds it) and the pod in
-    ``status.reservedFor``. No client, no server: what reaches the wire is covered by
+    ``status.reservedFor``; PostFilter's deallocation. Each write reaches ``store`` too, as the
+    watch brings it back. No client, no server: what reaches the wire is covered by
     tests/integration/test_dra.py on the real API server."""
 
-    def __init__(self, objects: list[dict[str, Any]]) -> None:
+    def __init__(self, objects: list[dict[str, Any]], store: DraStore) -> None:
+        self.store = store
         self.claims = {
             o["metadata"]["name"]: copy.deepcopy(o) for o in objects if o["kind"] == "ResourceClaim"
         }
+
+    def _watched(self, stored: dict[str, Any]) -> Status:
+        self.store.apply(ResourceClaimInfo.from_dict(copy.deepcopy(stored)))
+        return Status()
 
     async def reserve_claim(
         self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, pod: PodInfo
@@ -127,7 +150,60 @@ class RecordingClaimWriter:
         if allocation is not None:
             status["allocation"] = allocation_body(allocation)
         stored["status"] = {**(stored.get("status") or {}), **status}
-        return Status()
+        return self._watched(stored)
+
+    async def deallocate(self, claim: ResourceClaimInfo) -> Status:
+        stored = self.claims[claim.name]
+        status = stored.get("status") or {}
+        stored["status"] = {
+            k: v for k, v in status.items() if k not in ("allocation", "reservedFor", "devices")
+        }
+        return self._watched(stored)
+
+
+def _dated(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The objects with each allocation's ``allocationTimestampAgo`` (a duration) made its
+    ``allocationTimestamp``, that long before now, as the API writes one (RFC 3339, seconds)."""
+    now = datetime.now(UTC)
+    out = copy.deepcopy(objects)
+    for obj in out:
+        allocation = (obj.get("status") or {}).get("allocation")
+        if isinstance(allocation, dict) and "allocationTimestampAgo" in allocation:
+            ago = timedelta(seconds=parse_duration(allocation.pop("allocationTimestampAgo")))
+            allocation["allocationTimestamp"] = (now - ago).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return out
+
+
+def _stamped(status: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``status`` with its allocation's ``allocationTimestamp`` (a valid RFC 3339 time) as STAMPED."""
+    allocation = (status or {}).get("allocation")
+    if not isinstance(allocation, dict) or "allocationTimestamp" not in allocation:
+        return status
+    stamp = str(allocation["allocationTimestamp"])
+    datetime.fromisoformat(stamp.replace("Z", "+00:00"))  # ValueError when it is no timestamp
+    return {**(status or {}), "allocation": {**allocation, "allocationTimestamp": STAMPED}}
+
+
+def _check_written(
+    what: str, api: RecordingClaimWriter, before: dict[str, Any], want: dict[str, Any]
+) -> None:
+    """The claims a step changed (finalizers and status afterwards) against ``want["claims"]``."""
+    changed = {n: o for n, o in api.claims.items() if _without_version(o) != _without_version(before[n])}
+    expected = {c["name"]: c for c in want.get("claims", ())}
+    assert set(changed) == set(expected), f"{what} wrote {sorted(changed)}, upstream {sorted(expected)}"
+    for name, obj in changed.items():
+        assert obj["metadata"].get("finalizers", []) == expected[name]["finalizers"], name
+        assert _stamped(obj.get("status")) == expected[name]["status"], name
+
+
+def _check_outcome(what: str, got: Status, want: dict[str, Any] | str | None) -> None:
+    """As check_status; ``message`` (upstream's, for an Error) must be in shoal's, as upstream's
+    verify checks an error (ErrorContains)."""
+    if isinstance(want, dict) and "message" in want:
+        check_status(what, got, want["code"])
+        assert want["message"] in got.message, f"{what}: {got.message!r} lacks {want['message']!r}"
+    else:
+        check_status(what, got, want)
 
 
 def _held(raw: dict[str, Any]) -> ResourceClaimInfo:
@@ -193,10 +269,11 @@ def _pick(plugin: DynamicResources, state: CycleState, pod: PodInfo, feasible: l
 @pytest.mark.parametrize("case", STEPWISE)
 def test_plugin(case: dict[str, Any]) -> None:
     assert set(case) <= KEYS and set(case["expect"]) <= STEPS, case["upstream"]
-    plugin = plugin_for(case["objects"], case["nodes"])
+    objects = _dated(case["objects"])
+    plugin = plugin_for(objects, case["nodes"], case.get("args"))
     for raw in case.get("in_flight", ()):  # another pod's Reserve holds these (upstream's inFlightClaims)
         plugin.cache.store(DraStore).assume(_held(raw))
-    api = RecordingClaimWriter(case["objects"])
+    api = RecordingClaimWriter(objects, plugin.cache.store(DraStore))
     plugin.handle.extras[CLAIM_WRITER] = api
     want = case["expect"]
     pod = PodInfo.from_dict(case["pod"])
@@ -211,7 +288,14 @@ def test_plugin(case: dict[str, Any]) -> None:
     else:
         feasible = _filter(case, plugin, state, pod) if status.ok else []
     if not feasible:
-        assert not (STEPS - {"pre_enqueue", "pre_filter", "filter"}) & set(want), "upstream reserves a node"
+        assert not (STEPS - {"pre_enqueue", "pre_filter", "filter", "post_filter"}) & set(want), (
+            "upstream reserves a node"
+        )
+        if "post_filter" in want:
+            before = copy.deepcopy(api.claims)
+            status = asyncio.run(_post_filter(plugin, state, pod))
+            _check_outcome("PostFilter", status, want["post_filter"].get("status"))
+            _check_written("PostFilter", api, before, want["post_filter"])
         return
     node = _pick(plugin, state, pod, feasible)
     check_status("Reserve", plugin.reserve(state, pod, node), None)
@@ -221,13 +305,16 @@ def test_plugin(case: dict[str, Any]) -> None:
         assert _in_flight(plugin) == _allocated(want["unreserve_before_pre_bind"]["in_flight"])
         return
     before = copy.deepcopy(api.claims)
-    check_status("PreBind", asyncio.run(plugin.pre_bind(state, pod, node)), None)
-    changed = {n: o for n, o in api.claims.items() if _without_version(o) != _without_version(before[n])}
-    expected = {c["name"]: c for c in want.get("pre_bind", {}).get("claims", ())}
-    assert set(changed) == set(expected), f"PreBind wrote {sorted(changed)}, upstream {sorted(expected)}"
-    for name, obj in changed.items():
-        assert obj["metadata"].get("finalizers", []) == expected[name]["finalizers"], name
-        assert obj.get("status") == expected[name]["status"], name
+    pre_bind = want.get("pre_bind", {})
+    _check_outcome("PreBind", asyncio.run(plugin.pre_bind(state, pod, node)), pre_bind.get("status"))
+    _check_written("PreBind", api, before, pre_bind)
+
+
+async def _post_filter(plugin: DynamicResources, state: CycleState, pod: PodInfo) -> Status:
+    """PostFilter, then the writes it started (without waiting, as in the scheduler) carried out."""
+    status = plugin.post_filter(state, pod, Diagnosis())
+    await asyncio.gather(*(asyncio.all_tasks() - {asyncio.current_task()}))
+    return status
 
 
 def _without_version(obj: dict[str, Any]) -> dict[str, Any]:
