@@ -17,8 +17,15 @@ clique/rack/block, native PodGroups, both schedulers: bench/e2e_topology.py), pr
 (scheduler_perf's PreemptionBasic) and gang preemption (victims beyond the minimum:
 bench/e2e_preemption.py), packing (64 × 8-GPU nodes, a seeded mix of 1/2/4/
 8-GPU pods and gangs: GPUs allocated before the first 8-GPU pod that cannot be placed), herding
-(GPU-memory requests against free-memory labels: nodes that end over their label). A gang whose
-members are not all bound fails the run at once (nothing is written but bench's temporary folder).
+(GPU-memory requests against free-memory labels: nodes that end over their label), dra (one-GPU
+claims from a template: bench/e2e_dra.py) and, after scheduler_perf's DRA workloads,
+dra_extended (extended resources backed by DeviceClasses), dra_partitionable (MIG partitions on
+shared counters) and dra_shared (GPUs shared by memory, consumable capacity):
+bench/e2e_dra_kinds.py. A gang whose members are not all bound fails the run at once (nothing
+is written but bench's temporary folder).
+
+``--only NAME[,NAME...]`` runs only those scenarios (``SCENARIOS``; nothing is written unless
+they are all the run would have), ``--dra-nodes``/``--dra-pods`` size the DRA scenarios.
 
 Writes bench/results/e2e.json, the "e2e" section of docs/benchmarks.md and PNG plots;
 ``--report-only`` rewrites that section from bench/results/e2e.json without running anything.
@@ -37,7 +44,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,8 +57,8 @@ from kubernetes_asyncio import client, config
 # of sys.path, so `bench` is found and the checkout's operator/ never shadows the standard library.
 if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parents[1]))
-from bench import e2e_dra, e2e_preemption, e2e_topology
-from bench.e2e_report import CPU_GROUPS, PLOTS, plot, write_doc
+from bench import e2e_dra, e2e_dra_kinds, e2e_preemption, e2e_topology
+from bench.e2e_report import CPU_GROUPS, DRA_SCENARIOS, PLOTS, plot, write_doc
 from bench.e2e_schedulers import (
     BACKLOG_KINDS,
     SETTLE_S,
@@ -552,6 +559,20 @@ async def gang_preemption(kind: str, base: Path) -> dict[str, Any]:
         return await e2e_preemption.run_gang(b, NS, native=kind == "kube-scheduler")
 
 
+@contextlib.asynccontextmanager
+async def claim_controller(b: Bench) -> AsyncIterator[None]:
+    """kube-controller-manager's resourceclaim controller for the duration: pods' claims made from
+    their templates, as in a cluster."""
+    kcm = KubeControllerManagerProcess(
+        b.cp.kubeconfig, b.dir / "kcm", controllers=DRA_CONTROLLERS, extra_args=FAST_CLAIMS
+    )
+    await asyncio.to_thread(kcm.start)
+    try:
+        yield
+    finally:
+        kcm.stop()
+
+
 async def dra(
     kind: str, base: Path, nodes: int = 1000, pods: int = 5000, timeout: float = 1800
 ) -> dict[str, Any]:
@@ -559,16 +580,60 @@ async def dra(
     resourceclaim controller."""
     async with Bench(kind, base / "dra") as b:
         await b.create_all(e2e_dra.cluster_objects(nodes, NS))
-        kcm = KubeControllerManagerProcess(
-            b.cp.kubeconfig, b.dir / "kcm", controllers=DRA_CONTROLLERS, extra_args=FAST_CLAIMS
-        )
-        await asyncio.to_thread(kcm.start)
-        try:
+        async with claim_controller(b):
             await b.start_scheduler()
             assert b.api is not None
             return {"nodes": nodes, **await e2e_dra.run(b, b.api, NS, pods, timeout)}
-        finally:
-            kcm.stop()
+
+
+async def dra_extended(
+    kind: str,
+    base: Path,
+    nodes: int = e2e_dra_kinds.EXTENDED_NODES,
+    pods: int = e2e_dra_kinds.EXTENDED_PODS,
+    timeout: float = 1800,
+) -> dict[str, Any]:
+    """bench/e2e_dra_kinds.py: scheduler_perf's ExtendedResource (25 DeviceClasses with an
+    extendedResourceName). No template, so no resourceclaim controller: the scheduler makes the claims."""
+    async with Bench(kind, base / "dra-extended") as b:
+        await b.create_all(e2e_dra_kinds.extended_objects(nodes))
+        await b.start_scheduler()
+        assert b.api is not None
+        return {"nodes": nodes, **await e2e_dra_kinds.run_extended(b, b.api, NS, pods, timeout)}
+
+
+async def dra_partitionable(
+    kind: str,
+    base: Path,
+    nodes: int = e2e_dra_kinds.PARTITIONABLE_NODES,
+    pods: int = e2e_dra_kinds.PARTITIONABLE_PODS,
+    timeout: float = 1800,
+) -> dict[str, Any]:
+    """bench/e2e_dra_kinds.py: scheduler_perf's Partitionable as MIG partitions of 4 GPUs a node
+    (shared counters), claims from templates, with the real resourceclaim controller."""
+    async with Bench(kind, base / "dra-partitionable") as b:
+        await b.create_all(e2e_dra_kinds.partitionable_objects(nodes, NS))
+        async with claim_controller(b):
+            await b.start_scheduler()
+            assert b.api is not None
+            return {"nodes": nodes, **await e2e_dra_kinds.run_partitionable(b, b.api, NS, pods, timeout)}
+
+
+async def dra_shared(
+    kind: str,
+    base: Path,
+    nodes: int = e2e_dra_kinds.SHARED_NODES,
+    pods: int = e2e_dra_kinds.SHARED_PODS,
+    timeout: float = 1800,
+) -> dict[str, Any]:
+    """bench/e2e_dra_kinds.py: scheduler_perf's ConsumableCapacity as 4 GPUs a node shared by
+    memory, claims from a template, with the real resourceclaim controller."""
+    async with Bench(kind, base / "dra-shared") as b:
+        await b.create_all(e2e_dra_kinds.shared_objects(nodes, NS))
+        async with claim_controller(b):
+            await b.start_scheduler()
+            assert b.api is not None
+            return {"nodes": nodes, **await e2e_dra_kinds.run_shared(b, b.api, NS, pods, timeout)}
 
 
 def topology_summary(topo: dict[str, Any]) -> dict[str, Any]:
@@ -726,63 +791,62 @@ def report_from_results(results_file: Path = RESULTS, doc: Path = DOC) -> None:
     write_doc(results, recorded, images, doc=doc, settle_s=SETTLE_S)
 
 
-async def main_async(args: argparse.Namespace) -> int:
-    base = Path(tempfile.mkdtemp(prefix="shoal-bench-"))
-    results: dict[str, Any] = {}
-    kinds = ["kube-scheduler", "shoal"]
-    print(f"bench: basic ({args.nodes:,} nodes, {args.pods:,} pods)", flush=True)
-    results["basic"] = {k: await throughput(k, base, args.nodes, args.pods, "basic") for k in kinds}
-    if args.large:
-        print("bench: scale (5,000 nodes, 50,000 pods)", flush=True)
-        results["scale"] = {k: await throughput(k, base, 5000, 50000, "scale") for k in kinds}
-        print(f"bench: scale paced (5,000 nodes, 50,000 pods created at {SCALE_PACED_RATE}/s)", flush=True)
-        results["scale_paced"] = {
-            k: await throughput(k, base, 5000, 50000, "scale_paced", rate=SCALE_PACED_RATE) for k in kinds
-        }
-        print("bench: scale with a CPU hog (5,000 nodes, 50,000 pods)", flush=True)
-        results["scale_hog"] = {
-            k: await throughput(k, base, 5000, 50000, "scale_hog", hog=True) for k in kinds
-        }
-        print("bench: xlarge (15,000 nodes, 100,000 pods)", flush=True)
-        results["xlarge"] = {
-            k: await throughput(k, base, 15000, 100000, "xlarge", timeout=3600) for k in kinds
-        }
-    for workload, pods in constrained_runs(args.nodes):
-        print(f"bench: {workload} ({args.nodes:,} nodes, {pods:,} pods)", flush=True)
-        results[workload] = {
-            k: await throughput(k, base, args.nodes, pods, workload, workload) for k in kinds
-        }
-    for rate in PACED_RATES:
-        print(f"bench: paced ({PACED_NODES:,} nodes, {PACED_PODS:,} pods created at {rate}/s)", flush=True)
-        results[paced_name(rate)] = {
-            k: await throughput(k, base, PACED_NODES, PACED_PODS, paced_name(rate), rate=rate) for k in kinds
-        }
-    print(f"bench: backlog ({args.nodes:,} nodes, {args.pods:,} pods created first)", flush=True)
-    results["backlog_rounds"] = await backlog_rounds(base, args.nodes, args.pods, args.backlog_rounds)
-    results["backlog"] = median_round(results["backlog_rounds"])
-    print("bench: gang (64 members on 1,000 nodes)", flush=True)
-    results["gang"] = await gang(base)
-    if not results["gang"]["all_bound"]:
-        failed = base / "e2e-failed.json"
-        failed.write_text(json.dumps({"results": results}, indent=2, default=str) + "\n")
-        raise RuntimeError(
-            f"gang: only {results['gang']['bound']} of {results['gang']['members']} members bound; "
-            f"nothing written to bench/results or docs (partial results: {failed}; logs under {base})"
+#: the scenarios of a run in the order they run, by the name ``--only`` takes (their key in the
+#: results); the ``LARGE_SCENARIOS`` only with ``--large`` (or when ``--only`` names them)
+LARGE_SCENARIOS = ("scale", "scale_paced", "scale_hog", "xlarge")
+SCENARIOS = (
+    "basic",
+    *LARGE_SCENARIOS,
+    *(w for w, _ in constrained_runs(1000)),
+    *(paced_name(r) for r in PACED_RATES),
+    "backlog",
+    "gang",
+    "topology",
+    "preemption",
+    "gang_preemption",
+    *DRA_SCENARIOS,
+    "packing",
+    "herding",
+)
+
+
+def scenario_list(text: str) -> tuple[str, ...]:
+    """``--only``'s value: scenario names, comma-separated."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown scenario {', '.join(unknown) or '(none given)'}; choose from {', '.join(SCENARIOS)}"
         )
-    print("bench: topology (gangs of 8/16/64 in one clique/rack/block, 1,024 nodes)", flush=True)
-    results["topology"] = {k: await topology(k, base) for k in kinds}
-    print("bench: preemption (scheduler_perf PreemptionBasic, 1,000 nodes, 1,000 preemptors)", flush=True)
-    results["preemption"] = {k: await preemption(k, base) for k in kinds}
-    print("bench: gang preemption (a gang of 8 on 16 full nodes)", flush=True)
-    results["gang_preemption"] = {k: await gang_preemption(k, base) for k in kinds}
-    print(f"bench: dra ({args.nodes:,} nodes x 8 GPU devices, {args.pods:,} one-GPU claims)", flush=True)
-    results["dra"] = {k: await dra(k, base, args.nodes, args.pods) for k in kinds}
-    print("bench: packing", flush=True)
-    results["packing"] = {k: await packing(k, base) for k in kinds}
-    print("bench: herding", flush=True)
-    results["herding"] = {k: await herding(k, base) for k in kinds}
-    rss_from = results["scale"] if "scale" in results else results["basic"]
-    summary = {
+    return names
+
+
+def planned(args: argparse.Namespace) -> tuple[list[str], bool]:
+    """The scenarios this run runs, in order, and whether they are all a run without ``--only``
+    would (only then are results and docs written)."""
+    every = [s for s in SCENARIOS if args.large or s not in LARGE_SCENARIOS]
+    if not args.only:
+        return every, True
+    chosen = [s for s in SCENARIOS if s in args.only]
+    return chosen, set(every) <= set(chosen)
+
+
+def dra_size(args: argparse.Namespace, scenario: str) -> tuple[int, int]:
+    """Nodes and pods of a DRA scenario: ``--dra-nodes``/``--dra-pods`` when given, else ``dra``'s
+    ``--nodes``/``--pods`` and the others' own (bench/e2e_dra_kinds.py)."""
+    nodes, pods = (args.nodes, args.pods) if scenario == "dra" else e2e_dra_kinds.SIZES[scenario][:2]
+    return args.dra_nodes or nodes, args.dra_pods or pods
+
+
+def ratio(results: Mapping[str, Any], scenario: str) -> float:
+    """A scenario's shoal pods/s ÷ kube-scheduler pods/s."""
+    r = results[scenario]
+    return float(r["shoal"]["pods_per_s"]) / max(float(r["kube-scheduler"]["pods_per_s"]), 1e-9)
+
+
+def run_summary(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The figures of a run (those of the scenarios it ran), printed and written with the results."""
+    summary: dict[str, Any] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "commit": revision(),
         "machine": machine(),
@@ -791,31 +855,155 @@ async def main_async(args: argparse.Namespace) -> int:
         # session, hence CPU group under autogroup scheduling (see bench/e2e_report.py)
         "cpu_groups": CPU_GROUPS,
         "kube_version": Binaries.locate().kube_version,
-        "basic_ratio": results["basic"]["shoal"]["pods_per_s"]
-        / results["basic"]["kube-scheduler"]["pods_per_s"],
-        **{
-            f"{w}_ratio": results[w]["shoal"]["pods_per_s"] / results[w]["kube-scheduler"]["pods_per_s"]
-            for w in CONSTRAINED
-        },
-        "gang64_seconds": results["gang"]["seconds"],
-        "gang64_all_bound": results["gang"]["all_bound"],
-        "rss_ratio": rss_from["shoal"]["peak_rss_mb"] / rss_from["kube-scheduler"]["peak_rss_mb"],
-        "rss_scenario": "scale" if "scale" in results else "basic",
-        "packing_ratio": results["packing"]["shoal"]["allocated"]
-        / max(results["packing"]["kube-scheduler"]["allocated"], 1),
-        "packing_fraction": results["packing"]["shoal"]["fraction"],
-        **topology_summary(results["topology"]),
-        "preemption_ratio": results["preemption"]["shoal"]["pods_per_s"]
-        / max(results["preemption"]["kube-scheduler"]["pods_per_s"], 1e-9),
-        "gang_preemption_excess_victims": results["gang_preemption"]["shoal"]["excess_victims"],
-        "gang_preemption_excess_victims_kube": results["gang_preemption"]["kube-scheduler"]["excess_victims"],
-        "dra_ratio": results["dra"]["shoal"]["pods_per_s"]
-        / max(results["dra"]["kube-scheduler"]["pods_per_s"], 1e-9),
-        **backlog_summary(results["backlog_rounds"]),
-        **stream_summary(results),
     }
+    if "basic" in results:
+        summary["basic_ratio"] = (
+            results["basic"]["shoal"]["pods_per_s"] / results["basic"]["kube-scheduler"]["pods_per_s"]
+        )
+    summary |= {
+        f"{w}_ratio": results[w]["shoal"]["pods_per_s"] / results[w]["kube-scheduler"]["pods_per_s"]
+        for w in CONSTRAINED
+        if w in results
+    }
+    if "gang" in results:
+        summary |= {
+            "gang64_seconds": results["gang"]["seconds"],
+            "gang64_all_bound": results["gang"]["all_bound"],
+        }
+    rss_scenario = "scale" if "scale" in results else "basic"
+    if rss_scenario in results:
+        rss_from = results[rss_scenario]
+        summary |= {
+            "rss_ratio": rss_from["shoal"]["peak_rss_mb"] / rss_from["kube-scheduler"]["peak_rss_mb"],
+            "rss_scenario": rss_scenario,
+        }
+    if "packing" in results:
+        summary |= {
+            "packing_ratio": results["packing"]["shoal"]["allocated"]
+            / max(results["packing"]["kube-scheduler"]["allocated"], 1),
+            "packing_fraction": results["packing"]["shoal"]["fraction"],
+        }
+    if "topology" in results:
+        summary |= topology_summary(results["topology"])
+    if "preemption" in results:
+        summary["preemption_ratio"] = ratio(results, "preemption")
+    if "gang_preemption" in results:
+        gp = results["gang_preemption"]
+        summary |= {
+            "gang_preemption_excess_victims": gp["shoal"]["excess_victims"],
+            "gang_preemption_excess_victims_kube": gp["kube-scheduler"]["excess_victims"],
+        }
+    summary |= {f"{d}_ratio": ratio(results, d) for d in DRA_SCENARIOS if d in results}
+    if "backlog_rounds" in results:
+        summary |= backlog_summary(results["backlog_rounds"])
+    return summary | stream_summary(results)
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    base = Path(tempfile.mkdtemp(prefix="shoal-bench-"))
+    results: dict[str, Any] = {}
+    kinds = ["kube-scheduler", "shoal"]
+    scenarios, every = planned(args)
+    run = set(scenarios)
+    if args.only:
+        print(f"bench: only {', '.join(scenarios)}" + ("" if every else " (nothing written)"), flush=True)
+    if "basic" in run:
+        print(f"bench: basic ({args.nodes:,} nodes, {args.pods:,} pods)", flush=True)
+        results["basic"] = {k: await throughput(k, base, args.nodes, args.pods, "basic") for k in kinds}
+    if "scale" in run:
+        print("bench: scale (5,000 nodes, 50,000 pods)", flush=True)
+        results["scale"] = {k: await throughput(k, base, 5000, 50000, "scale") for k in kinds}
+    if "scale_paced" in run:
+        print(f"bench: scale paced (5,000 nodes, 50,000 pods created at {SCALE_PACED_RATE}/s)", flush=True)
+        results["scale_paced"] = {
+            k: await throughput(k, base, 5000, 50000, "scale_paced", rate=SCALE_PACED_RATE) for k in kinds
+        }
+    if "scale_hog" in run:
+        print("bench: scale with a CPU hog (5,000 nodes, 50,000 pods)", flush=True)
+        results["scale_hog"] = {
+            k: await throughput(k, base, 5000, 50000, "scale_hog", hog=True) for k in kinds
+        }
+    if "xlarge" in run:
+        print("bench: xlarge (15,000 nodes, 100,000 pods)", flush=True)
+        results["xlarge"] = {
+            k: await throughput(k, base, 15000, 100000, "xlarge", timeout=3600) for k in kinds
+        }
+    for workload, pods in constrained_runs(args.nodes):
+        if workload not in run:
+            continue
+        print(f"bench: {workload} ({args.nodes:,} nodes, {pods:,} pods)", flush=True)
+        results[workload] = {
+            k: await throughput(k, base, args.nodes, pods, workload, workload) for k in kinds
+        }
+    for rate in PACED_RATES:
+        if paced_name(rate) not in run:
+            continue
+        print(f"bench: paced ({PACED_NODES:,} nodes, {PACED_PODS:,} pods created at {rate}/s)", flush=True)
+        results[paced_name(rate)] = {
+            k: await throughput(k, base, PACED_NODES, PACED_PODS, paced_name(rate), rate=rate) for k in kinds
+        }
+    if "backlog" in run:
+        print(f"bench: backlog ({args.nodes:,} nodes, {args.pods:,} pods created first)", flush=True)
+        results["backlog_rounds"] = await backlog_rounds(base, args.nodes, args.pods, args.backlog_rounds)
+        results["backlog"] = median_round(results["backlog_rounds"])
+    if "gang" in run:
+        print("bench: gang (64 members on 1,000 nodes)", flush=True)
+        results["gang"] = await gang(base)
+        if not results["gang"]["all_bound"]:
+            failed = base / "e2e-failed.json"
+            failed.write_text(json.dumps({"results": results}, indent=2, default=str) + "\n")
+            raise RuntimeError(
+                f"gang: only {results['gang']['bound']} of {results['gang']['members']} members bound; "
+                f"nothing written to bench/results or docs (partial results: {failed}; logs under {base})"
+            )
+    if "topology" in run:
+        print("bench: topology (gangs of 8/16/64 in one clique/rack/block, 1,024 nodes)", flush=True)
+        results["topology"] = {k: await topology(k, base) for k in kinds}
+    if "preemption" in run:
+        print("bench: preemption (scheduler_perf PreemptionBasic, 1,000 nodes, 1,000 preemptors)", flush=True)
+        results["preemption"] = {k: await preemption(k, base) for k in kinds}
+    if "gang_preemption" in run:
+        print("bench: gang preemption (a gang of 8 on 16 full nodes)", flush=True)
+        results["gang_preemption"] = {k: await gang_preemption(k, base) for k in kinds}
+    if "dra" in run:
+        nodes, pods = dra_size(args, "dra")
+        print(f"bench: dra ({nodes:,} nodes x 8 GPU devices, {pods:,} one-GPU claims)", flush=True)
+        results["dra"] = {k: await dra(k, base, nodes, pods) for k in kinds}
+    if "dra_extended" in run:
+        nodes, pods = dra_size(args, "dra_extended")
+        print(
+            f"bench: dra_extended (scheduler_perf ExtendedResource: {nodes:,} nodes x "
+            f"{e2e_dra_kinds.EXTENDED_DEVICES} devices, {e2e_dra_kinds.EXTENDED_CLASSES} DeviceClasses "
+            f"with an extendedResourceName, {pods:,} pods asking one)",
+            flush=True,
+        )
+        results["dra_extended"] = {k: await dra_extended(k, base, nodes, pods) for k in kinds}
+    if "dra_partitionable" in run:
+        nodes, pods = dra_size(args, "dra_partitionable")
+        print(
+            f"bench: dra_partitionable (scheduler_perf Partitionable: {nodes:,} nodes x "
+            f"{e2e_dra_kinds.MIG_GPUS} MIG-partitionable GPUs, {pods:,} 1g/2g/3g MIG claims)",
+            flush=True,
+        )
+        results["dra_partitionable"] = {k: await dra_partitionable(k, base, nodes, pods) for k in kinds}
+    if "dra_shared" in run:
+        nodes, pods = dra_size(args, "dra_shared")
+        print(
+            f"bench: dra_shared (scheduler_perf ConsumableCapacity: {nodes:,} nodes x "
+            f"{e2e_dra_kinds.SHARED_GPUS} shareable GPUs of {e2e_dra_kinds.SHARED_MEMORY}, {pods:,} claims "
+            f"of {e2e_dra_kinds.SHARE} on two)",
+            flush=True,
+        )
+        results["dra_shared"] = {k: await dra_shared(k, base, nodes, pods) for k in kinds}
+    if "packing" in run:
+        print("bench: packing", flush=True)
+        results["packing"] = {k: await packing(k, base) for k in kinds}
+    if "herding" in run:
+        print("bench: herding", flush=True)
+        results["herding"] = {k: await herding(k, base) for k in kinds}
+    summary = run_summary(results)
     print(json.dumps(summary, indent=2))
-    if not args.no_write:
+    if not args.no_write and every:
         RESULTS.parent.mkdir(exist_ok=True)
         RESULTS.write_text(json.dumps({**summary, "results": results}, indent=2, default=str) + "\n")
         write_doc(results, summary, plot(results), settle_s=SETTLE_S)
@@ -840,6 +1028,28 @@ def arg_parser() -> argparse.ArgumentParser:
         help=f"alternating rounds of the backlog scenario, its ratios the median over them (default {BACKLOG_ROUNDS})",
     )
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--only",
+        type=scenario_list,
+        metavar="NAME[,NAME...]",
+        help="run only these scenarios (nothing is written unless they are all a run without it has): "
+        + ", ".join(SCENARIOS),
+    )
+    sizes = e2e_dra_kinds.SIZES.items()
+    parser.add_argument(
+        "--dra-nodes",
+        type=int,
+        help="nodes of every DRA scenario (default: dra --nodes, "
+        + ", ".join(f"{s} {n:,}" for s, (n, _, _) in sizes)
+        + ")",
+    )
+    parser.add_argument(
+        "--dra-pods",
+        type=int,
+        help="pods of every DRA scenario (default: dra --pods, "
+        + ", ".join(f"{s} {p:,}" for s, (_, p, _) in sizes)
+        + ")",
+    )
     parser.add_argument(
         "--profile",
         action="store_true",
@@ -867,6 +1077,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("bench: py-spy is not installed (pip install -e '.[bench]')", file=sys.stderr)
             return 2
         return asyncio.run(profile_async(args))
+    scenarios, _ = planned(args)
+    too_many = [
+        e
+        for s in scenarios
+        if s in e2e_dra_kinds.SIZES and (e := e2e_dra_kinds.size_error(s, *dra_size(args, s))) is not None
+    ]
+    if too_many:
+        print("bench: " + "; ".join(too_many), file=sys.stderr)
+        return 2
     return asyncio.run(main_async(args))
 
 

@@ -198,6 +198,21 @@ _LATER = (
     ("preemption_ratio", "scheduler_perf's PreemptionBasic pods/s, shoal ÷ kube-scheduler", "≥ 1.0"),
     ("gang_preemption_excess_victims", "pods a gang of 8 evicted beyond the minimum, shoal", "0"),
     ("dra_ratio", "one-GPU claims pods/s, shoal ÷ kube-scheduler", "≥ 1.0"),
+    (
+        "dra_extended_ratio",
+        "extended resources from DeviceClasses, scheduler_perf's ExtendedResource: pods/s, shoal ÷ kube-scheduler",
+        "≥ 1.0",
+    ),
+    (
+        "dra_partitionable_ratio",
+        "MIG partitions on shared counters, scheduler_perf's Partitionable: pods/s, shoal ÷ kube-scheduler",
+        "≥ 1.0",
+    ),
+    (
+        "dra_shared_ratio",
+        "GPUs shared by memory, scheduler_perf's ConsumableCapacity: pods/s, shoal ÷ kube-scheduler",
+        "≥ 1.0",
+    ),
     ("ceiling_fraction", "backlog pods/s, shoal ÷ the null scheduler (the API server's ceiling)", "≥ 0.8"),
     ("ceiling_fraction_kube", "the same, kube-scheduler", "—"),
     (
@@ -423,25 +438,61 @@ def _backlog(results: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _dra(results: dict[str, Any]) -> list[str]:
-    """bench/e2e_dra.py: one-GPU claims from a template, with the real resourceclaim controller."""
-    d = results.get("dra")
-    if not d:
-        return []
-    s = d["shoal"]
-    lines = [
-        "",
-        f"### dra: {s['nodes']:,} nodes x 8 GPU devices (ResourceSlices), {s['pods']:,} pods with a one-GPU"
-        " claim from a template",
-        "",
-        "| scheduler | pods/s | seconds | devices in two allocations | claims not on their pod's node |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for name in ("kube-scheduler", "shoal"):
-        r = d[name]
-        lines.append(
-            f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {r['devices_twice']} | {r['claims_misplaced']} |"
+def _dra_heading(key: str, s: Mapping[str, Any]) -> str:
+    """A DRA scenario's heading, from shoal's results (bench/e2e_dra.py, bench/e2e_dra_kinds.py)."""
+    nodes, pods = f"{s['nodes']:,}", f"{s['pods']:,}"
+    if key == "dra_extended":
+        return (
+            f"{nodes} nodes x {s['devices_per_node']} devices, {s['classes']} DeviceClasses with an"
+            f" `extendedResourceName`, {pods} pods asking `example.com/gpu-<i mod {s['classes']}>: 1`"
+            " (scheduler_perf's ExtendedResource; the scheduler makes each pod's claim)"
         )
+    if key == "dra_partitionable":
+        return (
+            f"{nodes} nodes x {s['gpus_per_node']} MIG-partitionable GPUs (shared counters), {pods} pods"
+            f" with a {' / '.join(s['profiles'])} MIG claim from a template, in turn"
+            " (scheduler_perf's Partitionable)"
+        )
+    if key == "dra_shared":
+        return (
+            f"{nodes} nodes x {s['gpus_per_node']} shareable GPUs of {s['memory']}, {pods} pods with a"
+            f" claim of {s['share']} on two distinct GPUs from a template (scheduler_perf's ConsumableCapacity)"
+        )
+    return f"{nodes} nodes x 8 GPU devices (ResourceSlices), {pods} pods with a one-GPU claim from a template"
+
+
+#: the DRA scenarios, in the report's order
+DRA_SCENARIOS = ("dra", "dra_extended", "dra_partitionable", "dra_shared")
+#: columns a DRA scenario's table has when both schedulers' results carry them
+_DRA_EXTRA = (
+    ("claims_missing", "bound pods without a claim"),
+    ("overdrawn", "counters or capacities overdrawn"),
+)
+
+
+def _dra(results: dict[str, Any]) -> list[str]:
+    """bench/e2e_dra.py: one-GPU claims from a template, with the real resourceclaim controller;
+    bench/e2e_dra_kinds.py: extended resources, partitionable devices, consumable capacity."""
+    lines: list[str] = []
+    for key in DRA_SCENARIOS:
+        d = results.get(key)
+        if not d:
+            continue
+        rows = [(name, d[name]) for name in ("kube-scheduler", "shoal")]
+        extra = [(k, title) for k, title in _DRA_EXTRA if all(k in r for _, r in rows)]
+        lines += [
+            "",
+            f"### {key}: {_dra_heading(key, d['shoal'])}",
+            "",
+            "| scheduler | pods/s | seconds | devices in two allocations | claims not on their pod's node |"
+            + "".join(f" {title} |" for _, title in extra),
+            "|---|" + "---:|" * (4 + len(extra)),
+        ]
+        for name, r in rows:
+            lines.append(
+                f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {r['devices_twice']} | {r['claims_misplaced']} |"
+                + "".join(f" {r[k]} |" for k, _ in extra)
+            )
     return lines
 
 
