@@ -27,6 +27,7 @@ from shoal.kube.informer import Kind
 from shoal.kube.wire import (
     CSI_DRIVERS,
     CSI_NODES,
+    CSI_STORAGE_CAPACITIES,
     DEVICE_CLASSES,
     DEVICE_TAINT_RULES,
     LIVE_PODS_SELECTOR,
@@ -59,7 +60,14 @@ from shoal.plugins.dynamicresources.objects import (
     ResourceSliceInfo,
 )
 from shoal.plugins.nodevolumelimits.attachments import VolumeAttachmentInfo
-from shoal.plugins.volumebinding.objects import CSIDriverInfo, CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
+from shoal.plugins.volumebinding.objects import (
+    CSIDriverInfo,
+    CSINodeInfo,
+    CSIStorageCapacityInfo,
+    PVCInfo,
+    PVInfo,
+    StorageClassInfo,
+)
 
 
 @dataclass
@@ -141,6 +149,9 @@ KIND_VOLUME_ATTACHMENTS: Kind[VolumeAttachmentInfo] = Kind(
     VOLUME_ATTACHMENTS, VolumeAttachmentInfo.from_dict, identity=name_of
 )
 KIND_CSI_DRIVERS: Kind[CSIDriverInfo] = Kind(CSI_DRIVERS, CSIDriverInfo.from_dict, identity=name_of)
+KIND_CSI_STORAGE_CAPACITIES: Kind[CSIStorageCapacityInfo] = Kind(
+    CSI_STORAGE_CAPACITIES, CSIStorageCapacityInfo.from_dict, identity=namespaced_key
+)
 #: every storage kind, in priming order
 STORAGE_KINDS: tuple[Kind[Any], ...] = (
     KIND_STORAGE_CLASSES,
@@ -149,6 +160,7 @@ STORAGE_KINDS: tuple[Kind[Any], ...] = (
     KIND_PVCS,
     KIND_VOLUME_ATTACHMENTS,
     KIND_CSI_DRIVERS,
+    KIND_CSI_STORAGE_CAPACITIES,
 )
 # the DRA kinds the DynamicResources plugin reads (plugins/dynamicresources/objects.py); optional: a
 # cluster before 1.34 (or with resource.k8s.io/v1 off) serves none, and then no pod can use claims

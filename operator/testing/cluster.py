@@ -91,6 +91,9 @@ async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any
             "CSIDriver": storage.create_csi_driver,
         }[kind]
         resp = await make_storage(obj, _preload_content=False)
+    elif kind == "CSIStorageCapacity":
+        capacities: Any = client.StorageV1Api(api)
+        resp = await capacities.create_namespaced_csi_storage_capacity(ns, obj, _preload_content=False)
     elif kind == "Service":
         resp = await core.create_namespaced_service(ns, obj, _preload_content=False)
     elif kind == "ReplicationController":

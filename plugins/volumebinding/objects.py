@@ -291,19 +291,76 @@ class CSIDriverInfo:
     name: str
     #: ``spec.preventPodSchedulingIfMissing`` (absent or anything but ``true``: False, as upstream)
     prevent_scheduling_if_missing: bool = False
+    #: ``spec.storageCapacity``: the driver publishes CSIStorageCapacity, which VolumeBinding checks
+    storage_capacity: bool = False
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> CSIDriverInfo:
         meta = obj.get("metadata")
         spec = obj.get("spec")
         flag = spec.get("preventPodSchedulingIfMissing") if isinstance(spec, Mapping) else None
+        capacity = spec.get("storageCapacity") if isinstance(spec, Mapping) else None
         return cls(
             name=str((meta.get("name") if isinstance(meta, Mapping) else None) or ""),
             prevent_scheduling_if_missing=flag is True,
+            storage_capacity=capacity is True,
         )
 
 
-StorageObject = PVInfo | PVCInfo | StorageClassInfo | CSINodeInfo | CSIDriverInfo
+@dataclass(frozen=True, slots=True)
+class CSIStorageCapacityInfo:
+    """A CSIStorageCapacity (storage.k8s.io/v1): how much a StorageClass can provision for the nodes
+    its ``nodeTopology`` selects (None: none; an empty selector: every node)."""
+
+    namespace: str
+    name: str
+    storage_class: str
+    node_topology: LabelSelector | None
+    #: bytes (rounded up); None when absent
+    capacity: int | None = None
+    maximum_volume_size: int | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def limit(self) -> int | None:
+        """The largest volume it can provision: ``maximumVolumeSize`` whenever set, else ``capacity``."""
+        return self.maximum_volume_size if self.maximum_volume_size is not None else self.capacity
+
+    def reaches(self, labels: Mapping[str, str]) -> bool:
+        return self.node_topology is not None and self.node_topology.matches(labels)
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> CSIStorageCapacityInfo:
+        found = obj.get("metadata")
+        meta: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        try:  # a selector the API server let through but that does not parse reaches no node
+            topology = parse_selector(obj.get("nodeTopology"))
+        except SelectorError:
+            topology = None
+        return cls(
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            storage_class=str(obj.get("storageClassName") or ""),
+            node_topology=topology,
+            capacity=_bytes(obj.get("capacity")),
+            maximum_volume_size=_bytes(obj.get("maximumVolumeSize")),
+        )
+
+
+def _bytes(value: Any) -> int | None:
+    """A quantity in bytes, rounded up (None when absent or malformed: no limit to compare)."""
+    if value is None:
+        return None
+    try:
+        return max(0, min(to_int("storage", value), _INT64_MAX))
+    except QuantityError:
+        return None
+
+
+StorageObject = PVInfo | PVCInfo | StorageClassInfo | CSINodeInfo | CSIDriverInfo | CSIStorageCapacityInfo
 #: API kind -> the typed object (dumps for ``shoal simulate``)
 STORAGE_DECODERS: dict[str, Callable[[JSON], StorageObject]] = {
     "PersistentVolume": PVInfo.from_dict,
@@ -311,6 +368,7 @@ STORAGE_DECODERS: dict[str, Callable[[JSON], StorageObject]] = {
     "StorageClass": StorageClassInfo.from_dict,
     "CSINode": CSINodeInfo.from_dict,
     "CSIDriver": CSIDriverInfo.from_dict,
+    "CSIStorageCapacity": CSIStorageCapacityInfo.from_dict,
 }
 
 

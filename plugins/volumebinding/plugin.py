@@ -19,14 +19,19 @@ kube-scheduler's semantics (pkg/scheduler/framework/plugins/volumebinding, relea
   ``kubernetes.io/no-provisioner``, or the class's ``allowedTopologies`` exclude the node; or the
   claim's ``volume.kubernetes.io/selected-node`` names another node);
   ``node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)``.
+* **Storage capacity**: a claim to provision whose class's provisioner has a CSIDriver with
+  ``storageCapacity: true`` fits a node only if a CSIStorageCapacity of the class selects the node
+  (``nodeTopology``) with a limit (``maximumVolumeSize``, else ``capacity``) of at least the
+  request (``node(s) did not have enough free storage``); the first such object by namespace/name
+  is the one Score reads.
 * **PreScore/Score** (StorageCapacityScoring, beta and on by default in 1.37): on each node, the
   claims Filter matched to existing PVs there are grouped by the PV's class, summing the claims'
-  requests and the PVs' capacities; a class's utilization (requested x 100 / capacity, 100 when
-  the capacity is 0 or short) maps through ``shape`` (scores 0-10, scaled to 0-100; by default
-  100 at 0 % down to 0 at 100 %: the PV that leaves the most room wins), and the node scores the
-  rounded mean over its classes, 0 without any. Upstream scores a node with no such match by the
-  CSIStorageCapacity of the classes it would provision; shoal does not watch CSIStorageCapacity,
-  so those nodes score 0. PreScore Skips when no node to score has a match (all would score 0).
+  requests and the PVs' capacities; a node without such a match is scored by its provisions, their
+  requests summed per class against the ``capacity`` of the CSIStorageCapacity holding them; a
+  class's utilization (requested x 100 / capacity, 100 when the capacity is 0 or short) maps
+  through ``shape`` (scores 0-10, scaled to 0-100; by default 100 at 0 % down to 0 at 100 %: the
+  pool that leaves the most room wins), and the node scores the rounded mean over its classes, 0
+  without any. PreScore Skips when no node to score has either (all would score 0).
 * **Reserve** holds the node's matches in memory (the cache's volume store), so the next pods do
   not pick the same PVs; **Unreserve** drops them (as upstream, nothing written is undone).
 * **PreBind** writes what kube-scheduler writes — the PV's ``claimRef`` for a static match, the
@@ -34,9 +39,10 @@ kube-scheduler's semantics (pkg/scheduler/framework/plugins/volumebinding, relea
   the watch keeps, until the PV controller has bound every claim (``bindTimeoutSeconds``, 600 by
   default); a claim provisioned for another node, or a PV whose claimRef was reset, fails it.
 
-Differences, all documented in docs/differences.md: no CSIStorageCapacity (provisioning is taken to
-have enough storage, and is not scored), an in-tree PV's node affinity is not derived from its zone
-labels by CSI translation.
+Differences, all documented in docs/differences.md: of several CSIStorageCapacity objects that hold
+a claim, the first by namespace/name (upstream: the lister's first); every storage change re-queues
+pods (upstream's hints are finer); an in-tree PV's node affinity is not derived from its zone labels
+by CSI translation.
 """
 
 from __future__ import annotations
@@ -81,6 +87,7 @@ from shoal.plugins.volumebinding.objects import (
     BIND_COMPLETED,
     SELECTED_NODE,
     WAIT_FOR_FIRST_CONSUMER,
+    CSIStorageCapacityInfo,
     PVCInfo,
     PVInfo,
     not_found,
@@ -94,6 +101,7 @@ UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 
 
@@ -130,7 +138,14 @@ class PodVolumes:
     bindings: list[tuple[str, str]] = field(default_factory=list)
     provisions: list[str] = field(default_factory=list)
     sizes: list[tuple[str, int, int]] = field(default_factory=list)
+    #: per provision whose driver publishes its capacity: the claim's class, its request and the
+    #: ``capacity`` of the CSIStorageCapacity that holds it (for Score)
+    provision_sizes: list[tuple[str, int, int]] = field(default_factory=list)
     written: dict[str, str] = field(default_factory=dict)
+
+
+#: what ``_find`` returns when a claim to provision finds no CSIStorageCapacity that holds it
+NO_SPACE = PodVolumes()
 
 
 @dataclass
@@ -250,22 +265,28 @@ class VolumeBinding:
             node_conflict |= bad
             decided |= bad
         bind_conflict = np.zeros(n, dtype=bool)
+        no_space = np.zeros(n, dtype=bool)
         st.by_node = {}
         if st.delayed:  # as upstream, the unbound claims are checked whatever the bound ones said
             pools = {pvc.key: self._pool(pvc, table) for pvc in st.delayed}
-            for row in np.flatnonzero(candidates):
+            rows = np.flatnonzero(candidates)
+            space = {pvc.key: self._space(pvc, table, rows) for pvc in st.delayed}
+            for row in rows:
                 name = table.name(int(row))
-                volumes = self._find(st.delayed, pools, table, int(row), name)
+                volumes = self._find(st.delayed, pools, space, table, int(row), name)
                 if isinstance(volumes, Status):
                     raise PluginFailed(volumes)
                 if volumes is None:
                     bind_conflict[row] = True
+                elif volumes is NO_SPACE:
+                    no_space[row] = True
                 else:
                     st.by_node[name] = volumes
         out = []
         for mask, reason in (
             (node_conflict, NODE_CONFLICT),
             (bind_conflict, BIND_CONFLICT),
+            (no_space, NOT_ENOUGH_SPACE),
             (pv_missing, PV_NOT_EXIST),
         ):
             if mask.any():
@@ -281,11 +302,63 @@ class VolumeBinding:
             mask |= term_mask(table, term)
         return mask
 
+    def _space(
+        self, pvc: PVCInfo, table: NodeTable, rows: IntArray
+    ) -> dict[int, CSIStorageCapacityInfo] | None:
+        """Where the claim could be provisioned by capacity (upstream's hasEnoughCapacity): None when
+        the check does not apply (no class, no CSIDriver of its provisioner that publishes
+        ``storageCapacity``, no request); otherwise, per row of ``rows`` that has it, the
+        CSIStorageCapacity that holds the claim there: of the class, whose limit
+        (``maximumVolumeSize``, else ``capacity``) is at least the request, whose ``nodeTopology``
+        selects the node; the first by namespace/name (upstream takes the lister's first)."""
+        store = self.cache.store(VolumeStore)
+        sc = store.classes.get(pvc.storage_class) if pvc.storage_class else None
+        driver = store.csi_drivers.get(sc.provisioner) if sc is not None else None
+        if sc is None or driver is None or not driver.storage_capacity or pvc.request <= 0:
+            return None
+        fits = sorted(
+            (
+                c
+                for c in store.capacities.values()
+                if c.storage_class == sc.name and (c.limit or 0) >= pvc.request and c.limit is not None
+            ),
+            key=lambda c: c.key,
+        )
+        indexed: dict[tuple[str, str], list[CSIStorageCapacityInfo]] = {}
+        scanned: list[CSIStorageCapacityInfo] = []
+        for c in fits:  # a node-local pool names its node in one label: found by a lookup
+            if c.node_topology is None:
+                continue
+            one = next(
+                (r for r in c.node_topology.requirements if r.operator == "In" and len(r.values) == 1), None
+            )
+            if one is None:
+                scanned.append(c)
+            else:
+                indexed.setdefault((one.key, next(iter(one.values))), []).append(c)
+        keys = {k for k, _ in indexed}
+        out: dict[int, CSIStorageCapacityInfo] = {}
+        for row in rows.tolist():
+            spec = table.specs[row]
+            labels = spec.labels if spec is not None else {}
+            found = [*scanned, *(c for k in keys if k in labels for c in indexed.get((k, labels[k]), ()))]
+            first = min((c for c in found if c.reaches(labels)), key=lambda c: c.key, default=None)
+            if first is not None:
+                out[row] = first
+        return out
+
     def _find(
-        self, claims: list[PVCInfo], pools: dict[str, _Pool], table: NodeTable, row: int, node: str
+        self,
+        claims: list[PVCInfo],
+        pools: dict[str, _Pool],
+        space: dict[str, dict[int, CSIStorageCapacityInfo] | None],
+        table: NodeTable,
+        row: int,
+        node: str,
     ) -> PodVolumes | Status | None:
         """``FindPodVolumes`` for the unbound claims on one node: what to bind or provision there,
-        None when it cannot, a Status when the claims are broken (an Error)."""
+        None when it cannot, ``NO_SPACE`` when a claim to provision finds no capacity there, a
+        Status when the claims are broken (an Error)."""
         store = self.cache.store(VolumeStore)
         spec = table.specs[row]
         labels = spec.labels if spec is not None else {}
@@ -319,6 +392,13 @@ class VolumeBinding:
                 return None
             if sc.allowed_topologies and not any(t.matches(node, labels) for t in sc.allowed_topologies):
                 return None
+            where = space.get(pvc.key)
+            if where is not None:
+                held = where.get(row)
+                if held is None:
+                    return NO_SPACE
+                if held.capacity is not None:  # upstream's Score reads capacity (nil: it crashes)
+                    out.provision_sizes.append((sc.name, pvc.request, held.capacity))
             out.provisions.append(pvc.key)
         return out
 
@@ -359,7 +439,7 @@ class VolumeBinding:
             return SKIP
         names, by_node = table.names, st.by_node
         matched = (by_node.get(names[row] or "") for row in rows.tolist())
-        return SUCCESS if any(v is not None and v.bindings for v in matched) else SKIP
+        return SUCCESS if any(v is not None and (v.bindings or v.provision_sizes) for v in matched) else SKIP
 
     def score_nodes(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: IntArray) -> IntArray:
         """Per node, the rounded mean over the matched PVs' classes of ``shape(utilization)``."""
@@ -368,10 +448,18 @@ class VolumeBinding:
         groups: dict[tuple[int, str], list[int]] = {}  # (position in rows, class) -> requested, capacity
         for i, row in enumerate(rows.tolist() if by_node else ()):
             volumes = by_node.get(table.names[row] or "")
-            for cls, req, cap in volumes.sizes if volumes is not None else ():
+            if volumes is None:
+                continue
+            for cls, req, cap in volumes.sizes:
                 sums = groups.setdefault((i, cls), [0, 0])
                 sums[0] += req
                 sums[1] += cap
+            # no static binding there: the provisions by the capacity that holds them (upstream's
+            # Score: requests summed per class, the capacity the last provision's, not summed)
+            for cls, req, cap in volumes.provision_sizes if not volumes.sizes else ():
+                sums = groups.setdefault((i, cls), [0, 0])
+                sums[0] += req
+                sums[1] = cap
         sizes = list(groups.values())
         return class_mean_scores(
             self.points, [i for i, _ in groups], [r for r, _ in sizes], [c for _, c in sizes], len(rows)

@@ -8,7 +8,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from shoal.core.framework.interfaces import ClusterEvent, EventKind
-from shoal.plugins.volumebinding.objects import CSIDriverInfo, CSINodeInfo, PVCInfo, PVInfo, StorageClassInfo
+from shoal.plugins.volumebinding.objects import (
+    CSIDriverInfo,
+    CSINodeInfo,
+    CSIStorageCapacityInfo,
+    PVCInfo,
+    PVInfo,
+    StorageClassInfo,
+)
 
 
 @dataclass
@@ -16,7 +23,14 @@ class VolumeStore:
     """PVs, classes, CSINodes and CSIDrivers by name, claims by ``namespace/name``."""
 
     #: the objects it takes (core/framework/interfaces.py: Store)
-    kinds: ClassVar[tuple[type, ...]] = (PVInfo, PVCInfo, StorageClassInfo, CSINodeInfo, CSIDriverInfo)
+    kinds: ClassVar[tuple[type, ...]] = (
+        PVInfo,
+        PVCInfo,
+        StorageClassInfo,
+        CSINodeInfo,
+        CSIDriverInfo,
+        CSIStorageCapacityInfo,
+    )
 
     pvs: dict[str, PVInfo] = field(default_factory=dict)
     pvcs: dict[str, PVCInfo] = field(default_factory=dict)
@@ -27,8 +41,11 @@ class VolumeStore:
     #: it is being provisioned for
     assumed_pvs: dict[str, str] = field(default_factory=dict)
     assumed_claims: dict[str, str] = field(default_factory=dict)
-    #: CSIDrivers by name (NodeVolumeLimits: ``preventPodSchedulingIfMissing``)
+    #: CSIDrivers by name (NodeVolumeLimits: ``preventPodSchedulingIfMissing``; VolumeBinding:
+    #: ``storageCapacity``)
     csi_drivers: dict[str, CSIDriverInfo] = field(default_factory=dict)
+    #: CSIStorageCapacity objects by ``namespace/name`` (VolumeBinding's capacity check)
+    capacities: dict[str, CSIStorageCapacityInfo] = field(default_factory=dict)
 
     def apply(self, obj: Any, deleted: bool = False) -> ClusterEvent | None:
         """Record (or forget, when ``deleted``) one object; the cluster event the change is."""
@@ -40,6 +57,8 @@ class VolumeStore:
             _put(self.classes, obj.name, obj, deleted)
         elif isinstance(obj, CSIDriverInfo):
             _put(self.csi_drivers, obj.name, obj, deleted)
+        elif isinstance(obj, CSIStorageCapacityInfo):
+            _put(self.capacities, obj.key, obj, deleted)
         else:
             _put(self.csi_nodes, obj.name, obj, deleted)
         return ClusterEvent(EventKind.STORAGE_CHANGE, obj)

@@ -599,6 +599,7 @@ async def test_chart_rbac_is_enough_and_no_more(
         await sa_storage.list_storage_class()
         await sa_storage.list_csi_node()
         await sa_storage.list_volume_attachment()
+        await sa_storage.list_csi_storage_capacity_for_all_namespaces()
         for plural in ("deviceclasses", "resourceslices", "devicetaintrules"):
             await sa_custom.list_cluster_custom_object(*DRA, plural)
         await sa_custom.list_cluster_custom_object(*DRA, "resourceclaims")

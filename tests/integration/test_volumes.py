@@ -6,6 +6,7 @@ matching local PV on each of two nodes, both prefer the one the claim fills leas
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -202,3 +203,105 @@ async def test_the_roomier_local_pv_wins_as_with_kube_scheduler(
     assert kube == ("roomy", f"roomy-k{run}"), "kube-scheduler is the reference"
     assert shoal == ("roomy", f"roomy-s{run}")
     await client.StorageV1Api(api).delete_storage_class(storage_class)
+
+
+def capacity(name: str, storage_class: str, node: str, size: str) -> dict[str, Any]:
+    """What a CSI driver's external-provisioner publishes for one node's pool."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIStorageCapacity",
+        "metadata": {"name": name},
+        "storageClassName": storage_class,
+        "nodeTopology": {"matchLabels": {HOST: node}},
+        "capacity": size,
+    }
+
+
+async def capacity_run(
+    api: client.ApiClient, namespace: str, scheduler: str, storage_class: str, suffix: str
+) -> tuple[str, str]:
+    """A pod whose 10Gi claim two nodes' pools could hold (20Gi and 100Gi): the node the
+    scheduler selects for provisioning (the claim's selected-node annotation: no provisioner runs,
+    so the pod itself stays unbound); and the event message of a pod whose 200Gi fits nowhere."""
+    core: Any = client.CoreV1Api(api)
+    for name, size in (("fits", "10Gi"), ("huge", "200Gi")):
+        pvc = claim(f"{name}-{suffix}", namespace, storage_class)
+        pvc["spec"]["resources"]["requests"]["storage"] = size
+        await create(api, pvc)
+        pod = make_pod(f"{name}-{suffix}", namespace=namespace, scheduler_name=scheduler, gpus=0)
+        pod["spec"]["volumes"] = [
+            {"name": "data", "persistentVolumeClaim": {"claimName": f"{name}-{suffix}"}}
+        ]
+        await create(api, pod)
+
+    async def selected() -> str | None:
+        pvc = await core.read_namespaced_persistent_volume_claim(f"fits-{suffix}", namespace)
+        found: str | None = (pvc.metadata.annotations or {}).get("volume.kubernetes.io/selected-node")
+        return found
+
+    async def refused() -> str | None:
+        pod = await core.read_namespaced_pod(f"huge-{suffix}", namespace)
+        for c in pod.status.conditions or ():
+            if c.type == "PodScheduled" and c.reason == "Unschedulable":
+                return str(c.message)
+        return None
+
+    node = await wait_for(selected, 60, what=f"{scheduler}: a node selected for fits-{suffix}")
+    message = await wait_for(refused, 60, what=f"{scheduler}: huge-{suffix} refused")
+    for name in ("fits", "huge"):
+        await core.delete_namespaced_pod(f"{name}-{suffix}", namespace, grace_period_seconds=0)
+    return node, message
+
+
+async def test_storage_capacity_decides_where_a_claim_is_provisioned_as_with_kube_scheduler(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    namespace: str,
+    operator: OperatorProcess,
+    tmp_path: Path,
+) -> None:
+    """CSIStorageCapacity (GA): a driver that publishes its capacity gets a claim provisioned only
+    where a pool holds it, and StorageCapacityScoring prefers the roomier pool; a claim no pool
+    holds is refused with kube-scheduler's reason. kube-scheduler 1.37.2 and shoal, same objects."""
+    api = clean
+    run = uuid.uuid4().hex[:6]
+    driver, storage_class = f"lvm-{run}.csi.example.com", f"lvm-{run}"
+    nodes = {"small": f"small-{run}", "big": f"big-{run}"}
+    await create_many(api, [make_node(n, gpus=0, labels={HOST: n}) for n in nodes.values()])
+    await create(
+        api,
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSIDriver",
+            "metadata": {"name": driver},
+            "spec": {"storageCapacity": True, "attachRequired": False},
+        },
+    )
+    await create(
+        api,
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": storage_class},
+            "provisioner": driver,
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+    )
+    for which, size in (("small", "20Gi"), ("big", "100Gi")):
+        body = capacity(f"{which}-{run}", storage_class, nodes[which], size)
+        body["metadata"]["namespace"] = namespace
+        await create(api, body)
+    with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
+        kube = await capacity_run(api, namespace, "default-scheduler", storage_class, f"k{run}")
+    sched = f"s-{run}"
+    await create(api, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+    shoal = await capacity_run(api, namespace, sched, storage_class, f"s{run}")
+    assert kube[0] == nodes["big"], "kube-scheduler is the reference"
+    assert shoal[0] == kube[0]
+    # every node of the cluster (other tests' too) lacks a pool for 200Gi: the same count, reason
+    said = [
+        re.search(r"0/\d+ nodes are available: \d+ node\(s\) did not have enough free storage", m)
+        for m in (kube[1], shoal[1])
+    ]
+    assert said[0] is not None and said[1] is not None, (kube, shoal)
+    assert said[0].group(0) == said[1].group(0), (kube, shoal)

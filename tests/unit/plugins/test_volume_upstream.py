@@ -2,9 +2,10 @@
 run through the plugins (tests/data/upstream/<plugin>.yaml).
 
 A case is the pod, the nodes (and pods already on them), the storage objects upstream's fake listers
-hold (``storage``: PVs, claims, StorageClasses, CSINodes, API-shaped with their kind), the plugin's
-``args`` (VolumeBinding only) and what kube-scheduler expects of PreFilter and of Filter per node
-(VolumeBinding: of PreScore, ``pre_score``, and of Score per node, ``scores``, too). The storage
+hold (``storage``: PVs, claims, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities, API-shaped
+with their kind), the plugin's ``args`` (VolumeBinding only) and what kube-scheduler expects of
+PreFilter and of Filter per node (VolumeBinding: of PreScore, ``pre_score``, of Score per node,
+``scores``, and of the PodVolumes Filter keeps, ``volumes``, too). The storage
 objects go into the cache as the watch would put them; PreFilter, then (unless it stopped the pod)
 Filter over every node, then PreScore and Score over every node, as upstream's test.
 """
@@ -26,6 +27,8 @@ from shoal.core.state.status import Code, Status
 from shoal.plugins import volumerestrictions, volumezone
 from shoal.plugins.nodevolumelimits import plugin as nodevolumelimits
 from shoal.plugins.volumebinding import plugin as volumebinding
+from shoal.plugins.volumebinding.objects import CSIStorageCapacityInfo
+from shoal.plugins.volumebinding.store import VolumeStore
 from tests.unit.helpers import cache_with, handle_for, store_objects
 from tests.unit.plugins.test_upstream_tables import DIFFERENCES, SECTION
 from tests.unit.upstream import DATA, FITS, node_verdicts
@@ -138,20 +141,48 @@ def test_upstream_case(plugin: str, case: Case) -> None:
             got[name] = {"code": got[name]["code"]}
         assert got[name] == want_v, f"Filter on {name}: got {got[name]}, want {want_v}"
     if "volumes" in expect:
-        _check_volumes(state, expect["volumes"], got)
+        _check_volumes(plug, state, table, expect["volumes"], got)
     if "pre_score" in expect or "scores" in expect:
         _check_scores(plug, state, pod, table, expect)
 
 
-def _check_volumes(state: CycleState, want: dict[str, Any], verdicts: dict[str, Any]) -> None:
+def _check_volumes(
+    plug: Any, state: CycleState, table: Any, want: dict[str, Any], verdicts: dict[str, Any]
+) -> None:
     """binder_test.go's PodVolumes of a node Filter let through: (PV, claim) to bind, claims to
-    provision (none when the pod has no unbound delayed-binding claim)."""
+    provision (none when the pod has no unbound delayed-binding claim) and, when given
+    (``node_capacity``), the CSIStorageCapacity each claim to provision is held by (upstream's
+    ``DynamicProvision.NodeCapacity``; null: no capacity check, the driver does not publish)."""
     st = state.read(volumebinding.STATE_KEY)
     for name, volumes in want.items():
         assert verdicts[name] == FITS, f"{name}: PodVolumes are kept for the nodes that fit"
         got = st.by_node.get(name) or volumebinding.PodVolumes()
         pairs = [list(b) for b in got.bindings]
-        assert {"bindings": pairs, "provisions": got.provisions} == volumes, f"PodVolumes on {name}"
+        plain = {k: v for k, v in volumes.items() if k != "node_capacity"}
+        assert {"bindings": pairs, "provisions": got.provisions} == plain, f"PodVolumes on {name}"
+        if "node_capacity" in volumes:
+            _check_node_capacity(plug, table, name, got, volumes["node_capacity"])
+
+
+def _check_node_capacity(
+    plug: Any, table: Any, node: str, got: volumebinding.PodVolumes, want: dict[str, Any]
+) -> None:
+    """The CSIStorageCapacity holding each provision on ``node`` (the one Filter picked, asked of the
+    plugin's own choice, ``_space``), and what Score reads of it (``provision_sizes``: class,
+    request, the object's capacity)."""
+    assert set(want) == set(got.provisions), f"{node}: node_capacity names the claims to provision"
+    store = plug.cache.store(VolumeStore)
+    row = next(r for r in np.flatnonzero(table.valid_rows()).tolist() if table.name(int(r)) == node)
+    sizes = []
+    for key in got.provisions:
+        pvc = store.pvcs[key]
+        space = plug._space(pvc, table, np.array([row], dtype=np.int64))
+        held = None if space is None else space.get(row)
+        expected = None if want[key] is None else CSIStorageCapacityInfo.from_dict(want[key])
+        assert held == expected, f"{node}: {key} held by {held}, want {expected}"
+        if expected is not None and expected.capacity is not None:
+            sizes.append((pvc.storage_class, pvc.request, expected.capacity))
+    assert got.provision_sizes == sizes, f"{node}: provision sizes {got.provision_sizes}, want {sizes}"
 
 
 def _check_bindings(raw: dict[str, Any]) -> None:

@@ -325,3 +325,87 @@ def test_a_pod_deleted_while_pre_bind_waits_stops_the_wait() -> None:
     assert plugin.reserve(state, pod, "n1").ok
     status = asyncio.run(asyncio.wait_for(plugin.pre_bind(state, pod, "n1"), 30))
     assert status.message == "binding volumes: pod does not exist any more"
+
+
+# -- storage capacity (CSIStorageCapacity) ----------------------------------------------------------
+def csi_driver(name: str = "lvm.csi.example.com", capacity: bool = True) -> dict[str, Any]:
+    return {"kind": "CSIDriver", "metadata": {"name": name}, "spec": {"storageCapacity": capacity}}
+
+
+def capacity(name: str, on: str | None, size: str | None, maximum: str | None = None) -> dict[str, Any]:
+    """What a CSI driver's external-provisioner publishes for one node's (or every node's) pool."""
+    obj: dict[str, Any] = {
+        "kind": "CSIStorageCapacity",
+        "apiVersion": "storage.k8s.io/v1",
+        "metadata": {"name": name, "namespace": "kube-system"},
+        "storageClassName": "lvm",
+        "nodeTopology": {"matchLabels": {HOST: on}} if on else {},
+    }
+    if size is not None:
+        obj["capacity"] = size
+    if maximum is not None:
+        obj["maximumVolumeSize"] = maximum
+    return obj
+
+
+LVM = storage_class("lvm", "WaitForFirstConsumer", "lvm.csi.example.com")
+
+
+def test_a_claim_is_provisioned_only_where_a_published_capacity_holds_it() -> None:
+    """kube-scheduler 1.37's capacity check: the driver publishes its capacity (storageCapacity),
+    so n1's 5Gi pool cannot take a 10Gi claim and the pod goes to n2, whose 50Gi can."""
+    objs = [
+        node("n1"),
+        node("n2"),
+        csi_driver(),
+        LVM,
+        capacity("n1", "n1", "5Gi"),
+        capacity("n2", "n2", "50Gi"),
+    ]
+    sim, out = run(*objs, claim("data", cls="lvm", size="10Gi"), trainer("t", "data"))
+    assert out["uid-t"].node == "n2"
+    selected = sim.scheduler.cache.store(VolumeStore).pvcs["default/data"].annotations
+    assert selected["volume.kubernetes.io/selected-node"] == "n2"
+
+
+def test_no_capacity_anywhere_names_upstreams_reason_and_a_driver_that_publishes_none_is_not_checked() -> (
+    None
+):
+    objs = [node("n1"), node("n2"), csi_driver(), LVM, capacity("n1", "n1", "5Gi")]
+    _, out = run(*objs, claim("data", cls="lvm", size="10Gi"), trainer("t", "data"))
+    assert out["uid-t"].node is None
+    assert "2 node(s) did not have enough free storage" in out["uid-t"].message
+    # maximumVolumeSize is the limit when set, and an empty topology reaches every node
+    _, out = run(
+        *objs,
+        capacity("net", None, "1Gi", maximum="20Gi"),
+        claim("data", cls="lvm", size="10Gi"),
+        trainer("t", "data"),
+    )
+    assert out["uid-t"].node in ("n1", "n2")
+    # a driver that does not publish its capacity: provisioning is taken to fit
+    _, out = run(
+        node("n1"),
+        csi_driver(capacity=False),
+        LVM,
+        claim("data", cls="lvm", size="10Gi"),
+        trainer("t", "data"),
+    )
+    assert out["uid-t"].node == "n1"
+
+
+def test_capacity_scoring_prefers_the_node_with_the_most_room_left() -> None:
+    """StorageCapacityScoring (beta, on): by default 100 at 0 % used down to 0 at 100 %, so a 10Gi
+    claim prefers the 100Gi pool (10 % used) over the 20Gi one (50 %)."""
+    objs = [
+        node("n1"),
+        node("n2"),
+        csi_driver(),
+        LVM,
+        capacity("n1", "n1", "20Gi"),
+        capacity("n2", "n2", "100Gi"),
+    ]
+    _, out = run(*objs, claim("data", cls="lvm", size="10Gi"), trainer("t", "data"))
+    assert out["uid-t"].node == "n2"
+    scores = {name: by_plugin.get("VolumeBinding") for name, _, by_plugin in out["uid-t"].top}
+    assert scores == {"n2": 90, "n1": 50}
