@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shoal.testing.component import ComponentProcess
-from shoal.testing.controlplane import Binaries
+from shoal.testing.controlplane import WORKLOAD_FEATURE_GATES, Binaries
 
 #: the controllers it runs: the PV binder only (no provisioner is installed in the tests)
 CONTROLLERS = "persistentvolume-binder-controller"
@@ -50,5 +50,8 @@ class KubeControllerManagerProcess(ComponentProcess):
             f"--controllers={self.controllers}",
             "--leader-elect=false",
             "--authorization-always-allow-paths=/healthz",
+            # the API server's and kube-scheduler's gates (controlplane.py): the resourceclaim
+            # controller refuses a pod of a native PodGroup while GenericWorkload is off
+            f"--feature-gates={WORKLOAD_FEATURE_GATES}",
             *self.extra_args,
         ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from shoal.core.state.objects import PodInfo
 from shoal.plugins.dynamicresources.allocator import AllocationError, Matcher
 from shoal.plugins.dynamicresources.objects import (
     ALLOCATION_EXACT_COUNT,
@@ -69,3 +70,22 @@ def describe_request(store: DraStore, matcher: Matcher, claim: ResourceClaimInfo
     free = sum(1 for d in matching if store.taken_by(d.id) is None)
     found = f"{len(matching)} of {len(devices)} devices match, {free} of them free{_tainted(matching, req)}"
     return f"{what}): {found}"
+
+
+def describe_claims(store: DraStore, matcher: Matcher, pod: PodInfo) -> list[str]:
+    """Per claim of the pod, where it is allocated, or per request how many devices of the
+    cluster match its class and selectors and how many of those are free."""
+    out: list[str] = []
+    for pc in pod.resource_claims:
+        claim = store.claims.get(f"{pod.namespace}/{pc.resolved}") if pc.resolved else None
+        if claim is None:
+            out.append(f"claim {pc.name}: not created yet" if pc.template else f"claim {pc.name}: not found")
+        elif claim.allocated is not None:
+            devices = ", ".join(str(a.id) for a in claim.allocated)
+            where = f" on {claim.allocated_node}" if claim.allocated_node else ""
+            out.append(
+                f"claim {claim.key}: allocated{where} ({devices}), {len(claim.reserved_for)} consumer(s)"
+            )
+        else:
+            out += [describe_request(store, matcher, claim, r) for alts in claim.requests for r in alts]
+    return out

@@ -23,10 +23,11 @@ scheduler makes for it, as kube-scheduler 1.37 makes it (read, not ported).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.podrequests import ContainerRequests
+from shoal.core.state.status import Status
 from shoal.plugins.dynamicresources.objects import (
     ALLOCATION_EXACT_COUNT,
     EXTENDED_RESOURCE_CLAIM,
@@ -34,6 +35,8 @@ from shoal.plugins.dynamicresources.objects import (
     DeviceRequest,
     ResourceClaimInfo,
 )
+from shoal.plugins.dynamicresources.ports import DELETE_PROTECTION, ClaimWriter
+from shoal.plugins.dynamicresources.store import DraStore
 
 #: the name of the claim before PreBind creates it (upstream's, not a valid name: never written)
 IN_MEMORY_NAME = "<extended-resources>"
@@ -191,3 +194,31 @@ def claim_body(pod: PodInfo, claim: ExtendedClaim, finalizer: str) -> dict[str, 
 def claim_status(name: str, mappings: tuple[RequestMapping, ...]) -> Mapping[str, object]:
     """The pod's ``status.extendedResourceClaimStatus`` for the created claim ``name``."""
     return {"requestMappings": [m.as_dict() for m in mappings], "resourceClaimName": name}
+
+
+async def make_claim(
+    store: DraStore, writer: ClaimWriter, pod: PodInfo, key: str, wanted: ExtendedClaim
+) -> tuple[ResourceClaimInfo | None, Status]:
+    """PreBind's writes, in upstream's order: create the claim, write its allocation and
+    reservation, record it in the pod's status. The devices stay held throughout: under the
+    in-memory ``key`` until the claim exists, then under its name. The claim once created (for
+    Unreserve to delete), and how the writes went."""
+    held = store.assumed.get(key)
+    if held is None:
+        return None, Status.error(f"the allocation for the extended resources of pod {pod.key} is gone")
+    created, status = await writer.create_claim(claim_body(pod, wanted, DELETE_PROTECTION))
+    if created is None:
+        return None, status
+    allocated = replace(
+        created,
+        allocated=held.allocated,
+        allocated_node=held.allocated_node,
+        allocated_terms=held.allocated_terms,
+        allocation_config=held.allocation_config,
+    )
+    store.forget(key)
+    store.assume(allocated)
+    status = await writer.reserve_claim(created, allocated, pod)
+    if status.ok:
+        status = await writer.record_extended_claim(pod, claim_status(created.name, wanted.mappings))
+    return created, status

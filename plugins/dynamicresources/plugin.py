@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -76,6 +76,7 @@ from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import NodeSpec, PodInfo
 from shoal.core.state.status import SUCCESS, Code, Status
+from shoal.plugins.dynamicresources import gangs
 from shoal.plugins.dynamicresources.allocator import (
     INVALID_POOLS,
     AllocationError,
@@ -86,15 +87,14 @@ from shoal.plugins.dynamicresources.allocator import (
     allocation_selector,
 )
 from shoal.plugins.dynamicresources.binding import Args, broken, wait_for_binding
-from shoal.plugins.dynamicresources.explain import describe_request, node_request
+from shoal.plugins.dynamicresources.explain import describe_claims, node_request
 from shoal.plugins.dynamicresources.extended import (
     CANNOT_FIT,
     STALE,
     ExtendedClaim,
-    claim_body,
-    claim_status,
     in_memory_claim,
     is_dra_extended,
+    make_claim,
     mapped,
     requests_and_mappings,
 )
@@ -105,7 +105,7 @@ from shoal.plugins.dynamicresources.objects import (
     Device,
     ResourceClaimInfo,
 )
-from shoal.plugins.dynamicresources.ports import CLAIM_WRITER, DELETE_PROTECTION, ClaimWriter
+from shoal.plugins.dynamicresources.ports import CLAIM_WRITER, ClaimWriter
 from shoal.plugins.dynamicresources.scoring import Allocation, score_rows
 from shoal.plugins.dynamicresources.store import DraStore, NodePool
 from shoal.plugins.nodeaffinity import term_mask
@@ -175,6 +175,13 @@ class _State:
     #: PreBind created (Unreserve deletes it)
     extended_claim: tuple[str, ExtendedClaim] | None = None
     created: ResourceClaimInfo | None = None
+    #: node -> a joint allocation with the gang's members waiting there (see ``_jointly``): each
+    #: such member's claim (key) with its devices anew, then this pod's claims' devices
+    joint: dict[
+        str, tuple[list[tuple[str, tuple[AllocatedDevice, ...]]], list[tuple[AllocatedDevice, ...]]]
+    ] = field(default_factory=dict)
+    #: the members' allocations Reserve replaced with the joint one (Unreserve puts them back)
+    replaced: list[ResourceClaimInfo] = field(default_factory=list)
 
 
 class DynamicResources:
@@ -187,6 +194,8 @@ class DynamicResources:
         self.binding_timeout = (args or Args()).binding_timeout_seconds
         self.cache: ClusterCache = handle.cache
         self.matcher = Matcher()
+        #: the gang members holding assumed claims (gangs.py)
+        self.gang = gangs.GangDevices()
         #: PostFilter's and Unreserve's writes under way (kept so they are not collected mid-flight)
         self._writes: set[asyncio.Task[None]] = set()
         self._devices: dict[str, tuple[int, NodeSpec | None, tuple[Device, ...]]] = {}
@@ -287,9 +296,28 @@ class DynamicResources:
         if invalid.any():
             out.append(Rejection(invalid, INVALID_POOLS, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
         taken = failed & ~none & ~invalid
+        if taken.any() and pod.group_key is not None:  # chosen with the gang's members instead
+            taken &= ~self._jointly(st, pod, table, taken)
         if taken.any():
             out.append(Rejection(taken, CANNOT_ALLOCATE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
         return out
+
+    def _jointly(self, st: _State, pod: PodInfo, table: NodeTable, rows: BoolArray) -> BoolArray:
+        """The nodes of ``rows`` where the pod's claims fit with its gang members' there chosen
+        anew (:mod:`shoal.plugins.dynamicresources.gangs`); Reserve moves the members."""
+        store = self.cache.store(DraStore)
+        peers = self.gang.waiting_peers(store, self.handle.waiting, pod)
+        ok = np.zeros(table.n, dtype=bool)
+        for row in np.flatnonzero(rows).tolist():
+            theirs = peers.get(table.name(row))
+            if not theirs:
+                continue
+            mine, _ = self._node_variant(st, pod, table, row)
+            found = gangs.joint(store, self.matcher, theirs, mine, self.node_pools(table, row))
+            if found is not None:
+                st.joint[table.name(row)] = found
+                ok[row] = True
+        return ok
 
     def _groups(
         self, st: _State, pod: PodInfo, table: NodeTable, rows: IntArray, cannot_fit: BoolArray
@@ -545,6 +573,11 @@ class DynamicResources:
         if not claims:  # a device plugin serves it all
             return SUCCESS
         found = st.by_node.get(node)
+        joint = st.joint.get(node)
+        if found is None and joint is not None:
+            replaced = gangs.move(self.cache.store(DraStore), node, joint[0], labels_of(table, row))
+            if replaced is not None:
+                st.replaced, found = replaced, joint[1]
         if found is None:
             try:
                 found = self._allocate(claims, table, row)
@@ -565,6 +598,7 @@ class DynamicResources:
             held = replace(claim, allocated=devices, allocated_node=local, allocated_terms=terms)
             store.assume(replace(held, allocation_config=config))
             st.assumed.append(claim.key)
+            self.gang.hold(claim.key, pod)
             if claim.extended and wanted is not None:
                 st.extended_claim = (claim.key, wanted)
         return SUCCESS
@@ -573,10 +607,14 @@ class DynamicResources:
         st: _State | None = state.read(STATE_KEY)
         if st is None:
             return
+        store = self.cache.store(DraStore)
         for key in st.assumed:
-            self.cache.store(DraStore).forget(key)
+            store.forget(key)
+            self.gang.drop(key)
         st.assumed = []
         st.extended_claim = None
+        gangs.restore(store, st.replaced)  # the gang's members get their own allocations back
+        st.replaced = []
         writer: ClaimWriter | None = self.handle.extras.get(CLAIM_WRITER)
         if st.created is not None and writer is not None:  # made by PreBind: it goes (upstream's)
             self._write("deleting", st.created, writer.delete_claim)
@@ -599,7 +637,9 @@ class DynamicResources:
                 return status
         for i, key in enumerate(list(st.assumed)):
             if st.extended_claim is not None and key == st.extended_claim[0]:
-                status = await self._create_extended(st, pod, writer, i)
+                created, status = await make_claim(store, writer, pod, *st.extended_claim)
+                if created is not None:  # Unreserve deletes it; the devices are held by its name now
+                    st.created, st.assumed[i] = created, created.key
                 if not status.ok:
                     return status
                 continue
@@ -623,58 +663,11 @@ class DynamicResources:
         log.info("pod %s waits for the binding conditions of its devices on node %s", pod.key, node)
         return await wait_for_binding(store, keys, self.binding_timeout)
 
-    async def _create_extended(self, st: _State, pod: PodInfo, writer: ClaimWriter, i: int) -> Status:
-        """Create the claim for the pod's DRA-backed extended resources, write its allocation and
-        reservation, and record it in the pod's status (upstream's order). The devices stay held
-        throughout: under the in-memory key until the claim exists, then under its name."""
-        assert st.extended_claim is not None
-        key, wanted = st.extended_claim
-        store = self.cache.store(DraStore)
-        held = store.assumed.get(key)
-        if held is None:
-            return Status.error(f"the allocation for the extended resources of pod {pod.key} is gone")
-        created, status = await writer.create_claim(claim_body(pod, wanted, DELETE_PROTECTION))
-        if created is None:
-            return status
-        st.created = created
-        allocated = replace(
-            created,
-            allocated=held.allocated,
-            allocated_node=held.allocated_node,
-            allocated_terms=held.allocated_terms,
-            allocation_config=held.allocation_config,
-        )
-        store.forget(key)
-        store.assume(allocated)
-        st.assumed[i] = created.key
-        status = await writer.reserve_claim(created, allocated, pod)
-        if not status.ok:
-            return status
-        return await writer.record_extended_claim(pod, claim_status(created.name, wanted.mappings))
-
     # -- shoal explain ---------------------------------------------------------------------------
     def describe(self, pod: PodInfo) -> list[str]:
         """For ``shoal explain``: per claim, where it is allocated, or per request how many devices
         of the cluster match its class and selectors and how many of those are free."""
-        store = self.cache.store(DraStore)
-        out: list[str] = []
-        for pc in pod.resource_claims:
-            claim = store.claims.get(f"{pod.namespace}/{pc.resolved}") if pc.resolved else None
-            if claim is None:
-                out.append(
-                    f"claim {pc.name}: not created yet" if pc.template else f"claim {pc.name}: not found"
-                )
-            elif claim.allocated is not None:
-                devices = ", ".join(str(a.id) for a in claim.allocated)
-                where = f" on {claim.allocated_node}" if claim.allocated_node else ""
-                out.append(
-                    f"claim {claim.key}: allocated{where} ({devices}), {len(claim.reserved_for)} consumer(s)"
-                )
-            else:
-                out += [
-                    describe_request(store, self.matcher, claim, r) for alts in claim.requests for r in alts
-                ]
-        return out
+        return describe_claims(self.cache.store(DraStore), self.matcher, pod)
 
     def explain_nodes(self, pod: PodInfo, rows: Sequence[int]) -> dict[int, str]:
         """For ``shoal explain``: per node and unallocated request, how many of the devices the
@@ -724,6 +717,11 @@ def claim_consumers(event: ClusterEvent) -> tuple[str, ...] | None:
     if isinstance(claim, ResourceClaimInfo) and claim.owner_uid:
         return (claim.owner_uid,)
     return None
+
+
+def labels_of(table: NodeTable, row: int) -> Mapping[str, str]:
+    spec = table.specs[row]
+    return spec.labels if spec is not None else {}
 
 
 def _same_pod(pod: PodInfo, event: ClusterEvent) -> bool:

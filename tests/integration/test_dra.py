@@ -26,7 +26,7 @@ from shoal.testing.cluster import OperatorProcess, create, create_many, list_all
 from shoal.testing.controlplane import ControlPlane
 from shoal.testing.kubecontrollermanager import DRA_CONTROLLERS, KubeControllerManagerProcess
 from shoal.testing.kubescheduler import KubeSchedulerProcess
-from shoal.testing.objects import make_node, make_pod, make_pod_group, make_profile
+from shoal.testing.objects import make_native_pod_group, make_node, make_pod, make_pod_group, make_profile
 
 pytestmark = pytest.mark.slow
 
@@ -1216,3 +1216,103 @@ async def test_binding_conditions_hold_a_pod_until_the_driver_attaches_its_devic
     for got in (kube, shoal):
         (term,) = got["selector"]["nodeSelectorTerms"]
         assert term["matchFields"][0]["key"] == "metadata.name", got
+
+
+async def gang_run(api: client.ApiClient, scheduler: str, node: str) -> dict[str, Any]:
+    """A native gang of two on one MIG-able GPU: the first member would rather have the whole
+    GPU (``firstAvailable``: whole, else 3g.40gb), the second needs a 3g.40gb. Returns, per
+    member, its node ("" while pending) and its claim's devices, once the second is bound or
+    refused."""
+    core: Any = client.CoreV1Api(api)
+    custom: Any = client.CustomObjectsApi(api)
+    ns = f"gang-{uuid.uuid4().hex[:6]}"
+    await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    mig = f'device.attributes["{GPU}"].type == "mig"'
+    half = {"cel": {"expression": f'{mig} && device.attributes["{GPU}"].profile == "3g.40gb"'}}
+    whole = {"cel": {"expression": f'device.attributes["{GPU}"].type == "gpu"'}}
+    alternatives = [
+        {"name": "whole", "deviceClassName": GPU, "selectors": [whole]},
+        {"name": "half", "deviceClassName": GPU, "selectors": [half]},
+    ]
+    for name, request in (
+        ("greedy", {"name": "gpu", "firstAvailable": alternatives}),
+        ("half", {"name": "gpu", "exactly": {"deviceClassName": GPU, "selectors": [half]}}),
+    ):
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": [request]}}},
+        }
+        await custom.create_namespaced_custom_object(GROUP, VERSION, ns, "resourceclaimtemplates", body)
+    await create(api, make_native_pod_group("pair", namespace=ns, min_count=2))
+    for pod_name, template in (("first", "greedy"), ("second", "half")):
+        pod = gpu_pod(pod_name, ns, scheduler, template)
+        pod["spec"]["schedulingGroup"] = {"podGroupName": "pair"}
+        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        await create(api, pod)
+
+    async def settled() -> list[dict[str, Any]] | None:
+        pods = await list_all(core.list_namespaced_pod, ns)
+        bound = [p for p in pods if p["spec"].get("nodeName")]
+        refused = [
+            p
+            for p in pods
+            if any(
+                c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+                for c in (p.get("status") or {}).get("conditions") or ()
+            )
+        ]
+        return pods if len(bound) == 2 or refused else None
+
+    pods = await wait_for(settled, 90, what=f"{scheduler}: the gang bound or a member refused")
+    claims = await list_all(custom.list_namespaced_custom_object, GROUP, VERSION, ns, "resourceclaims")
+    devices = {
+        o["name"]: sorted(
+            r["device"]
+            for r in ((c.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])
+        )
+        for c in claims
+        for o in c["metadata"].get("ownerReferences") or ()
+        if o.get("kind") == "Pod"
+    }
+    out = {
+        p["metadata"]["name"]: (p["spec"].get("nodeName") or "", devices.get(p["metadata"]["name"], []))
+        for p in pods
+    }
+    await core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+    return out
+
+
+async def test_a_gang_whose_first_member_would_starve_the_second_is_placed_kube_scheduler_leaves_it(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    operator: OperatorProcess,
+    claim_controller: KubeControllerManagerProcess,
+    tmp_path: Path,
+) -> None:
+    """Beyond kube-scheduler (kubernetes/kubernetes#138765): one after the other, the first member
+    takes the whole GPU and the second finds no 3g.40gb left, so kube-scheduler 1.37.2 leaves the
+    gang pending; shoal chooses the members' devices together: a 3g.40gb each, both bound."""
+    custom: Any = client.CustomObjectsApi(clean)
+    await ensure_class(custom)
+    outcomes: dict[str, dict[str, Any]] = {}
+    for scheduler in ("default-scheduler", "shoal"):
+        run = uuid.uuid4().hex[:6]
+        node = f"g-{run}"
+        await create_many(clean, [make_node(node, gpus=0)])
+        await clear_slices(custom)
+        for body in mig_slices(node, run):
+            await custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", body)
+        if scheduler == "default-scheduler":
+            with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
+                outcomes[scheduler] = await gang_run(clean, scheduler, node)
+        else:
+            name = f"gang-{run}"
+            await create(clean, make_profile(name, {**DEFAULT_PROFILE_SPEC}, scheduler_name=name))
+            outcomes[scheduler] = await gang_run(clean, name, node)
+    await clear_slices(custom)
+    kube, shoal = outcomes["default-scheduler"], outcomes["shoal"]
+    assert not any(node for node, _ in kube.values()), kube  # the gang is left pending
+    assert all(node for node, _ in shoal.values()), shoal
+    assert sorted(d for _, d in shoal.values()) == [["gpu-0-mig-3g40gb-0"], ["gpu-0-mig-3g40gb-4"]], shoal

@@ -7,6 +7,7 @@ firstAvailable, allocationMode All, shared claims, and broken CEL is an error na
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -830,3 +831,116 @@ def test_binding_conditions_that_never_come_time_out_as_the_profile_says() -> No
         "device binding timeout: context deadline exceeded" in first
         or "device binding timeout: claim=c" in first
     )
+
+
+# -- a gang's devices chosen together (beyond upstream) -------------------------------------------
+def halves_slices(node_name: str) -> list[dict[str, Any]]:
+    """One GPU published whole or as two halves (MIG-like), all three sharing its memory slices
+    (a pool of two slices: the counters, the devices; as NVIDIA's driver publishes them)."""
+    slots = {f"s{i}": {"value": "1"} for i in range(8)}
+
+    def device(name: str, profile: str, used: range) -> dict[str, Any]:
+        return {
+            "name": name,
+            "attributes": {"profile": {"string": profile}},
+            "consumesCounters": [
+                {"counterSet": "gpu-0", "counters": {f"s{i}": {"value": "1"} for i in used}}
+            ],
+        }
+
+    spec = {
+        "driver": GPU,
+        "nodeName": node_name,
+        "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 2},
+    }
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node_name}-counters"},
+            "spec": {**spec, "sharedCounters": [{"name": "gpu-0", "counters": slots}]},
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node_name}-gpu"},
+            "spec": {
+                **spec,
+                "devices": [
+                    device("whole", "7g", range(8)),
+                    device("half-0", "3g", range(4)),
+                    device("half-4", "3g", range(4, 8)),
+                ],
+            },
+        },
+    ]
+
+
+def profile_is(p: str) -> str:
+    return f'device.attributes["{GPU}"].profile == "{p}"'
+
+
+def test_a_gang_members_greedy_choice_does_not_starve_another_its_devices_are_chosen_together() -> None:
+    """kubernetes/kubernetes#138765: the first member would rather have the whole GPU
+    (``firstAvailable``: whole, else a half), the second needs a half. One after the other, the
+    first takes the whole GPU and the second finds nothing: kube-scheduler 1.37 leaves the gang
+    pending. shoal searches the members' claims together on the node and gives each a half."""
+    greedy = claim("greedy")
+    greedy["spec"]["devices"]["requests"] = [
+        {
+            "name": "gpu",
+            "firstAvailable": [
+                {
+                    "name": "whole",
+                    "deviceClassName": GPU,
+                    "selectors": [{"cel": {"expression": profile_is("7g")}}],
+                },
+                {
+                    "name": "half",
+                    "deviceClassName": GPU,
+                    "selectors": [{"cel": {"expression": profile_is("3g")}}],
+                },
+            ],
+        }
+    ]
+    half = claim("half", selectors=(profile_is("3g"),))
+    objs = [
+        node("n1"),
+        device_class(),
+        *halves_slices("n1"),
+        make_pod_group("pair", min_member=2),
+        greedy,
+        half,
+        gang_member("first", "greedy", "pair"),
+        gang_member("second", "half", "pair"),
+    ]
+    sim, out = run(*objs)
+    assert out["uid-first"].node == out["uid-second"].node == "n1", out
+    got = {
+        k: [a.id.device for a in c.allocated or ()]
+        for k, c in sim.scheduler.cache.store(DraStore).claims.items()
+    }
+    assert sorted(got.values()) == [["half-0"], ["half-4"]]
+    assert [
+        a.request for a in sim.scheduler.cache.store(DraStore).claims["default/greedy"].allocated or ()
+    ] == ["gpu/half"]
+    # a third member finds no half left: the gang fails whole, the moved allocations go back
+    # with the rest, nothing is left held or allocated
+    third = [claim("half2", selectors=(profile_is("3g"),)), gang_member("third", "half2", "pair")]
+    trio = [o for o in objs if o.get("kind") != "PodGroup"] + [make_pod_group("pair", min_member=3), *third]
+    sim, out = run(*trio)
+    assert all(o.node is None for o in out.values()), out
+    dra = sim.scheduler.cache.store(DraStore)
+    assert not dra.assumed and all(c.allocated is None for c in dra.claims.values())
+    # alone (no gang), the first pod takes the whole GPU, as kube-scheduler does
+    sim, out = run(
+        node("n1"), device_class(), *halves_slices("n1"), claim_copy(greedy), user("first", "greedy")
+    )
+    assert [
+        a.id.device for a in sim.scheduler.cache.store(DraStore).claims["default/greedy"].allocated or ()
+    ] == ["whole"]
+
+
+def claim_copy(obj: dict[str, Any]) -> dict[str, Any]:
+    copied: dict[str, Any] = json.loads(json.dumps(obj))
+    return copied
