@@ -1,4 +1,5 @@
-"""A gang's devices chosen together (beyond upstream: kubernetes/kubernetes#138765).
+"""A gang's devices chosen together (beyond upstream: kubernetes/kubernetes#138765), and a claim
+its members share allocated once (kubernetes/kubernetes#137617 and #140053).
 
 kube-scheduler allocates each member's claims on its own, one member after another: the first
 member's first choice (a whole GPU, the first alternative of its ``firstAvailable`` list) may take
@@ -10,15 +11,24 @@ devices its gang's members hold there, DynamicResources searches all their claim
 that node (the allocator backtracks across claims): if that fits, Reserve moves the members to
 their new devices, and Unreserve moves them back. Only members still at their gates are moved,
 and only allocations of whole devices on one node.
+
+A claim several members share: the first member's cycle allocates it (held, not written yet); the
+others use that allocation as if written (its node selector pins them) instead of being refused
+while it is "in the process of being allocated". At PreBind they wait until the first member's
+write comes back through the watch, then add themselves to ``reservedFor`` with the claim's fresh
+resourceVersion, reading it again when another member's reservation got there first (upstream's
+PreBind fails such a member: "got allocated elsewhere in the meantime", #140053).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from shoal.core.framework.gates import WaitingPods
 from shoal.core.state.objects import PodInfo
+from shoal.core.state.status import SUCCESS, Status
 from shoal.plugins.dynamicresources.allocator import (
     AllocationError,
     InvalidPools,
@@ -28,6 +38,7 @@ from shoal.plugins.dynamicresources.allocator import (
     allocation_selector,
 )
 from shoal.plugins.dynamicresources.objects import AllocatedDevice, DeviceId, ResourceClaimInfo
+from shoal.plugins.dynamicresources.ports import ClaimWriter
 from shoal.plugins.dynamicresources.store import DraStore, NodePool
 
 Allocation = list[tuple[AllocatedDevice, ...]]
@@ -48,6 +59,18 @@ class GangDevices:
 
     def drop(self, key: str) -> None:
         self.holders.pop(key, None)
+
+    def shared_pending(self, key: str, pod: PodInfo, waiting: WaitingPods) -> bool:
+        """The assumed claim ``key`` is being allocated by another member of the pod's gang, at its
+        Permit gate: the pod may use that allocation."""
+        holder = self.holders.get(key)
+        return (
+            holder is not None
+            and pod.group_key is not None
+            and holder[1] == pod.group_key
+            and holder[0] != pod.uid
+            and waiting.get(holder[0]) is not None
+        )
 
     def waiting_peers(
         self, store: DraStore, waiting: WaitingPods, pod: PodInfo
@@ -129,3 +152,41 @@ def _taken_but(store: DraStore, released: set[str]) -> Callable[[DeviceId], bool
         return holder is not None and holder not in released
 
     return taken
+
+
+async def join_pending(
+    store: DraStore, writer: ClaimWriter, pod: PodInfo, key: str, timeout: float
+) -> Status:
+    """PreBind of a member sharing a claim another member allocates: once the allocation is back
+    from the watch, add the pod to ``reservedFor`` (guarded by the resourceVersion read; another
+    member's reservation first: read again, try again). An Error when the allocating member's
+    binding failed (the claim is neither held nor allocated) or ``timeout`` passes."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    changed = asyncio.Event()
+    store.watchers.append(changed.set)
+    tried = ""
+    try:
+        while True:
+            changed.clear()
+            claim = store.claims.get(key)
+            if claim is not None and claim.allocated is not None:
+                if pod.uid in claim.reserved_for:
+                    return SUCCESS
+                if claim.resource_version != tried:
+                    status = await writer.reserve_claim(claim, None, pod)
+                    if status.ok:
+                        return status
+                    tried = claim.resource_version  # someone wrote first: wait for the next version
+                    continue
+            elif key not in store.assumed:
+                return Status.error(f"claim {key}: the gang member allocating it did not bind")
+            left = deadline - loop.time()
+            if left <= 0:
+                return Status.error(f"claim {key}: its allocation by another member of the gang did not come")
+            try:
+                await asyncio.wait_for(changed.wait(), timeout=left)
+            except TimeoutError:
+                continue
+    finally:
+        store.watchers.remove(changed.set)

@@ -162,6 +162,8 @@ class _State:
     assumed: list[str] = field(default_factory=list)
     #: allocated claims whose node selector left out a node Filter looked at (PostFilter's)
     unavailable: set[str] = field(default_factory=set)
+    #: of ``allocated``: claims another member of the pod's gang is allocating (gangs.py)
+    pending: set[str] = field(default_factory=set)
     #: the pod's requests a DeviceClass provides (DRA-backed extended resources: extended.py)
     extended: dict[str, int] = field(default_factory=dict)
     #: a claim made for them in an earlier attempt (PostFilter deletes it)
@@ -220,6 +222,7 @@ class DynamicResources:
             return None, Status.skip()
         allocated: list[ResourceClaimInfo] = []
         to_allocate: list[ResourceClaimInfo] = []
+        pending: set[str] = set()  # allocated by another member of the pod's gang, not written yet
         for claim in claims:
             if claim.allocated is not None:
                 if pod.uid not in claim.reserved_for and len(claim.reserved_for) >= RESERVED_FOR_MAX:
@@ -227,6 +230,10 @@ class DynamicResources:
                 allocated.append(claim)
                 continue
             if claim.key in store.assumed:
+                if self.gang.shared_pending(claim.key, pod, self.handle.waiting):  # gangs.py
+                    allocated.append(store.assumed[claim.key])
+                    pending.add(claim.key)
+                    continue
                 return None, _unresolvable(f"resource claim {claim.key} is in the process of being allocated")
             for c in claim.constraints:
                 if c.unsupported:
@@ -242,7 +249,7 @@ class DynamicResources:
                         why = f"request {req.name}: device class {req.device_class} does not exist"
                         return None, _unresolvable(why)
             to_allocate.append(claim)
-        st = _State(allocated, to_allocate, extended=extended)
+        st = _State(allocated, to_allocate, extended=extended, pending=pending)
         if extended:
             st.stale = store.extended_claim(pod.uid)
         state.write(STATE_KEY, st)
@@ -630,9 +637,12 @@ class DynamicResources:
             return Status.error("no claim writer: this scheduler cannot allocate ResourceClaims")
         store = self.cache.store(DraStore)
         for claim in st.allocated:
-            if pod.uid in claim.reserved_for:
+            if claim.key in st.pending:
+                status = await gangs.join_pending(store, writer, pod, claim.key, self.binding_timeout)
+            elif pod.uid in claim.reserved_for:
                 continue
-            status = await writer.reserve_claim(claim, None, pod)
+            else:
+                status = await writer.reserve_claim(claim, None, pod)
             if not status.ok:
                 return status
         for i, key in enumerate(list(st.assumed)):

@@ -243,6 +243,8 @@ class DraStore:
         known = self.claims.get(key)
         if known is not None and known.allocated is not None:
             self._take(known)
+        for wake in self.watchers:  # a member waiting on a gang peer's allocation learns it is off
+            wake()
 
     def slices_for(self, node: str, labels: Mapping[str, str]) -> Iterator[ResourceSliceInfo]:
         """The slices whose devices ``node`` can reach: its own, then shared ones that select it."""

@@ -1316,3 +1316,42 @@ async def test_a_gang_whose_first_member_would_starve_the_second_is_placed_kube_
     assert not any(node for node, _ in kube.values()), kube  # the gang is left pending
     assert all(node for node, _ in shoal.values()), shoal
     assert sorted(d for _, d in shoal.values()) == [["gpu-0-mig-3g40gb-0"], ["gpu-0-mig-3g40gb-4"]], shoal
+
+
+async def test_a_gang_sharing_one_claim_is_bound_whole_with_every_member_reserving_it(
+    clean: client.ApiClient, operator: OperatorProcess, claim_controller: KubeControllerManagerProcess
+) -> None:
+    """kubernetes/kubernetes#137617 / #140053: three members of a native gang share one claim. The
+    first member's cycle allocates it and the others use that allocation; at PreBind, running
+    together, each adds itself to reservedFor with the resourceVersion it reads, reading again
+    when another member got there first: all three bound, the claim reserved for all."""
+    core: Any = client.CoreV1Api(clean)
+    custom: Any = client.CustomObjectsApi(clean)
+    await ensure_class(custom)
+    run = uuid.uuid4().hex[:6]
+    node, ns = f"s-{run}", f"shared-claim-{run}"
+    await create(clean, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    await create_many(clean, [make_node(node, gpus=0)])
+    await clear_slices(custom)
+    await custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", gpu_slice(node, run))
+    await custom.create_namespaced_custom_object(GROUP, VERSION, ns, "resourceclaims", direct_claim("shared"))
+    sched = f"shared-{run}"
+    await create(clean, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+    await create(clean, make_native_pod_group("trio", namespace=ns, min_count=3))
+    names = [f"m{i}" for i in range(3)]
+    for name in names:
+        pod = claim_user(name, ns, sched, "shared", node)
+        pod["spec"]["schedulingGroup"] = {"podGroupName": "trio"}
+        await create(clean, pod)
+
+    async def all_bound() -> bool:
+        pods = await list_all(core.list_namespaced_pod, ns)
+        return len([p for p in pods if p["spec"].get("nodeName") == node]) == 3
+
+    await wait_for(all_bound, 90, what="the three members bound")
+    claim = await custom.get_namespaced_custom_object(GROUP, VERSION, ns, "resourceclaims", "shared")
+    reserved = sorted(r["name"] for r in claim["status"]["reservedFor"])
+    assert reserved == names, claim["status"]
+    assert len(claim["status"]["allocation"]["devices"]["results"]) == 1
+    await core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+    await clear_slices(custom)

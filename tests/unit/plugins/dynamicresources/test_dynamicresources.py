@@ -944,3 +944,17 @@ def test_a_gang_members_greedy_choice_does_not_starve_another_its_devices_are_ch
 def claim_copy(obj: dict[str, Any]) -> dict[str, Any]:
     copied: dict[str, Any] = json.loads(json.dumps(obj))
     return copied
+
+
+def test_a_claim_a_gang_shares_is_allocated_once_and_every_member_reserves_it() -> None:
+    """kubernetes/kubernetes#137617 and #140053: the members of a gang share one claim; the first
+    member's cycle allocates it, the others use that allocation (not "in the process of being
+    allocated"), and each adds itself to reservedFor once the allocation is written."""
+    objs = [node("n1"), node("n2"), device_class(), node_slice("n1", 1), node_slice("n2", 1)]
+    members = [gang_member(f"m{i}", "shared", "trio") for i in range(3)]
+    sim, out = run(*objs, make_pod_group("trio", min_member=3), claim("shared"), *members)
+    placed = {o.node for o in out.values()}
+    assert len(placed) == 1 and None not in placed, out  # all on the node of the claim's one GPU
+    got = sim.scheduler.cache.store(DraStore).claims["default/shared"]
+    assert sorted(got.reserved_for) == ["uid-m0", "uid-m1", "uid-m2"]
+    assert got.allocated is not None and len(got.allocated) == 1
