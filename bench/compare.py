@@ -39,7 +39,8 @@ CORE_HEAD = re.compile(r"bench-core: ([\d,]+) nodes")
 TOPOLOGY_LINE = re.compile(
     r"gang of (\d+) on ([\d,]+) nodes -> (\S+): search ([\d.]+) ms .*cycle ([\d.]+) ms"
 )
-#: make bench's ratios compared (each already shoal ÷ kube-scheduler, but gang64_seconds, a time)
+#: make bench's ratios compared (each already shoal ÷ kube-scheduler, but gang64_seconds, a time,
+#: and dra_gang_placed, a count of gangs shoal placed)
 E2E_KEYS = (
     "basic_ratio",
     "antiaffinity_ratio",
@@ -51,6 +52,7 @@ E2E_KEYS = (
     "dra_extended_ratio",
     "dra_partitionable_ratio",
     "dra_shared_ratio",
+    "dra_gang_placed",
     "backlog_ratio",
     "ceiling_fraction",
     "rss_ratio",
@@ -120,7 +122,8 @@ def write_doc(payload: Mapping[str, Any]) -> None:
         f"worktree of its own, {payload['rounds']} alternating round(s) of bench-core and"
         f" {payload['e2e_rounds']} of `make bench` (median per commit). The core",
         "figures are ms per scheduling cycle (lower is better); the end-to-end ones are each commit's",
-        "shoal ÷ kube-scheduler ratios (`gang64_seconds` and `rss_ratio`: lower is better).",
+        "shoal ÷ kube-scheduler ratios (`gang64_seconds` and `rss_ratio`: lower is better;",
+        "`dra_gang_placed`: gangs shoal placed, a count).",
         "",
         "| figure | old | new | new ÷ old |",
         "|---|---:|---:|---:|",

@@ -20,12 +20,15 @@ bench/e2e_preemption.py), packing (64 × 8-GPU nodes, a seeded mix of 1/2/4/
 (GPU-memory requests against free-memory labels: nodes that end over their label), dra (one-GPU
 claims from a template: bench/e2e_dra.py) and, after scheduler_perf's DRA workloads,
 dra_extended (extended resources backed by DeviceClasses), dra_partitionable (MIG partitions on
-shared counters) and dra_shared (GPUs shared by memory, consumable capacity):
-bench/e2e_dra_kinds.py. A gang whose members are not all bound fails the run at once (nothing
-is written but bench's temporary folder).
+shared counters) and dra_shared (GPUs shared by memory, consumable capacity), then dra_gang
+(native gangs of two on one MIG-partitionable GPU whose first member would take the whole GPU,
+kubernetes/kubernetes#138765: gangs placed, not pods/s): bench/e2e_dra_kinds.py. The gang
+scenario's gang not all bound fails the run at once (nothing is written but bench's temporary
+folder).
 
 ``--only NAME[,NAME...]`` runs only those scenarios (``SCENARIOS``; nothing is written unless
-they are all the run would have), ``--dra-nodes``/``--dra-pods`` size the DRA scenarios.
+they are all the run would have), ``--dra-nodes``/``--dra-pods`` size the DRA scenarios
+(``--dra-nodes`` alone sizes dra_gang: a gang a node).
 
 Writes bench/results/e2e.json, the "e2e" section of docs/benchmarks.md and PNG plots;
 ``--report-only`` rewrites that section from bench/results/e2e.json without running anything.
@@ -636,6 +639,23 @@ async def dra_shared(
             return {"nodes": nodes, **await e2e_dra_kinds.run_shared(b, b.api, NS, pods, timeout)}
 
 
+async def dra_gang(
+    kind: str,
+    base: Path,
+    nodes: int = e2e_dra_kinds.GANG_NODES,
+    timeout: float = e2e_dra_kinds.GANG_TIMEOUT_S,
+) -> dict[str, Any]:
+    """bench/e2e_dra_kinds.py: a native gang of two a node on its one MIG-partitionable GPU, the
+    first member asking the whole GPU else a 3g.40gb, the second a 3g.40gb
+    (kubernetes/kubernetes#138765); claims from templates, with the real resourceclaim controller."""
+    async with Bench(kind, base / "dra-gang") as b:
+        await b.create_all(e2e_dra_kinds.gang_objects(nodes, NS))
+        async with claim_controller(b):
+            await b.start_scheduler()
+            assert b.api is not None
+            return {"nodes": nodes, **await e2e_dra_kinds.run_gang(b, b.api, NS, nodes, timeout)}
+
+
 def topology_summary(topo: dict[str, Any]) -> dict[str, Any]:
     shoal, kube = topo["shoal"], topo["kube-scheduler"]
     latency = None
@@ -805,6 +825,7 @@ SCENARIOS = (
     "preemption",
     "gang_preemption",
     *DRA_SCENARIOS,
+    "dra_gang",
     "packing",
     "herding",
 )
@@ -833,7 +854,11 @@ def planned(args: argparse.Namespace) -> tuple[list[str], bool]:
 
 def dra_size(args: argparse.Namespace, scenario: str) -> tuple[int, int]:
     """Nodes and pods of a DRA scenario: ``--dra-nodes``/``--dra-pods`` when given, else ``dra``'s
-    ``--nodes``/``--pods`` and the others' own (bench/e2e_dra_kinds.py)."""
+    ``--nodes``/``--pods`` and the others' own (bench/e2e_dra_kinds.py). ``dra_gang``: a gang of
+    two a node, ``--dra-pods`` not taken."""
+    if scenario == "dra_gang":
+        nodes = args.dra_nodes or e2e_dra_kinds.GANG_NODES
+        return nodes, nodes * len(e2e_dra_kinds.GANG_MEMBERS)
     nodes, pods = (args.nodes, args.pods) if scenario == "dra" else e2e_dra_kinds.SIZES[scenario][:2]
     return args.dra_nodes or nodes, args.dra_pods or pods
 
@@ -894,6 +919,13 @@ def run_summary(results: Mapping[str, Any]) -> dict[str, Any]:
             "gang_preemption_excess_victims_kube": gp["kube-scheduler"]["excess_victims"],
         }
     summary |= {f"{d}_ratio": ratio(results, d) for d in DRA_SCENARIOS if d in results}
+    if "dra_gang" in results:
+        dg = results["dra_gang"]
+        summary |= {
+            "dra_gang_placed": dg["shoal"]["placed"],
+            "dra_gang_placed_kube": dg["kube-scheduler"]["placed"],
+            "dra_gang_gangs": dg["shoal"]["gangs"],
+        }
     if "backlog_rounds" in results:
         summary |= backlog_summary(results["backlog_rounds"])
     return summary | stream_summary(results)
@@ -995,6 +1027,15 @@ async def main_async(args: argparse.Namespace) -> int:
             flush=True,
         )
         results["dra_shared"] = {k: await dra_shared(k, base, nodes, pods) for k in kinds}
+    if "dra_gang" in run:
+        nodes, _ = dra_size(args, "dra_gang")
+        print(
+            f"bench: dra_gang (kubernetes/kubernetes#138765: {nodes:,} nodes x one MIG-partitionable GPU, "
+            f"{nodes:,} native gangs of two, one a node: the whole GPU or else a "
+            f"{e2e_dra_kinds.HALF}, then a {e2e_dra_kinds.HALF})",
+            flush=True,
+        )
+        results["dra_gang"] = {k: await dra_gang(k, base, nodes) for k in kinds}
     if "packing" in run:
         print("bench: packing", flush=True)
         results["packing"] = {k: await packing(k, base) for k in kinds}
@@ -1041,12 +1082,12 @@ def arg_parser() -> argparse.ArgumentParser:
         type=int,
         help="nodes of every DRA scenario (default: dra --nodes, "
         + ", ".join(f"{s} {n:,}" for s, (n, _, _) in sizes)
-        + ")",
+        + f", dra_gang {e2e_dra_kinds.GANG_NODES:,}: a gang of two a node)",
     )
     parser.add_argument(
         "--dra-pods",
         type=int,
-        help="pods of every DRA scenario (default: dra --pods, "
+        help="pods of every DRA scenario but dra_gang (default: dra --pods, "
         + ", ".join(f"{s} {p:,}" for s, (_, p, _) in sizes)
         + ")",
     )
@@ -1083,6 +1124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for s in scenarios
         if s in e2e_dra_kinds.SIZES and (e := e2e_dra_kinds.size_error(s, *dra_size(args, s))) is not None
     ]
+    if "dra_gang" in scenarios and dra_size(args, "dra_gang")[0] < 1:
+        too_many.append("dra_gang: nodes must be at least 1")
     if too_many:
         print("bench: " + "; ".join(too_many), file=sys.stderr)
         return 2

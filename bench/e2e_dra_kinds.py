@@ -1,5 +1,6 @@
-"""Three more DRA scenarios of ``make bench``, shaped after kube-scheduler 1.37.2's scheduler_perf
-DRA workloads (test/integration/scheduler_perf/dra/), shoal and kube-scheduler side by side.
+"""More DRA scenarios of ``make bench``, shoal and kube-scheduler side by side: three shaped after
+kube-scheduler 1.37.2's scheduler_perf DRA workloads (test/integration/scheduler_perf/dra/), and
+one gang kube-scheduler cannot place.
 
 * ``dra_extended``: its ExtendedResource ``Explicit_25classes_5000pods_500nodes`` (threshold 120
   pods/s upstream). 500 nodes, each with one ResourceSlice of 10 devices of its test driver
@@ -26,26 +27,44 @@ DRA workloads (test/integration/scheduler_perf/dra/), shoal and kube-scheduler s
   template asking two of them with distinct ``index`` and a share of capacity on each. Here the
   devices are GPUs of 80Gi memory (upstream: 10G of bandwidth) and each share 20Gi (upstream:
   2500M), so 8 pods fit a node as upstream; 1,000 nodes and 5,000 pods created at once.
+* ``dra_gang`` (kubernetes/kubernetes#138765): 50 nodes, each with one MIG-partitionable A100 (a
+  pool of two slices as ``dra_partitionable``'s, one GPU), the DeviceClass ``gpu.nvidia.com``
+  (every device of the driver, the whole GPU too) and, per node, a native gang of two
+  (``scheduling.k8s.io/v1beta1`` PodGroup, ``gang.minCount`` 2, for both schedulers) pinned to it
+  by ``nodeSelector``: ``gang-<i>-first``'s claim (template ``greedy``) asks through
+  ``firstAvailable`` the whole GPU, else a 3g.40gb; ``gang-<i>-second``'s (template ``half``) a
+  3g.40gb. The GPU holds two 3g.40gb, so every gang fits its node if its first member takes a
+  half; a scheduler allocating member by member gives it the whole GPU and has nothing left for
+  the second (kube-scheduler 1.37: no gang placed). Every first member is created before any
+  second (upstream queues by creation time: the first member is tried first). Measured: gangs placed (both members bound), refused (a
+  member marked ``PodScheduled=False``, Unschedulable) and undecided after 300 s, and the seconds
+  from the first pod created to the last gang decided; checked: each placed gang's members hold
+  two different 3g.40gb of its node.
 
-The partitionable and shared ones use templates, so kube-controller-manager's resourceclaim
-controller makes the claims (bench/e2e.py starts it as for ``dra``). Measured as ``dra``: pods
-bound per second, first created to last bound (``<scenario>_ratio`` = shoal ÷ kube-scheduler);
-checked: every bound pod's claim allocated on its node, no bound pod without one, no device (or
-share) twice, and for these two no counter nor shared capacity overdrawn.
+The partitionable, shared and gang ones use templates, so kube-controller-manager's resourceclaim
+controller makes the claims (bench/e2e.py starts it as for ``dra``). The first three are measured
+as ``dra``: pods bound per second, first created to last bound (``<scenario>_ratio`` = shoal ÷
+kube-scheduler); checked: every bound pod's claim allocated on its node, no bound pod without one,
+no device (or share) twice, and for partitionable and shared no counter nor shared capacity
+overdrawn (so for the gangs too).
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 from kubernetes_asyncio import client
 
-from bench.e2e_dra import API, GPU, Usage, measure
+from bench.e2e_dra import API, GPU, GROUP, VERSION, Usage, check, measure
 from bench.e2e_workloads import scheduler_perf_node
 from bench.harness import Harness
 from shoal.core.state.quantity import parse_quantity
+from shoal.testing.cluster import list_all
+from shoal.testing.objects import make_native_pod_group
 
 PAUSE = "registry.k8s.io/pause:3.10"
 
@@ -275,6 +294,11 @@ def partitionable_objects(nodes: int, namespace: str, gpus: int = MIG_GPUS) -> l
         for p in MIG_ASKED
     ]
     names = node_names(nodes)
+    return [cls, *templates, *(scheduler_perf_node(n) for n in names), *mig_slices(names, gpus)]
+
+
+def mig_slices(names: list[str], gpus: int) -> list[dict[str, Any]]:
+    """Each node's pool of two slices: the counters of its ``gpus`` GPUs, and their devices."""
     counters = {
         "driver": GPU,
         "sharedCounters": [
@@ -284,8 +308,7 @@ def partitionable_objects(nodes: int, namespace: str, gpus: int = MIG_GPUS) -> l
     }
     devices = {"driver": GPU, "devices": [d for g in range(gpus) for d in mig_devices(g)]}
     slices = [node_slice(n, f"{n}-counters", 2, counters) for n in names]
-    slices += [node_slice(n, f"{n}-devices", 2, devices) for n in names]
-    return [cls, *templates, *(scheduler_perf_node(n) for n in names), *slices]
+    return slices + [node_slice(n, f"{n}-devices", 2, devices) for n in names]
 
 
 def mig_budget(gpus: int = MIG_GPUS) -> tuple[Usage, dict[str, Decimal]]:
@@ -395,6 +418,190 @@ async def run_shared(
     usage, limits = shared_budget()
     got = await measure(b, api, namespace, objs, timeout, "dra_shared", usage=usage, limits=limits)
     return {"gpus_per_node": SHARED_GPUS, "memory": SHARED_MEMORY, "share": SHARE, **got}
+
+
+# -- dra_gang: a gang whose first member would starve the second (kubernetes/kubernetes#138765) ---
+GANG_NODES = 50
+GANG_TIMEOUT_S = 300.0
+#: seconds between two looks at the pods while the gangs are being decided
+GANG_POLL_S = 0.5
+HALF = "3g.40gb"
+#: a gang's members in the order they are created, each with its claim's template: ``greedy`` asks
+#: the whole GPU, else a half (``firstAvailable``); ``half`` a half
+GANG_MEMBERS = (("first", "greedy"), ("second", "half"))
+
+
+def gang_name(i: int) -> str:
+    return f"gang-{i}"
+
+
+def gang_member(i: int, member: str) -> str:
+    return f"{gang_name(i)}-{member}"
+
+
+def claim_template(name: str, namespace: str, request: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+
+
+def gang_objects(nodes: int, namespace: str) -> list[dict[str, Any]]:
+    """The DeviceClass (every device of the driver: whole GPUs and MIG partitions alike), the
+    templates ``greedy`` and ``half``, the nodes, each node's pool of two slices for one GPU, and
+    one native PodGroup of two a node (``gang-<i>``, for node ``i``)."""
+    attr = f'device.attributes["{GPU}"]'
+    whole = [{"cel": {"expression": f'{attr}.type == "gpu"'}}]
+    half = [{"cel": {"expression": f'{attr}.type == "mig" && {attr}.profile == "{HALF}"'}}]
+    requests: dict[str, dict[str, Any]] = {
+        "greedy": {
+            "name": "gpu",
+            "firstAvailable": [
+                {"name": "whole", "deviceClassName": GPU, "selectors": whole},
+                {"name": "half", "deviceClassName": GPU, "selectors": half},
+            ],
+        },
+        "half": {"name": "gpu", "exactly": {"deviceClassName": GPU, "selectors": half}},
+    }
+    templates = [claim_template(name, namespace, request) for name, request in requests.items()]
+    names = node_names(nodes)
+    groups = [
+        make_native_pod_group(gang_name(i), namespace=namespace, min_count=len(GANG_MEMBERS))
+        for i in range(nodes)
+    ]
+    cls = device_class(GPU, f'device.driver == "{GPU}"')
+    return [cls, *templates, *(scheduler_perf_node(n) for n in names), *mig_slices(names, 1), *groups]
+
+
+def gang_pods(gangs: int, namespace: str, scheduler_name: str) -> list[list[dict[str, Any]]]:
+    """Per member, first then second, every gang's pod: gang ``i``'s pinned to node ``i`` (a GPU
+    of its own), linked to its PodGroup, one pause container using the claim ``gpu`` made from
+    the member's template."""
+    names = node_names(gangs)
+    return [
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": gang_member(i, member), "namespace": namespace},
+                "spec": {
+                    "schedulerName": scheduler_name,
+                    "schedulingGroup": {"podGroupName": gang_name(i)},
+                    "nodeSelector": {"kubernetes.io/hostname": names[i]},
+                    "containers": [
+                        {"name": "pause", "image": PAUSE, "resources": {"claims": [{"name": "gpu"}]}}
+                    ],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+                },
+            }
+            for i in range(gangs)
+        ]
+        for member, template in GANG_MEMBERS
+    ]
+
+
+def unschedulable(pod: dict[str, Any]) -> bool:
+    """The scheduler marked the pod unschedulable (``PodScheduled=False``, reason Unschedulable)."""
+    return any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
+
+
+async def gang_outcomes(
+    api: client.ApiClient, namespace: str, gangs: int, began: float, timeout: float
+) -> dict[int, tuple[str, float]]:
+    """Gang -> ("placed" (both members bound) or "refused" (a member marked unschedulable), when
+    first seen so), from the pods listed every ``GANG_POLL_S`` until every gang is one or the other
+    or ``timeout`` has passed since ``began``. A gang is looked at anew on each listing (one seen
+    refused and later bound counts placed); undecided gangs are absent."""
+    core: Any = client.CoreV1Api(api)
+    seen: dict[int, tuple[str, float]] = {}
+    last_print = 0.0
+    while True:
+        pods = {p["metadata"]["name"]: p for p in await list_all(core.list_namespaced_pod, namespace)}
+        now = time.monotonic()
+        for i in range(gangs):
+            members = [pods.get(gang_member(i, m)) for m, _ in GANG_MEMBERS]
+            if all(p is not None and p["spec"].get("nodeName") for p in members):
+                state = "placed"
+            elif any(p is not None and unschedulable(p) for p in members):
+                state = "refused"
+            else:
+                seen.pop(i, None)
+                continue
+            if i not in seen or seen[i][0] != state:
+                seen[i] = (state, now)
+        placed = sum(1 for state, _ in seen.values() if state == "placed")
+        if now - last_print >= 2:
+            print(
+                f"    [dra_gang] placed {placed:,}, refused {len(seen) - placed:,} of {gangs:,}", flush=True
+            )
+            last_print = now
+        if len(seen) == gangs or now - began >= timeout:
+            return seen
+        await asyncio.sleep(GANG_POLL_S)
+
+
+async def claim_devices(api: client.ApiClient, namespace: str) -> dict[str, list[tuple[str, str]]]:
+    """Pod -> the (pool, device) of every allocation result of the claims it owns."""
+    custom: Any = client.CustomObjectsApi(api)
+    claims = await list_all(custom.list_namespaced_custom_object, GROUP, VERSION, namespace, "resourceclaims")
+    out: dict[str, list[tuple[str, str]]] = {}
+    for c in claims:
+        results = (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
+            "results"
+        ) or ()
+        for o in c["metadata"].get("ownerReferences") or ():
+            if o.get("kind") == "Pod":
+                out.setdefault(o["name"], []).extend((r["pool"], r["device"]) for r in results)
+    return out
+
+
+def gang_misallocated(placed: list[int], gangs: int, held: dict[str, list[tuple[str, str]]]) -> int:
+    """Placed gangs whose members do not hold one 3g.40gb each, two different ones, of the gang's node."""
+    halves = {d["name"] for d in mig_devices(0) if d["attributes"].get("profile") == {"string": HALF}}
+    names = node_names(gangs)
+    bad = 0
+    for i in placed:
+        got = [held.get(gang_member(i, m), []) for m, _ in GANG_MEMBERS]
+        devices = [d for member in got for d in member]
+        ok = all(len(member) == 1 for member in got) and len(set(devices)) == len(devices)
+        bad += not (ok and all(pool == names[i] and device in halves for pool, device in devices))
+    return bad
+
+
+async def run_gang(
+    b: Harness, api: client.ApiClient, namespace: str, gangs: int, timeout: float = GANG_TIMEOUT_S
+) -> dict[str, Any]:
+    """The gangs' pods created while the scheduler runs, every gang's first member before any
+    second; each gang's outcome; the seconds from the first pod created to the last gang decided
+    (a placed gang: its last member seen bound by the watch); the claims checked."""
+    first = time.monotonic()
+    for pods in gang_pods(gangs, namespace, b.scheduler_name):
+        await b.create_all(pods, label="dra_gang")
+    seen = await gang_outcomes(api, namespace, gangs, first, timeout)
+    times = b.bound_times()
+    placed = sorted(i for i, (state, _) in seen.items() if state == "placed")
+    decided = []
+    for i, (state, when) in seen.items():
+        bound = [times.get(gang_member(i, m)) for m, _ in GANG_MEMBERS]
+        exact = state == "placed" and all(t is not None for t in bound)
+        decided.append(max(t for t in bound if t is not None) if exact else when)
+    usage, limits = mig_budget(gpus=1)
+    return {
+        "gangs": gangs,
+        "pods": gangs * len(GANG_MEMBERS),
+        "timeout_s": timeout,
+        "placed": len(placed),
+        "refused": len(seen) - len(placed),
+        "undecided": gangs - len(seen),
+        "seconds": max(decided) - first if decided else None,
+        "placed_misallocated": gang_misallocated(placed, gangs, await claim_devices(api, namespace)),
+        **await check(api, namespace, b.bound_nodes(), usage=usage, limits=limits),
+    }
 
 
 # -- sizes ------------------------------------------------------------------------------------------

@@ -133,6 +133,7 @@ def write_doc(
         *_topology(results),
         *_preemption(results),
         *_dra(results),
+        *_dra_gang(results),
         *_backlog(results),
     ]
     for img in images:
@@ -213,6 +214,13 @@ _LATER = (
         "GPUs shared by memory, scheduler_perf's ConsumableCapacity: pods/s, shoal ÷ kube-scheduler",
         "≥ 1.0",
     ),
+    ("dra_gang_gangs", "gangs of two in dra_gang, one a node on its MIG-partitionable GPU", "—"),
+    (
+        "dra_gang_placed",
+        "dra_gang: gangs placed whose first member would rather take the whole GPU, shoal",
+        "all",
+    ),
+    ("dra_gang_placed_kube", "the same, kube-scheduler: kubernetes/kubernetes#138765", "—"),
     ("ceiling_fraction", "backlog pods/s, shoal ÷ the null scheduler (the API server's ceiling)", "≥ 0.8"),
     ("ceiling_fraction_kube", "the same, kube-scheduler", "—"),
     (
@@ -493,6 +501,41 @@ def _dra(results: dict[str, Any]) -> list[str]:
                 f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {r['devices_twice']} | {r['claims_misplaced']} |"
                 + "".join(f" {r[k]} |" for k, _ in extra)
             )
+    return lines
+
+
+def _dra_gang(results: dict[str, Any]) -> list[str]:
+    """bench/e2e_dra_kinds.py's dra_gang, when the run had it: gangs placed, not pods/s."""
+    d = results.get("dra_gang")
+    if not d:
+        return []
+    s = d["shoal"]
+    lines = [
+        "",
+        f"### dra_gang: {s['nodes']:,} nodes x one MIG-partitionable GPU, {s['gangs']:,} native gangs of two,"
+        " the first member asking the whole GPU or else a 3g.40gb, the second a 3g.40gb",
+        "",
+        "Each gang is a `scheduling.k8s.io/v1beta1` PodGroup (`gang.minCount` 2) pinned to a node of its own.",
+        "Its first member's claim asks, through `firstAvailable`, the whole GPU, else a 3g.40gb MIG device;",
+        "its second member's, created after it, a 3g.40gb. The GPU holds two 3g.40gb, so every gang fits its",
+        "node, but only if the first member takes a half: a scheduler that allocates each member's claims on",
+        "their own, one member after the other, gives the first the whole GPU and finds nothing left for the",
+        "second, and the gang stays pending (kube-scheduler: kubernetes/kubernetes#138765). shoal searches",
+        "the claims of a gang's members together on the node. The same objects for both; a gang is *placed*",
+        "when both members are bound, *refused* when a member is marked unschedulable (`PodScheduled=False`),",
+        "*undecided* when neither after the timeout. *seconds*: first pod created → last gang decided.",
+        "",
+        f"| scheduler | gangs placed | refused | undecided after {s['timeout_s']:g} s | seconds "
+        "| placed gangs not on two 3g.40gb of their node | devices in two allocations "
+        "| counters overdrawn |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in ("kube-scheduler", "shoal"):
+        r = d[name]
+        lines.append(
+            f"| {name} | {r['placed']:,}/{r['gangs']:,} | {r['refused']:,} | {r['undecided']:,} "
+            f"| {_f(r['seconds'], '.1f')} | {r['placed_misallocated']} | {r['devices_twice']} | {r['overdrawn']} |"
+        )
     return lines
 
 
