@@ -634,7 +634,9 @@ async def test_device_taints_and_tolerations_as_kube_scheduler_allocates_them(
         assert (
             sorted(v for k, v in got.items() if k.startswith("tolerant")) == [("t2", [("t2", tolerated)])] * 2
         )
-    assert kube == shoal
+    # the three plain pods are created together, so which one wins the one allocatable GPU is a
+    # race in both schedulers: compare the outcomes as multisets, not by pod name
+    assert sorted(kube.values(), key=repr) == sorted(shoal.values(), key=repr)
 
 
 #: MIG profiles of an 80 GB GPU as NVIDIA's driver publishes them (DynamicMIG): name, memory
@@ -819,7 +821,7 @@ async def test_mig_partitions_and_admin_access_as_kube_scheduler_allocates_them(
             [("gpu-0-mig-3g40gb-4", False)],
         ], got
         assert sorted(node for node, _ in got.values()) == ["", "", "m1", "m1", "m1"]
-    assert sorted(kube.values()) == sorted(shoal.values())
+    assert sorted(kube.values(), key=repr) == sorted(shoal.values(), key=repr)
 
 
 def shared_gpu_slice(node: str, run: str) -> dict[str, Any]:
