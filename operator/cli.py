@@ -99,6 +99,8 @@ def _simulate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"shoal: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    if cluster.skipped:
+        print(cluster.skipped_line(), file=sys.stderr)
     before = {uid for uid, p in cluster.pods.items() if not (p.get("spec") or {}).get("nodeName")}
     outcomes = asyncio.run(sim.run())
     pending = {uid for uid in before if uid in outcomes}

@@ -2,8 +2,9 @@
 
 Why: unit tests, ``shoal simulate`` (what-if: "where would these pods go with this profile?")
 and ``make bench-core`` need the real scheduler without Kubernetes. Objects come from YAML — a
-``kubectl get nodes,pods -o yaml`` dump (a ``List``), multi-document files, or plain lists — and
-the binder writes ``spec.nodeName`` into the stored pod and feeds it back, as a watch would.
+``kubectl get ... -A -o yaml`` dump (a ``List``), multi-document files, or plain lists; kinds no
+placement reads are counted and skipped (:meth:`InMemoryCluster.skipped_line`) — and the binder
+writes ``spec.nodeName`` into the stored pod and feeds it back, as a watch would.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,6 +25,7 @@ from shoal.core.framework.outcomes import ScoreOutcome
 from shoal.core.framework.profile import PluginEntry
 from shoal.core.scheduling.schedule_one import Placement
 from shoal.core.scheduling.scheduler import Scheduler
+from shoal.core.state.disruption import PDBInfo
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import NodeSpec, PodInfo
 from shoal.core.state.spreadselectors import OWNER_KINDS, SelectorOwner
@@ -253,6 +256,12 @@ def decode(decoders: Mapping[str, Callable[[JSON], object]], obj: JSON) -> objec
         raise ValueError(f"{kind} {name}: malformed ({exc})") from None
 
 
+#: the PriorityClasses every API server has (``system-cluster-critical``, ``system-node-critical``)
+BUILTIN_PRIORITY_CLASSES: dict[str, JSON] = {
+    "system-cluster-critical": {"metadata": {"name": "system-cluster-critical"}, "value": 2_000_000_000},
+    "system-node-critical": {"metadata": {"name": "system-node-critical"}, "value": 2_000_001_000},
+}
+
 #: how the scheduler parses each kind: tried when an object is loaded, so a malformed one is named
 _PARSERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
     "Node": NodeSpec.from_dict,
@@ -276,6 +285,12 @@ class InMemoryCluster:
         self.profiles: list[JSON] = []
         #: Services, ReplicationControllers, ReplicaSets, StatefulSets (default topology spreading)
         self.selector_owners: list[SelectorOwner] = []
+        #: PriorityClasses by name: the priority of pods created without one (resolve_priority)
+        self.priority_classes: dict[str, JSON] = {}
+        #: PodDisruptionBudgets, which DefaultPreemption honours where it can
+        self.pdbs: list[PDBInfo] = []
+        #: kind -> how many objects of it were skipped (no placement reads them)
+        self.skipped: Counter[str] = Counter()
         for obj in objects:
             self.add(obj)
 
@@ -324,12 +339,49 @@ class InMemoryCluster:
         elif kind in OWNER_KINDS:
             meta.setdefault("namespace", "default")
             self.selector_owners.append(SelectorOwner.decode(kind, stored))
-        else:
-            raise ValueError(
-                f"unsupported kind {kind!r} (expected Node, Pod, PodGroup, Namespace, SchedulingProfile, "
-                f"{', '.join(STORE_DECODERS)}, {', '.join(sorted(OWNER_KINDS))})"
-            )
+        elif kind == "PriorityClass":
+            self.priority_classes[meta["name"]] = stored
+        elif kind == "PodDisruptionBudget":
+            meta.setdefault("namespace", "default")
+            self.pdbs.append(PDBInfo.from_dict(stored))
+        else:  # a dump holds kinds no placement reads (ConfigMaps, Events, Deployments...)
+            self.skipped[str(kind or "(no kind)")] += 1
         return stored
+
+    def skipped_line(self) -> str:
+        """One line naming the objects skipped, by kind ("" when none were)."""
+        if not self.skipped:
+            return ""
+        total = sum(self.skipped.values())
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.skipped.items()))
+        return f"skipped {total} object{'s' if total != 1 else ''} of kinds no placement reads: {kinds}"
+
+    def resolve_priority(self, pod: JSON) -> None:
+        """What the API server's Priority admission does to a pod created without ``spec.priority``:
+        its ``priorityClassName`` (or the ``globalDefault`` class) gives the priority and, unless the
+        pod sets one, the preemption policy. A pod naming a class the snapshot lacks is refused, as
+        the API server refuses it. A pod with ``spec.priority`` (any pod of a dump) is kept as is."""
+        spec = pod.setdefault("spec", {})
+        if spec.get("priority") is not None:
+            return
+        name = spec.get("priorityClassName")
+        if name:
+            cls = self.priority_classes.get(name) or BUILTIN_PRIORITY_CLASSES.get(name)
+            if cls is None:
+                meta = pod.get("metadata") or {}
+                raise ValueError(
+                    f"Pod {meta.get('namespace', 'default')}/{meta.get('name')}: no PriorityClass "
+                    f"{name!r} in the snapshot (the API server refuses such a pod)"
+                )
+        else:
+            defaults = [c for c in self.priority_classes.values() if c.get("globalDefault")]
+            cls = min(defaults, key=lambda c: int(c.get("value") or 0), default=None)
+            if cls is None:
+                return
+            spec["priorityClassName"] = cls["metadata"]["name"]
+        spec["priority"] = int(cls.get("value") or 0)
+        if not spec.get("preemptionPolicy"):
+            spec["preemptionPolicy"] = cls.get("preemptionPolicy") or "PreemptLowerPriority"
 
     def pending(self) -> list[JSON]:
         return [p for p in self.pods.values() if not (p.get("spec") or {}).get("nodeName")]
@@ -381,8 +433,12 @@ class Simulation:
             self.scheduler.on_object(obj)
         for owner in cluster.selector_owners:
             self.scheduler.cache.spread_selectors.upsert(owner)
+        for pdb in cluster.pdbs:
+            self.scheduler.cache.pdbs[pdb.key] = pdb
         for group in cluster.pod_groups.values():
             self.scheduler.on_pod_group(decode_pod_group(group))
+        for pod in cluster.pods.values():
+            cluster.resolve_priority(pod)
         for pod in cluster.pods.values():
             self.scheduler.on_pod(PodInfo.from_dict(pod))
 
@@ -390,7 +446,11 @@ class Simulation:
         stored = self.cluster.add(obj)
         kind = stored["kind"]
         if kind == "Pod":
+            self.cluster.resolve_priority(stored)
             self.scheduler.on_pod(PodInfo.from_dict(stored))
+        elif kind == "PodDisruptionBudget":
+            pdb = self.cluster.pdbs[-1]
+            self.scheduler.cache.pdbs[pdb.key] = pdb
         elif kind == "Node":
             self.scheduler.on_node(NodeSpec.from_dict(stored))
         elif kind == "PodGroup":

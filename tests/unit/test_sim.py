@@ -37,8 +37,15 @@ def test_multi_document_and_bad_input() -> None:
     ]
     with pytest.raises(ValueError, match="not a Kubernetes object"):
         load_objects("- 1\n- 2\n")
-    with pytest.raises(ValueError, match="unsupported kind"):
-        InMemoryCluster([{"kind": "Secret", "metadata": {"name": "x"}}])
+    cluster = InMemoryCluster(
+        [
+            {"kind": "Secret", "metadata": {"name": "x"}},
+            {"kind": "ConfigMap", "metadata": {"name": "a"}},
+            {"kind": "ConfigMap", "metadata": {"name": "b"}},
+        ]
+    )
+    assert cluster.skipped_line() == "skipped 3 objects of kinds no placement reads: ConfigMap 2, Secret 1"
+    assert InMemoryCluster().skipped_line() == ""
 
 
 def test_simulate_cli_prints_placements_and_reasons(capsys: pytest.CaptureFixture[str]) -> None:
@@ -173,3 +180,101 @@ def test_the_kinds_default_spreading_reads_load_and_submit() -> None:
     )
     db = store.get("StatefulSet", "default", "db")
     assert db is not None and [r.key for r in db.requirements] == ["app"]
+
+
+def priority_class(name: str, value: int, **extra: object) -> dict[str, object]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        **extra,
+    }
+
+
+def test_priority_classes_resolve_as_admission_does() -> None:
+    """A pod written with ``priorityClassName`` and no ``priority`` (as users write pods, before
+    admission) takes the class's value and preemption policy; one with neither takes the
+    ``globalDefault`` class; a dump's pods keep the priority the API server gave them."""
+    cluster = InMemoryCluster(
+        [
+            make_node("n1"),
+            make_pod("train", priority_class="batch-high"),
+            make_pod("plain"),
+            make_pod("critical", priority_class="system-node-critical"),
+            make_pod("dumped", priority=7, priority_class="batch-high"),
+            priority_class("batch-high", 1000, preemptionPolicy="Never"),
+            priority_class("batch-default", 10, globalDefault=True),
+        ]
+    )
+    sim = Simulation(cluster)
+    by_name = {p.name: p for p in sim.scheduler.cache.pods.values()}
+    assert (by_name["train"].priority, by_name["train"].preemption_policy) == (1000, "Never")
+    assert by_name["plain"].priority == 10
+    assert by_name["critical"].priority == 2_000_001_000
+    assert by_name["dumped"].priority == 7
+
+
+def test_a_pod_naming_a_missing_priority_class_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all([make_node("n1"), make_pod("p", priority_class="nope")]))
+    assert main(["simulate", "--cluster", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "no PriorityClass 'nope'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_what_if_preemption_honours_pod_disruption_budgets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two nodes, each full with one low-priority pod; without a budget DefaultPreemption takes
+    n2 (its tie-break between equal candidates); with the pod on n2 covered by a budget that
+    allows no disruption it prefers the node whose victim violates nothing, n1."""
+    objects: list[dict[str, object]] = [
+        make_node("n1", cpu="2"),
+        make_node("n2", cpu="2"),
+        make_pod("free", cpu="2", memory=None, priority=0, node_name="n1", labels={"app": "web"}),
+        make_pod("guarded", cpu="2", memory=None, priority=0, node_name="n2", labels={"app": "db"}),
+        make_pod("high", cpu="2", memory=None, priority=100),
+    ]
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "db", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "db"}}, "minAvailable": 1},
+        "status": {"disruptionsAllowed": 0},
+    }
+    for with_pdb, victim in ((False, "default/guarded on n2"), (True, "default/free on n1")):
+        path = tmp_path / f"cluster-{with_pdb}.yaml"
+        path.write_text(yaml.safe_dump_all([*objects, *([pdb] if with_pdb else [])]))
+        assert main(["simulate", "--cluster", str(path)]) == 0
+        assert f"default/high preempted {victim}" in capsys.readouterr().out
+
+
+def test_a_whole_kubectl_get_all_namespaces_dump_loads_skipping_what_no_placement_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``kubectl get nodes,pods,configmaps,events,deployments,priorityclasses -A -o yaml`` as it
+    comes: one ``List``; the kinds that change no decision are skipped with one line saying how
+    many of which, and the pods are placed."""
+    dump = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+        "items": [
+            make_node("n1"),
+            {**make_pod("web", priority_class="batch-high"), "status": {"phase": "Pending"}},
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "x"}},
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b", "namespace": "x"}},
+            {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e.1", "namespace": "x"}},
+            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "x"}},
+            priority_class("batch-high", 1000),
+        ],
+    }
+    path = tmp_path / "dump.yaml"
+    path.write_text(yaml.safe_dump(dump))
+    assert main(["simulate", "--cluster", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert err.strip() == "skipped 4 objects of kinds no placement reads: ConfigMap 2, Deployment 1, Event 1"
+    assert "1/1 pending pods placed on 1 nodes" in out
