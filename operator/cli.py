@@ -16,12 +16,15 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from shoal.core.framework.profile import ProfileError
 from shoal.explain_cli import add_parser as add_explain_parser
+
+if TYPE_CHECKING:
+    from shoal.sim.cluster import Simulation
 
 
 def _crds(args: argparse.Namespace) -> int:
@@ -109,6 +112,22 @@ def _simulate(args: argparse.Namespace) -> int:
     print(f"\n{placed}/{len(pending)} pending pods placed on {len(cluster.nodes)} nodes")
     for p in sim.preemption.preemptions:  # DefaultPreemption's evictions, in the order decided
         print(f"{p.preemptor} preempted {', '.join(p.victims) or 'nothing'} on {p.node}")
+    if args.html:
+        return _write_page(sim, args.html)
+    return 0
+
+
+def _write_page(sim: Simulation, path: str) -> int:
+    """The fleet page of the simulation's final state (docs/guides/fleet-view.md)."""
+    from shoal.views.fleet import fleet_doc
+    from shoal.views.page import render
+
+    try:
+        Path(path).write_text(render(fleet_doc(sim.scheduler)), encoding="utf-8")
+    except OSError as exc:
+        print(f"shoal: error: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"fleet page: {path}", file=sys.stderr)
     return 0
 
 
@@ -127,6 +146,7 @@ def _run(args: argparse.Namespace) -> int:
         tls_cert_file=args.tls_cert_file,
         tls_private_key_file=args.tls_private_key_file,
         insecure_metrics_port=args.insecure_metrics_port,
+        web=args.web,
         binding_concurrency=args.binding_concurrency,
         watch_timeout=args.watch_timeout,
         bootstrap_profiles=args.bootstrap_profiles,
@@ -207,6 +227,12 @@ def _add_serving_flags(run: argparse.ArgumentParser) -> None:
         help="also serve /metrics and the health paths over plain HTTP on PORT to anyone who can "
         "reach it, without TLS or authentication (default 0: off)",
     )
+    run.add_argument(
+        "--web",
+        action="store_true",
+        help="serve the fleet page (/fleet, /fleet/data.json) on the metrics ports, behind the same "
+        "guard as /metrics (default: off)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -255,6 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--pods", action="append", help="YAML of extra pending pods (repeatable)")
     sim.add_argument("--seed", type=int, default=0, help="tie-break seed (same seed, same placement)")
     sim.add_argument("--no-scores", action="store_true", help="omit the per-plugin score columns")
+    sim.add_argument(
+        "--html", metavar="FILE", help="also write the fleet page of the final state (one HTML file)"
+    )
     sim.set_defaults(func=_simulate)
 
     add_explain_parser(sub)

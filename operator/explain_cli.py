@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from shoal.views.explanation import explanation_doc
+
 if TYPE_CHECKING:
-    from shoal.core.scheduling.explain import Explanation
     from shoal.core.scheduling.scheduler import Scheduler
     from shoal.core.state.objects import PodInfo
     from shoal.kube.informer import Informer
@@ -160,55 +161,6 @@ def _watch_cluster(informer: Informer, sched: Scheduler) -> None:
         informer.watch(kind, on_stored)
     for selector_kind in SPREAD_SELECTOR_KINDS.values():
         informer.watch(selector_kind, on_spread_selector)
-
-
-def explanation_doc(sched: Scheduler, target: PodInfo, result: Explanation) -> dict[str, Any]:
-    """What the text output says, as a document (``-o json|yaml``)."""
-    from shoal.plugins.defaultpreemption.plugin import DefaultPreemption
-    from shoal.plugins.dynamicresources.plugin import DynamicResources
-
-    fw = sched.profiles[result.profile]
-    preemption: dict[str, Any] | None = None
-    preempting = fw.plugins.get("DefaultPreemption")
-    if result.best is None and isinstance(preempting, DefaultPreemption):
-        verdict = preempting.evaluate(target, result.diagnosis)  # what it would do, doing nothing
-        best = verdict.best
-        if best is not None:
-            preemption = {"node": best.node, "victims": [v.key for v in best.victims]}
-        else:
-            preemption = {"node": None, "victims": [], "message": verdict.status.message}
-    dra = fw.plugins.get("DynamicResources")
-    nodes: list[dict[str, Any]] = []
-    for node, total in sorted(result.totals.items(), key=lambda kv: -kv[1]):
-        entry: dict[str, Any] = {
-            "name": node,
-            "result": "fits",
-            "score": total,
-            "scores": result.scores[node],
-        }
-        entry["costs"] = result.costs.get(node, {})
-        entry["notes"] = result.notes.get(node, {})
-        nodes.append(entry)
-    for node, (plugin, reasons) in sorted(result.diagnosis.node_reasons.items()):
-        nodes.append(
-            {
-                "name": node,
-                "result": "rejected",
-                "plugin": plugin,
-                "reasons": list(reasons),
-                "notes": result.notes.get(node, {}),
-            }
-        )
-    return {
-        "pod": target.key,
-        "schedulerName": result.profile,
-        "node": result.best,
-        "message": result.message,
-        "gang": list(result.gang),
-        "preemption": preemption,
-        "claims": dra.describe(target) if isinstance(dra, DynamicResources) else [],
-        "nodes": nodes,
-    }
 
 
 def print_text(doc: dict[str, Any]) -> None:

@@ -245,6 +245,17 @@ class GPUMemory:
             free = free - np.where(source == FROM_DRA, self._claimed(table.n), 0.0)
         return free, malformed
 
+    def budget(self, table: NodeTable) -> tuple[FloatArray, FloatArray, list[str]]:
+        """Per row: the GPU memory (GB, NaN where unknown), what is free of it (:meth:`free`), and
+        where the figure comes from (the fleet view shows all three)."""
+        _, total, _, source = self._budget(table)
+        free, _ = self.free(table)
+        names = [
+            f"label {self.args.label_key}" if int(s) == FROM_LABEL else SOURCE_NAMES[int(s)]
+            for s in source[: table.n]
+        ]
+        return total, free, names
+
     def _budget(self, table: NodeTable) -> tuple[tuple[int, ...], FloatArray, BoolArray, IntArray]:
         # the budgets depend on node labels only: computed again when a node is added, removed or
         # relabelled (table.version), not at each of Filter, Score and Reserve of every pod

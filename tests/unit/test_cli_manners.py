@@ -16,9 +16,10 @@ import pytest
 import yaml
 
 from shoal.cli import build_parser, main
-from shoal.explain_cli import ExplainError, emit, explanation_doc, kubeconfig_path, pod_ref
+from shoal.explain_cli import ExplainError, emit, kubeconfig_path, pod_ref
 from shoal.sim.cluster import InMemoryCluster, Simulation
 from shoal.testing.objects import make_node, make_pod
+from shoal.views.explanation import explanation_doc
 
 UNREACHABLE = (
     "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"

@@ -481,7 +481,8 @@ def test_explain_says_per_claim_how_many_devices_match_and_are_free(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from shoal.core.state.objects import PodInfo
-    from shoal.explain_cli import explanation_doc, print_text
+    from shoal.explain_cli import print_text
+    from shoal.views.explanation import explanation_doc
 
     theirs = allocated(claim("theirs"), "n1", [f"gpu-{i}" for i in range(8)], reserved=("x",))
     big = claim("big", selectors=(f'device.capacity["{GPU}"].memory.compareTo(quantity("60Gi")) >= 0',))
@@ -542,7 +543,8 @@ def test_a_claim_change_is_asked_only_of_its_pod_and_a_deallocation_of_every_pod
 def test_explain_says_per_node_how_many_of_its_devices_match_the_selectors_and_are_free(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from shoal.explain_cli import explanation_doc, print_text
+    from shoal.explain_cli import print_text
+    from shoal.views.explanation import explanation_doc
 
     big = claim("big", selectors=(f'device.capacity["{GPU}"].memory.compareTo(quantity("60Gi")) >= 0',))
     theirs = allocated(claim("theirs"), "n1", [f"gpu-{i}" for i in range(6)], reserved=("x",))
