@@ -75,6 +75,7 @@ from shoal.operator_app.podgroups import PodGroupStatus
 from shoal.operator_app.profiles import ProfileController, Profiles
 from shoal.operator_app.secure_serving import auth_middleware, server_context
 from shoal.operator_app.settings import GC_THRESHOLDS, RunSettings, tune_gc
+from shoal.operator_app.webview import FleetRoutes
 from shoal.plugins.defaultpreemption.ports import PREEMPTION_EXECUTOR
 from shoal.plugins.dynamicresources.ports import CLAIM_WRITER
 from shoal.plugins.registry import DEFAULT_PLUGINS, load_registry
@@ -235,6 +236,7 @@ class ShoalOperator:
         get it) and, only when asked for, the plain-HTTP one."""
         s = self.settings
         assert self.raw is not None
+        routes = FleetRoutes(self.scheduler).routes() if s.web and self.scheduler is not None else []
         if s.metrics_port:
             tls = server_context(s.tls_cert_file, s.tls_private_key_file, host=s.metrics_host)
             self.server = HealthServer(
@@ -245,6 +247,7 @@ class ShoalOperator:
                 port=s.metrics_port,
                 tls=tls,
                 middlewares=[auth_middleware(DelegatedAuth(self.raw))],
+                routes=routes,
             )
             await self.server.start()
         if s.insecure_metrics_port:
@@ -254,6 +257,7 @@ class ShoalOperator:
                 alive=self.health.alive,
                 host=s.metrics_host,
                 port=s.insecure_metrics_port,
+                routes=routes,
             )
             await self.insecure_server.start()
 

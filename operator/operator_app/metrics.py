@@ -199,8 +199,11 @@ class HealthServer:
         alive: Callable[[], bool] = lambda: True,
         tls: ssl.SSLContext | None = None,
         middlewares: Sequence[Any] = (),
+        routes: Sequence[tuple[str, Any]] = (),
     ) -> None:
         self.tls = tls
+        #: more GET routes served beside these (the fleet page: operator_app/webview.py)
+        self.routes = list(routes)
         self.middlewares = list(middlewares)
         self.metrics = metrics
         self.ready = ready
@@ -215,6 +218,8 @@ class HealthServer:
         app.router.add_get("/healthz", self._ok)
         app.router.add_get("/livez", self._livez)
         app.router.add_get("/readyz", self._readyz)
+        for path, handler in self.routes:
+            app.router.add_get(path, handler)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls)

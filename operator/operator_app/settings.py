@@ -26,6 +26,8 @@ class RunSettings:
     tls_private_key_file: str | None = None
     #: a plain-HTTP port serving the same paths to anyone (no TLS, no auth); 0: none (the default)
     insecure_metrics_port: int = 0
+    #: serve the fleet page (/fleet) on the metrics ports, behind their guard (webview.py)
+    web: bool = False
     binding_concurrency: int = 64
     status_interval: float = 1.0
     watch_timeout: float = 300.0

@@ -155,6 +155,32 @@ def test_two_replicas_need_leader_election(helm_env: dict[str, str]) -> None:
     assert "kind: Role\n" not in single.stdout
 
 
+def test_the_fleet_page_is_off_until_enabled_and_then_guarded(helm_env: dict[str, str]) -> None:
+    """``web.enabled`` adds ``--web`` and the fleet-viewer ClusterRole (get on /fleet and
+    /fleet/*), bound to ``web.viewer.subjects`` when given; off by default, neither exists."""
+
+    def viewer(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+        return [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith("-fleet-viewer")]
+
+    def args(docs: list[dict[str, Any]]) -> list[str]:
+        return list(one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    off = template(helm_env)
+    assert "--web" not in args(off) and not viewer(off, "ClusterRole")
+    on = template(helm_env, "--set", "web.enabled=true")
+    assert "--web" in args(on)
+    (role,) = viewer(on, "ClusterRole")
+    assert role["rules"] == [{"nonResourceURLs": ["/fleet", "/fleet/*"], "verbs": ["get"]}]
+    assert not viewer(on, "ClusterRoleBinding")
+    bound = template(
+        helm_env,
+        "--set",
+        "web.enabled=true,web.viewer.subjects[0].kind=Group,web.viewer.subjects[0].name=platform",
+    )
+    (binding,) = viewer(bound, "ClusterRoleBinding")
+    assert binding["subjects"] == [{"kind": "Group", "name": "platform"}]
+
+
 def test_crd_switches(helm_env: dict[str, str]) -> None:
     def kinds(out: str) -> list[str]:
         return [
