@@ -4,7 +4,8 @@ Starts etcd + kube-apiserver (built from Go modules by ``make cluster-bin``), in
 creates 24 GPU nodes (8-GPU and 4-GPU, with ``gpu-memory-free-gb``, GFD labels, zones and racks, one
 tainted), applies the ``gpu-scheduler`` profile, runs ``shoal run`` as a real process, submits a
 workload and prints where every pod went and why: two training gangs that prefer one rack, then
-one zone (the first fits a rack, the second falls back to a zone), and where each gang went.
+one zone (the first fits a rack, the second falls back to a zone), and where each gang went; then
+writes the fleet page of that state (build/demo/fleet.html, from the operator's own /fleet data).
 Everything is stopped at the end and its work directory (``/tmp/shoal-demo-*``: the control
 plane's files, the operator log) removed, unless the demo failed (the logs are kept for the message
 that names them); with ``--keep`` (``KEEP=1 make demo``) it keeps running until Ctrl-C, prints the
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client, config
 
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
@@ -37,8 +39,11 @@ from shoal.testing.objects import (
     make_priority_class,
     make_profile,
 )
+from shoal.views.page import render
 
 NS = "default"
+#: where the demo writes the fleet page of its final state (kept after the demo)
+PAGE = Path("build/demo/fleet.html")
 INFERENCE_TAINT = {"key": "dedicated", "value": "inference", "effect": "NoSchedule"}
 
 
@@ -200,14 +205,16 @@ def table(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -> str:
     return "\n".join(lines + (["", "GANGS", *notes] if notes else []))
 
 
-async def run_demo(cp: ControlPlane, workdir: Path, keep: bool) -> int:
+async def run_demo(cp: ControlPlane, workdir: Path, keep: bool, page_path: Path = PAGE) -> int:
     api = await config.new_client_from_config(config_file=str(cp.kubeconfig))
     try:
         print("shoal demo: installing CRDs, 24 GPU nodes (zones, racks) and the gpu-scheduler profile")
         await apply_crds(api)
         await create_many(api, fleet())
         await create(api, make_profile("gpu-scheduler", DEFAULT_PROFILE_SPEC))
-        with OperatorProcess(cp.kubeconfig, workdir / "shoal.log", identity="shoal-demo") as op:
+        with OperatorProcess(
+            cp.kubeconfig, workdir / "shoal.log", identity="shoal-demo", extra=["--web"]
+        ) as op:
             print(f"shoal demo: started `shoal run` (pid {op.pid}, metrics on 127.0.0.1:{op.metrics_port})")
             await asyncio.sleep(1.0)
             began = time.monotonic()
@@ -221,6 +228,10 @@ async def run_demo(cp: ControlPlane, workdir: Path, keep: bool) -> int:
             pods, events = await settle(api, 60)
             print(f"shoal demo: settled in {time.monotonic() - began:.1f} s\n")
             print(table(pods, events))
+            page = save_page(await fleet_data(op.metrics_port), page_path)
+            print(f"\nshoal demo: the fleet page of this state (open it in a browser): {page}")
+            if keep:
+                print(f"  live while the demo runs: http://127.0.0.1:{op.metrics_port}/fleet")
             if keep:
                 print(f"\nshoal demo: still running; in another shell:\n  export KUBECONFIG={cp.kubeconfig}")
                 print("  (Ctrl-C here stops the operator and the control plane)")
@@ -234,7 +245,24 @@ async def run_demo(cp: ControlPlane, workdir: Path, keep: bool) -> int:
     return 0
 
 
-def demo(workdir: Path, keep: bool) -> int:
+async def fleet_data(port: int) -> dict[str, Any]:
+    """The operator's own fleet document: ``/fleet/data.json`` on its plain-HTTP port (what its
+    cache holds)."""
+    url = f"http://127.0.0.1:{port}/fleet/data.json"
+    async with aiohttp.ClientSession() as session, session.get(url) as resp:
+        resp.raise_for_status()
+        doc: dict[str, Any] = await resp.json()
+    return doc
+
+
+def save_page(doc: dict[str, Any], path: Path) -> Path:
+    """``doc`` drawn as the offline fleet page, into ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(doc), encoding="utf-8")
+    return path.resolve()
+
+
+def demo(workdir: Path, keep: bool, page: Path = PAGE) -> int:
     """Start the control plane in ``workdir``, run the demo, stop the control plane."""
     cp = ControlPlane(workdir=workdir / "cluster", keep_workdir=keep)
     print("shoal demo: starting etcd + kube-apiserver on loopback")
@@ -244,7 +272,7 @@ def demo(workdir: Path, keep: bool) -> int:
         print(f"shoal demo: {exc}", file=sys.stderr)
         return 1
     try:
-        return asyncio.run(run_demo(cp, workdir, keep))
+        return asyncio.run(run_demo(cp, workdir, keep, page))
     except TimeoutError as exc:
         print(f"shoal demo: {exc}; operator log: {workdir / 'shoal.log'}", file=sys.stderr)
         return 1
@@ -256,6 +284,9 @@ def demo(workdir: Path, keep: bool) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shoal.demo")
     parser.add_argument("--keep", action="store_true", help="keep running until Ctrl-C, and keep the files")
+    parser.add_argument(
+        "--page", type=Path, default=PAGE, help=f"where to write the fleet page of the final state ({PAGE})"
+    )
     args = parser.parse_args(argv)
     missing = Binaries.locate().missing()
     if missing:
@@ -264,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="shoal-demo-"))
     failed = True  # until demo() returns 0; a failure keeps the logs its message points at
     try:
-        code = demo(workdir, args.keep)
+        code = demo(workdir, args.keep, args.page)
         failed = code != 0
         return code
     except KeyboardInterrupt:

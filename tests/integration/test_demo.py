@@ -3,6 +3,8 @@ fleet with a real `shoal run`, prints the placement table, stops everything and 
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,7 +36,7 @@ def placement_table(stdout: str) -> dict[str, tuple[str, str, str]]:
 def test_demo_places_the_workload_and_cleans_up(tmp_path: Path) -> None:
     # TMPDIR puts the demo's /tmp/shoal-demo-* work directory where this test can see it
     proc = subprocess.run(
-        [sys.executable, "-m", "shoal.demo"],
+        [sys.executable, "-m", "shoal.demo", "--page", str(tmp_path / "fleet.html")],
         cwd=REPO,
         env=python_env({"TMPDIR": str(tmp_path)}),
         capture_output=True,
@@ -78,6 +80,18 @@ def test_demo_places_the_workload_and_cleans_up(tmp_path: Path) -> None:
     for i in range(3):
         assert rows[f"web-{i}"] == ("default-scheduler", "<pending>", "left alone (another scheduler's pod)")
     assert len(rows) == 8 + 6 + 12 + 1 + 3
+
+    # the fleet page of the final state, from the operator's own /fleet data
+    assert f"the fleet page of this state (open it in a browser): {tmp_path / 'fleet.html'}" in proc.stdout
+    data = re.search(
+        r'<script id="fleet-data" type="application/json">(.*?)</script>',
+        (tmp_path / "fleet.html").read_text(),
+        re.S,
+    )
+    assert data is not None
+    doc = json.loads(data.group(1))
+    assert doc["summary"]["nodes"] == 24 and doc["summary"]["gangsPlaced"] == 2
+    assert [p["pod"] for p in doc["pending"]] == ["default/too-big"]
 
     # everything stopped and removed: no process left running from its directory, no directory
     assert "shoal demo: control plane stopped" in proc.stdout
