@@ -36,7 +36,7 @@ from urllib.parse import urlencode
 import aiohttp
 import kopf
 
-from shoal.kube.listing import ListError, list_objects
+from shoal.kube.listing import ListError, list_objects, list_retrying
 from shoal.kube.rest import RawClient, StreamError, message_of
 from shoal.kube.wire import Resource
 
@@ -180,13 +180,18 @@ class Informer:
 
     # -- listings ------------------------------------------------------------------------------
     async def prime(self, raw: RawClient) -> dict[str, int]:
-        """List every kind once, in declaration order, into the handlers. Returns counts per kind."""
+        """List every kind once, in declaration order, into the handlers. Returns counts per kind.
+        A listing that meets what may pass (429, 5xx, a cut connection) is asked again until it
+        succeeds (``/readyz`` stays not ready meanwhile, and the log says what it waits for); an
+        optional kind the server does not serve (404) or forbids is skipped, saying so."""
         counts: dict[str, int] = {}
         self.primed_versions.clear()  # a start-up retried: only this priming's versions count
         for w in self._watches:
             res = w.kind.resource
             try:
-                objs = await list_objects(raw, res.path(), field_selector=w.kind.field_selector)
+                objs = await list_retrying(
+                    raw, res.path(), what=w.kind.name, field_selector=w.kind.field_selector
+                )
             except ListError as exc:
                 if not w.kind.optional:
                     raise

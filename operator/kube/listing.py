@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlencode
 
-from shoal.kube.rest import METADATA_LIST, RawClient, message_of
+import aiohttp
+
+from shoal.kube.rest import METADATA_LIST, RawClient, message_of, retry_after_of
+
+log = logging.getLogger("shoal.listing")
 
 
 async def list_all(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
@@ -26,11 +32,52 @@ async def list_all(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: 
 
 
 class ListError(Exception):
-    """A listing the API server refused (HTTP status ``code``)."""
+    """A listing the API server refused (HTTP status ``code``; ``retry_after``: the seconds its
+    Status asked the client to wait, ``details.retryAfterSeconds``, as priority-and-fairness
+    sends with a 429)."""
 
-    def __init__(self, path: str, code: int, message: str) -> None:
+    def __init__(self, path: str, code: int, message: str, retry_after: float | None = None) -> None:
         super().__init__(f"listing {path}: HTTP {code} {message[:200]}")
         self.code = code
+        self.retry_after = retry_after
+
+    @property
+    def transient(self) -> bool:
+        """What may pass if asked again: too many requests, or a server-side failure."""
+        return self.code == 429 or self.code >= 500
+
+
+#: what a listing may meet that passes (the API server busy, restarting or out of reach)
+TRANSIENT = (aiohttp.ClientError, TimeoutError, OSError)
+
+
+async def list_retrying(
+    raw: RawClient,
+    path: str,
+    *,
+    what: str,
+    backoff: tuple[float, float] = (0.2, 5.0),
+    **kwargs: Any,
+) -> Listing:
+    """:func:`list_objects`, asked again for as long as the trouble may pass — 429 (after the
+    ``Retry-After`` the API server gave, at least), 5xx, a cut connection, a timeout — with a
+    doubling delay from ``backoff[0]`` up to ``backoff[1]``, each wait logged with what it waits
+    for (client-go's reflectors retry their listings the same way). A refusal that will not pass
+    (403, 404) is raised at once; so is cancellation."""
+    delay = backoff[0]
+    while True:
+        try:
+            return await list_objects(raw, path, **kwargs)
+        except ListError as exc:
+            if not exc.transient:
+                raise
+            wait = max(delay, exc.retry_after or 0.0)
+            reason = f"HTTP {exc.code}" + (f", Retry-After {exc.retry_after:g} s" if exc.retry_after else "")
+        except TRANSIENT as exc:
+            wait, reason = delay, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        log.warning("listing %s failed (%s); listing again in %.1f s", what, reason, wait)
+        await asyncio.sleep(wait)
+        delay = min(delay * 2, backoff[1])
 
 
 class Listing(list[dict[str, Any]]):
@@ -69,7 +116,7 @@ async def list_objects(
             timeout=timeout,
         )
         if code >= 300 or not isinstance(body, dict):
-            raise ListError(path, code, message_of(body))
+            raise ListError(path, code, message_of(body), retry_after_of(body))
         items.extend(body.get("items") or [])
         meta = body.get("metadata") or {}
         items.resource_version = items.resource_version or str(meta.get("resourceVersion") or "")

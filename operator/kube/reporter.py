@@ -41,11 +41,12 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from shoal.core.scheduling.reporting import NOT_READY_FOR_SCHEDULING, HeldPacer
 from shoal.core.state.objects import PodInfo
-from shoal.kube.rest import RawClient, message_of
+from shoal.kube.rest import RawClient, write_retrying
 from shoal.kube.wire import EVENTS, PODS, STRATEGIC_MERGE_PATCH, micro_time, rfc3339
 from shoal.plugins.coscheduling import WAITING_FOR_GANG
 
 log = logging.getLogger("shoal.reporter")
+
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -234,8 +235,7 @@ class KubeReporter:
             note=note,
             when=when,
         )
-        code, reply = await self.raw.request("POST", EVENTS.path(namespace=pod.namespace), body)
-        _check(code, reply, f"event {reason} for {pod.key}")
+        await self._send("POST", EVENTS.path(namespace=pod.namespace), body, f"event {reason} for {pod.key}")
 
     async def _send_unsent(self, pod: PodInfo) -> None:
         entry = self._unsent.pop(pod.uid, None)
@@ -249,13 +249,27 @@ class KubeReporter:
             "metadata": {"uid": pod.uid},  # a precondition: never touch a recreated pod of that name
             "status": {"conditions": [_condition_body(reason, message, when)]},
         }
-        code, reply = await self.raw.request(
-            "PATCH",
-            PODS.path(pod.name, namespace=pod.namespace, sub="status"),
-            patch,
-            content_type=STRATEGIC_MERGE_PATCH,
+        path = PODS.path(pod.name, namespace=pod.namespace, sub="status")
+        what = f"condition PodScheduled for {pod.key}"
+        await self._send("PATCH", path, patch, what, content_type=STRATEGIC_MERGE_PATCH)
+
+    async def _send(
+        self, method: str, path: str, body: Any, what: str, *, content_type: str = "application/json"
+    ) -> None:
+        """One write, sent again while its trouble may pass (:func:`~shoal.kube.rest.write_retrying`:
+        the same body, so an event already made answers 409); 404 and 409 end it (the pod is gone,
+        or recreated under that name). Events and conditions are best effort, as kube-scheduler's
+        are: after the last attempt the write is given up, saying so."""
+        await write_retrying(
+            self.raw,
+            method,
+            path,
+            body,
+            what,
+            content_type=content_type,
+            done=lambda code: code < 300 or code in (404, 409),
+            log=log,
         )
-        _check(code, reply, f"condition PodScheduled for {pod.key}")
 
 
 def event_body(
@@ -305,9 +319,3 @@ def _remember(recent: OrderedDict[K, V], key: K, value: V, limit: int = 50_000) 
     recent.move_to_end(key)
     while len(recent) > limit:
         recent.popitem(last=False)
-
-
-def _check(code: int, reply: Any, what: str) -> None:
-    """Log a failure other than 404/409 (the pod is gone, or was recreated under that name)."""
-    if code >= 400 and code not in (404, 409):
-        log.warning("%s: HTTP %s %s", what, code, message_of(reply)[:300])

@@ -8,12 +8,17 @@ burst. These calls send a pre-built JSON body with the same session, TLS context
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import aiohttp
 import pydantic_core
 from kubernetes_asyncio import client, config
+
+log = logging.getLogger("shoal.rest")
 
 #: Accept header of a list whose items carry only ``metadata`` (``PartialObjectMetadataList``, as
 #: client-go's metadata informers ask for it), plain JSON from a server that cannot
@@ -81,6 +86,63 @@ class RawClient:
 
 class StreamError(Exception):
     """A watch the API server refused."""
+
+
+def retry_after_of(body: Any) -> float | None:
+    """A Status body's ``details.retryAfterSeconds`` (priority-and-fairness sends it with a 429)."""
+    if isinstance(body, dict):
+        seconds = (body.get("details") or {}).get("retryAfterSeconds")
+        if isinstance(seconds, int | float) and seconds > 0:
+            return float(seconds)
+    return None
+
+
+#: how many times a write that may pass (429, 5xx, a cut connection, a timeout) is sent
+WRITE_ATTEMPTS = 5
+
+
+async def write_retrying(
+    raw: RawClient,
+    method: str,
+    path: str,
+    body: Any,
+    what: str,
+    *,
+    content_type: str = "application/json",
+    done: Callable[[int], bool] = lambda code: code < 300,
+    log: logging.Logger = log,
+) -> tuple[int, Any] | None:
+    """Send one write (a patch, or a create whose repeat is refused with 409), again with the
+    same body while the trouble may pass — 429 (after its Retry-After), 5xx, a cut connection,
+    a timeout — up to :data:`WRITE_ATTEMPTS` times, with a doubling delay from 0.2 s. Each
+    failure is one line of ``log`` saying what is written, why it failed and when it is tried
+    again; never a traceback. Returns the last answer (status, body), or None when the API
+    server was never reached. ``done``: the codes that end it (success, or a refusal the caller
+    expects, such as 404 for a pod that is gone)."""
+    delay = 0.2
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
+        wait = delay
+        answer: tuple[int, Any] | None = None
+        try:
+            answer = await raw.request(method, path, body, content_type=content_type)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        else:
+            code, reply = answer
+            if done(code):
+                return answer
+            why = f"HTTP {code} {message_of(reply)[:300]}"
+            if code != 429 and code < 500:
+                log.warning("%s: %s", what, why)
+                return answer
+            wait = max(delay, retry_after_of(reply) or 0.0)
+        if attempt == WRITE_ATTEMPTS:
+            log.warning("%s: %s; given up after %d attempts", what, why, attempt)
+            return answer
+        log.warning("%s: %s; writing again in %.1f s", what, why, wait)
+        await asyncio.sleep(wait)
+        delay = min(delay * 2, 5.0)
+    return None
 
 
 def message_of(body: Any) -> str:

@@ -10,9 +10,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-import aiohttp
-
-from shoal.kube.rest import RawClient, message_of
+from shoal.kube.rest import RawClient, write_retrying
 from shoal.kube.wire import MERGE_PATCH
 
 log = logging.getLogger("shoal.status")
@@ -36,15 +34,21 @@ class MergePatchStatus:
     async def write(
         self, path: str, status: Mapping[str, Any], what: str, *, patch: str = MERGE_PATCH
     ) -> bool:
-        """False (logged unless 404: the object is gone) when refused or unreachable."""
-        try:
-            code, reply = await self.raw.request("PATCH", path, {"status": status}, content_type=patch)
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            log.warning("writing status of %s: %s", what, exc)
-            return False
-        if code >= 300 and code != 404:
-            log.warning("writing status of %s: HTTP %s %s", what, code, message_of(reply)[:200])
-        return code < 300
+        """True when the API took it; a refusal or trouble that may pass (429, 5xx, a cut
+        connection) is tried again a few times (:func:`~shoal.kube.rest.write_retrying`), then
+        False, logged unless 404 (the object is gone). A status nobody wrote again would stay
+        stale until its object changed."""
+        answer = await write_retrying(
+            self.raw,
+            "PATCH",
+            path,
+            {"status": status},
+            f"writing status of {what}",
+            content_type=patch,
+            done=lambda code: code < 300 or code == 404,
+            log=log,
+        )
+        return answer is not None and answer[0] < 300
 
 
 def same_status(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:

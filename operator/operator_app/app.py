@@ -193,8 +193,13 @@ class ShoalOperator:
         return kopf_glue.login(self.settings.kubeconfig, **kwargs)
 
     async def _startup(self, **_: Any) -> None:
-        """kopf's start-up handler: kopf watches only once the caches are primed."""
-        await self.start()
+        """kopf's start-up handler: kopf watches only once the caches are primed. A start that
+        fails half-way is undone (ports released, clients closed) before kopf tries it again."""
+        try:
+            await self.start()
+        except Exception:
+            await self.close()
+            raise
         self._primed.set()
 
     async def _cleanup(self, **_: Any) -> None:

@@ -45,7 +45,7 @@ from shoal.core.state.objects import (
 from shoal.core.state.volcano import volcano_phase
 from shoal.core.state.workloads import INITIALLY_SCHEDULED, initially_scheduled
 from shoal.kube.informer import Event
-from shoal.kube.listing import list_objects
+from shoal.kube.listing import list_retrying
 from shoal.kube.rest import RawClient
 from shoal.kube.status import StatusWriter, same_status
 from shoal.kube.wire import (
@@ -228,8 +228,12 @@ class PodGroupStatus:
         """Finished members of gangs are outside the pod watch, but PodGroup counts include them:
         read them once, so a restart or fail-over does not send a gang's status backwards."""
         for phase in TERMINAL_PHASES:
-            for obj in await list_objects(
-                raw, PODS.path(), label_selector=POD_GROUP_LABEL, field_selector=phase_selector(phase)
+            for obj in await list_retrying(
+                raw,
+                PODS.path(),
+                what=f"{phase} gang members",
+                label_selector=POD_GROUP_LABEL,
+                field_selector=phase_selector(phase),
             ):
                 pod = PodInfo.from_dict(obj)
                 if pod.group_key is not None:
