@@ -54,6 +54,10 @@ class NodeInfo:
         return self.allocatable.get(resource, 0) - self.requested.get(resource, 0)
 
 
+#: dead label codes (or taint sets) are freed once they outnumber the live ones and this many
+COMPACT_AT = 64
+
+
 class NodeTable:
     """Columns of node attributes. Mutated only between scheduling cycles (single-threaded)."""
 
@@ -75,11 +79,19 @@ class NodeTable:
         self.taint_set: npt.NDArray[np.int32] = np.zeros(cap, dtype=np.int32)
         self.taint_sets: list[tuple[Taint, ...]] = [()]
         self._taint_ids: dict[tuple[Taint, ...], int] = {(): 0}
+        #: per taint set, how many rows hold it (the empty set's count is not kept)
+        self._taint_users: list[int] = [0]
+        self._dead_taints = 0
         self.gpu_memory_used: FloatArray = np.zeros(cap, dtype=np.float64)
         self.has_ports: BoolArray = np.zeros(cap, dtype=bool)
         self.ports: list[dict[tuple[str, str, int], int]] = []
         self._label_codes: dict[str, dict[str, int]] = {}
         self._label_cols: dict[str, npt.NDArray[np.int32]] = {}
+        #: per label key with a column, per code, how many rows hold it; and how many codes no
+        #: row holds (dead: a value every node carrying it has dropped, such as a deleted node's
+        #: hostname), which :meth:`_compact_codes` frees
+        self._code_users: dict[str, list[int]] = {}
+        self._dead_codes: dict[str, int] = {}
         self._numeric: dict[str, FloatArray] = {}
         self._numeric_bad: dict[str, dict[int, str]] = {}
         #: image name -> rows of the nodes holding it, and its size (as first reported; ImageLocality)
@@ -186,13 +198,7 @@ class NodeTable:
         for resource_idx, amount in self._resource_rows(spec.allocatable):
             self.allocatable[resource_idx, row] = amount
         self.unschedulable[row] = spec.unschedulable
-        taints = spec.taints
-        tid = self._taint_ids.get(taints)
-        if tid is None:
-            tid = len(self.taint_sets)
-            self.taint_sets.append(taints)
-            self._taint_ids[taints] = tid
-        self.taint_set[row] = tid
+        self._set_taints(row, spec.taints)
         if old is None or old.labels != spec.labels:
             self._relabel(row, spec.labels)
             self.version += 1
@@ -226,7 +232,7 @@ class NodeTable:
         self.requested[:, row] = 0
         self.nonzero_requested[:, row] = 0
         self.unschedulable[row] = False
-        self.taint_set[row] = 0
+        self._set_taints(row, ())
         self.gpu_memory_used[row] = 0.0
         self.has_ports[row] = False
         self.ports[row] = {}
@@ -261,9 +267,16 @@ class NodeTable:
     def _relabel(self, row: int, labels: dict[str, str]) -> None:
         for key, col in self._label_cols.items():
             value = labels.get(key)
-            col[row] = -1 if value is None else self._code(key, value)
+            old, new = int(col[row]), (-1 if value is None else self._code(key, value))
+            if old != new:
+                self._use_code(key, old, -1)
+                self._use_code(key, new, 1)
+                col[row] = new
         for key, num in self._numeric.items():
             self._set_numeric(key, num, row, labels.get(key))
+        for key, dead in list(self._dead_codes.items()):
+            if dead > max(COMPACT_AT, len(self._code_users[key]) - dead):
+                self._compact_codes(key)
 
     def _code(self, key: str, value: str) -> int:
         codes = self._label_codes.setdefault(key, {})
@@ -271,18 +284,97 @@ class NodeTable:
         if code is None:
             code = len(codes)
             codes[value] = code
+            self._code_users.setdefault(key, []).append(0)
+            self._dead_codes[key] = self._dead_codes.get(key, 0) + 1  # no row holds it yet
         return code
+
+    def _use_code(self, key: str, code: int, delta: int) -> None:
+        if code < 0:
+            return
+        users = self._code_users[key]
+        users[code] += delta
+        if users[code] == 0:
+            self._dead_codes[key] += 1
+        elif delta > 0 and users[code] == 1:
+            self._dead_codes[key] -= 1
+
+    def _compact_codes(self, key: str) -> None:
+        """Free the codes of ``key`` no row holds: the live values get dense codes again, in
+        their old order (so orderings by code, such as domain tie-breaks, do not change), and the
+        column is rewritten. Codes are only ever read fresh from the table or from caches keyed on
+        ``version``, which this bumps. Without it every value ever seen stays interned: each
+        autoscaled node leaves its hostname behind, and per-cycle arrays sized by the number of
+        codes (spreading and affinity counts) grow with the cluster's history, not its size."""
+        users = self._code_users[key]
+        codes = self._label_codes[key]
+        remap = np.full(len(users) + 1, -1, dtype=np.int32)  # the last slot maps -1 to -1
+        live: dict[str, int] = {}
+        kept: list[int] = []
+        for value, code in sorted(codes.items(), key=lambda kv: kv[1]):
+            if users[code] > 0:
+                remap[code] = len(live)
+                live[value] = len(live)
+                kept.append(users[code])
+        col = self._label_cols[key]
+        col[:] = remap[col]
+        self._label_codes[key] = live
+        self._code_users[key] = kept
+        self._dead_codes[key] = 0
+        self.version += 1
+
+    def _set_taints(self, row: int, taints: tuple[Taint, ...]) -> None:
+        """Intern the node's taints as a taint set; free the sets no node holds any longer once
+        they outnumber the live ones (a taint's value may be unique to a node or an incident — a
+        ticket, a drain's id — and every pod's cycle walks all of the sets)."""
+        tid = self._taint_ids.get(taints)
+        if tid is None:
+            tid = len(self.taint_sets)
+            self.taint_sets.append(taints)
+            self._taint_ids[taints] = tid
+            self._taint_users.append(0)
+            self._dead_taints += 1  # no row holds it yet
+        old = int(self.taint_set[row])
+        if old == tid:
+            return
+        if old:
+            self._taint_users[old] -= 1
+            self._dead_taints += self._taint_users[old] == 0
+        if tid:
+            self._taint_users[tid] += 1
+            self._dead_taints -= self._taint_users[tid] == 1
+        self.taint_set[row] = tid
+        if self._dead_taints > max(COMPACT_AT, len(self.taint_sets) - 1 - self._dead_taints):
+            self._compact_taints()
+
+    def _compact_taints(self) -> None:
+        remap = np.zeros(len(self.taint_sets), dtype=np.int32)
+        sets: list[tuple[Taint, ...]] = [()]
+        users = [0]
+        for tid in range(1, len(self.taint_sets)):
+            if self._taint_users[tid] > 0:
+                remap[tid] = len(sets)
+                sets.append(self.taint_sets[tid])
+                users.append(self._taint_users[tid])
+        self.taint_set[:] = remap[self.taint_set]
+        self.taint_sets = sets
+        self._taint_users = users
+        self._dead_taints = 0
+        self._taint_ids = {taints: i for i, taints in enumerate(sets)}
+        self.version += 1
 
     def label_column(self, key: str) -> npt.NDArray[np.int32]:
         """Interned codes of label ``key`` per row (-1: absent); built once, kept up to date."""
         col = self._label_cols.get(key)
         if col is None:
             col = np.full(self.capacity, -1, dtype=np.int32)
+            self._code_users.setdefault(key, [])
+            self._dead_codes.setdefault(key, 0)
             for row in self.index.values():
                 spec = self.specs[row]
                 value = spec.labels.get(key) if spec else None
                 if value is not None:
-                    col[row] = self._code(key, value)
+                    col[row] = code = self._code(key, value)
+                    self._use_code(key, code, 1)
             self._label_cols[key] = col
         return col[: self.size]
 
