@@ -15,7 +15,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export PYTHONSAFEPATH := 1
 
 .PHONY: help venv cluster-bin lint test unit integration demo cluster-up cluster-down crds \
-        bench-core bench bench-large bench-profile clean chart-readme image image-test image-lock
+        bench-core bench-fleet bench bench-large bench-profile clean chart-readme image image-test image-lock
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -67,6 +67,9 @@ chart-readme: $(STAMP) ## regenerate helm/shoal/README.md from values.yaml's `# 
 bench-core: $(BENCH_STAMP) ## per-pod cycle time at 1,000 / 5,000 / 15,000 nodes, topology gang search (no API server)
 	$(PY) bench/core.py
 	$(PY) bench/topology_core.py
+
+bench-fleet: $(BENCH_STAMP) ## the fleet page at 5,000 nodes: document build time, first view in Chromium
+	$(PY) bench/fleet_page.py
 
 bench: $(BENCH_STAMP) cluster-bin ## shoal vs kube-scheduler on the real control plane
 	$(PY) bench/e2e.py

@@ -210,5 +210,7 @@
   }
 
   draw();
+  // when the first view was drawn, from the start of navigation (bench/fleet_page.py reads it)
+  root.dataset.firstDrawMs = String(Math.round(performance.now()));
   if (live) setTimeout(poll, every);
 })();
