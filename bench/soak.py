@@ -1,0 +1,527 @@
+"""make soak: a real cluster's churn for SOAK_MINUTES, shoal and kube-scheduler side by side.
+
+For each scheduler in turn (same seed, same churn), on a fresh control plane whose nodes are
+played by KWOK (pods turn Running; a Job's pods complete, as its "fast" stages do):
+
+* **node churn as an autoscaler does it**: every ``node_churn_s`` a node with a new unique name
+  is added, and the oldest churned node is cordoned, drained (its pods deleted) and deleted;
+* **workload churn**: a steady stream of Job-owned pods that run and complete (the harness then
+  deletes them, as the Job TTL controller would), service pods that run for a random lifetime,
+  and gangs of four (scheduler-plugins PodGroups: shoal places them whole; kube-scheduler, which
+  has no gang plugin, one by one) that run and are deleted;
+* **measured per window** (``window_s``): the scheduler's RSS, its CPU per pod bound,
+  create → bound p50 / p99 (a watch in the harness sees each binding), pods pending longer
+  than a minute; the invariant checker every minute (no over-commit, no pod on a deleted
+  node, no pod bound twice, and for shoal no partial gang);
+* **at the end**, after the stream stops and a drain: every pod created is bound, deleted by the
+  harness, or pending with ``PodScheduled=False`` and a reason — anything else is *lost*.
+
+Not yet here (issue 42): faults on a timer (leader SIGKILL, API server restart, compaction,
+SIGSTOP), DRA slices republished, priority preemption in the stream.
+
+Writes bench/results/soak.json (``rss_growth``, ``p99_drift``, ``violations``, ``lost_pods``
+and the same for kube-scheduler with ``_kube``), docs/soak.png, and the "soak" section of
+docs/reliability.md. ``make test`` runs a 3-minute version for shoal (tests/reliability/test_soak.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import statistics
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client, config
+
+if __package__ in (None, ""):
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+from bench.e2e import machine
+from bench.e2e_schedulers import KubeScheduler, Shoal, process_cpu
+from bench.report import revision, write_section
+from shoal.kube.rest import RawClient
+from shoal.testing.cluster import apply_crds, create, list_all, wait_for
+from shoal.testing.controlplane import ControlPlane
+from shoal.testing.invariants import check_invariants
+from shoal.testing.kwok import KWOK_ANNOTATION, KwokProcess
+from shoal.testing.objects import make_node, make_pod, make_pod_group
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results" / "soak.json"
+PLOT = ROOT / "docs" / "soak.png"
+NS = "soak"
+
+
+@dataclass
+class SoakConfig:
+    minutes: float = 60.0
+    window_s: float = 300.0
+    nodes: int = 1000
+    node_churn_s: float = 5.0
+    job_pods_per_s: float = 5.0
+    service_pods_per_s: float = 1.0
+    gang_every_s: float = 20.0
+    lifetime_s: tuple[float, float] = (30.0, 120.0)
+    seed: int = 1
+
+
+@dataclass
+class Window:
+    t: float
+    rss_mb: float
+    cpu_ms_per_pod: float | None
+    bound: int
+    p50_ms: float | None
+    p99_ms: float | None
+    pending_over_60s: int
+
+
+@dataclass
+class Run:
+    scheduler: str
+    windows: list[Window] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    created: int = 0
+    bound: int = 0
+
+    def rss_growth(self, after_s: float) -> float | None:
+        """RSS of the last window over that of the first window ending after ``after_s`` (the
+        warm-up), less one."""
+        base = next((w for w in self.windows if w.t >= after_s), None)
+        if base is None or base is self.windows[-1]:
+            base = self.windows[0] if len(self.windows) > 1 else None
+        if base is None:
+            return None
+        return self.windows[-1].rss_mb / base.rss_mb - 1.0
+
+    def p99_drift(self) -> float | None:
+        first = next((w.p99_ms for w in self.windows if w.p99_ms), None)
+        last = self.windows[-1].p99_ms if self.windows else None
+        return None if not first or not last else last / first
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def fake_node(name: str) -> dict[str, Any]:
+    node = make_node(name, cpu="32", memory="128Gi", pods=110)
+    node["metadata"].setdefault("annotations", {})[KWOK_ANNOTATION] = "fake"
+    return node
+
+
+def job_owned(pod: dict[str, Any]) -> dict[str, Any]:
+    """A pod as a Job's controller makes it (KWOK completes pods a Job owns)."""
+    pod["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": "stream",
+            "uid": str(uuid.uuid4()),
+            "controller": True,
+        }
+    ]
+    pod["spec"]["restartPolicy"] = "Never"
+    return pod
+
+
+class Soak:
+    """One scheduler through the churn."""
+
+    def __init__(self, kind: str, cfg: SoakConfig, workdir: Path) -> None:
+        self.kind, self.cfg, self.workdir = kind, cfg, workdir
+        self.rng = random.Random(cfg.seed)
+        self.run = Run(kind)
+        self.created_at: dict[str, float] = {}
+        self.bound_at: dict[str, float] = {}
+        self.deleted: set[str] = set()
+        self.expiry: dict[str, float] = {}  # service pods / gangs: name -> when to delete
+        self.churned: list[str] = []
+        self.gangs: dict[str, float] = {}  # PodGroup -> when it is deleted with its members
+        self.next_sweep = 0.0
+        self.api: client.ApiClient | None = None
+
+    async def go(self) -> Run:
+        cp = ControlPlane(workdir=self.workdir / "cp")
+        await asyncio.to_thread(cp.start)
+        try:
+            self.api = api = await config.new_client_from_config(config_file=str(cp.kubeconfig))
+            try:
+                await apply_crds(api)
+                await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+                kwok = KwokProcess(cp.kubeconfig, self.workdir / "kwok")
+                await asyncio.to_thread(kwok.start)
+                try:
+                    await self._nodes(api)
+                    sched: Shoal | KubeScheduler = (
+                        Shoal(cp, self.workdir)
+                        if self.kind == "shoal"
+                        else KubeScheduler(cp, self.workdir / "kube")
+                    )
+                    await sched.start(api)
+                    try:
+                        await self._churn(api, sched)
+                    finally:
+                        sched.stop()
+                finally:
+                    kwok.stop()
+            finally:
+                await api.close()
+        finally:
+            await asyncio.to_thread(cp.stop)
+        return self.run
+
+    async def _nodes(self, api: client.ApiClient) -> None:
+        sem = asyncio.Semaphore(32)
+
+        async def one(i: int) -> None:
+            async with sem:
+                await create(api, fake_node(f"base-{i:05d}"))
+
+        await asyncio.gather(*(one(i) for i in range(self.cfg.nodes)))
+
+    async def _churn(self, api: client.ApiClient, sched: Shoal | KubeScheduler) -> None:
+        cfg = self.cfg
+        watcher = asyncio.create_task(self._watch(RawClient(api)))
+        churner = asyncio.create_task(self._node_loop(api))
+        began = time.monotonic()
+        end = began + cfg.minutes * 60
+        next_window = began + cfg.window_s
+        next_check = began + 60
+        cpu0, bound0, window_start = process_cpu(sched.pid) or 0.0, 0, began
+        ticks = {"job": began, "service": began, "gang": began}
+        n = 0
+        try:
+            while time.monotonic() < end:
+                now = time.monotonic()
+                n += 1
+                jobs = int((now - ticks["job"]) * cfg.job_pods_per_s)
+                if jobs:
+                    ticks["job"] += jobs / cfg.job_pods_per_s
+                    await self._pods(api, sched, jobs, job=True)
+                services = int((now - ticks["service"]) * cfg.service_pods_per_s)
+                if services:
+                    ticks["service"] += services / cfg.service_pods_per_s
+                    await self._pods(api, sched, services, job=False)
+                if now - ticks["gang"] >= cfg.gang_every_s:
+                    ticks["gang"] = now
+                    await self._gang(api, sched)
+                await self._reap(api)
+                if now >= next_check:
+                    next_check += 60
+                    self.run.violations += await check_invariants(api, gangs=self.kind == "shoal")
+                if now >= next_window:
+                    cpu = process_cpu(sched.pid) or cpu0
+                    bound = len(self.bound_at)
+                    self.run.windows.append(
+                        self._window(now - began, sched.pid, cpu - cpu0, bound - bound0, window_start)
+                    )
+                    cpu0, bound0, window_start = cpu, bound, now
+                    next_window += cfg.window_s
+                    w = self.run.windows[-1]
+                    print(
+                        f"  [{self.kind} soak] {w.t / 60:5.1f} min: RSS {w.rss_mb:.0f} MB, p99 {w.p99_ms} ms, "
+                        f"{w.bound} bound, {w.pending_over_60s} pending > 60 s",
+                        flush=True,
+                    )
+                await asyncio.sleep(0.2)
+            churner.cancel()
+            await self._settle(api)
+        finally:
+            for task in (churner, watcher):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self.run.violations += await check_invariants(api, gangs=self.kind == "shoal")
+
+    def _window(self, t: float, pid: int, cpu: float, bound: int, start: float) -> Window:
+        lat = sorted(
+            (self.bound_at[p] - self.created_at[p]) * 1000
+            for p, at in self.bound_at.items()
+            if at >= start and p in self.created_at
+        )
+        now = time.monotonic()
+        pending = sum(
+            1
+            for p, c in self.created_at.items()
+            if p not in self.bound_at and p not in self.deleted and now - c > 60
+        )
+        return Window(
+            t=round(t, 1),
+            rss_mb=round(rss_mb(pid), 1),
+            cpu_ms_per_pod=round(cpu * 1000 / bound, 2) if bound else None,
+            bound=bound,
+            p50_ms=round(statistics.median(lat), 1) if lat else None,
+            p99_ms=round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 1) if lat else None,
+            pending_over_60s=pending,
+        )
+
+    async def _watch(self, raw: RawClient) -> None:
+        """Every binding as the API server reports it (re-opened when the stream ends)."""
+        version = ""
+        while True:
+            try:
+                path = f"/api/v1/namespaces/{NS}/pods?watch=1&allowWatchBookmarks=true"
+                if version:
+                    path += f"&resourceVersion={version}"
+                async for event in raw.stream(path, timeout=3600):
+                    obj = event.get("object") or {}
+                    meta = obj.get("metadata") or {}
+                    version = str(meta.get("resourceVersion") or version)
+                    name = meta.get("name")
+                    if event.get("type") == "ERROR":
+                        version = ""
+                        break
+                    if name and (obj.get("spec") or {}).get("nodeName") and name not in self.bound_at:
+                        self.bound_at[name] = time.monotonic()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                await asyncio.sleep(0.5)
+
+    async def _pods(
+        self, api: client.ApiClient, sched: Shoal | KubeScheduler, count: int, *, job: bool
+    ) -> None:
+        objs = []
+        for _ in range(count):
+            name = f"{'job' if job else 'svc'}-{uuid.uuid4().hex[:10]}"
+            pod = make_pod(name, namespace=NS, cpu="100m", memory="64Mi", scheduler_name=sched.scheduler_name)
+            objs.append(job_owned(pod) if job else pod)
+            if not job:
+                self.expiry[name] = time.monotonic() + self.rng.uniform(*self.cfg.lifetime_s)
+        await self._create(api, objs)
+
+    async def _gang(self, api: client.ApiClient, sched: Shoal | KubeScheduler) -> None:
+        group = f"gang-{uuid.uuid4().hex[:8]}"
+        await create(api, make_pod_group(group, namespace=NS, min_member=4))
+        members = [
+            make_pod(
+                f"{group}-{i}",
+                namespace=NS,
+                cpu="4",
+                memory="1Gi",
+                scheduler_name=sched.scheduler_name,
+                pod_group=group,
+            )
+            for i in range(4)
+        ]
+        life = time.monotonic() + self.rng.uniform(*self.cfg.lifetime_s)
+        self.gangs[group] = life
+        for m in members:
+            self.expiry[m["metadata"]["name"]] = life
+        await self._create(api, members)
+
+    async def _create(self, api: client.ApiClient, objs: list[dict[str, Any]]) -> None:
+        for obj in objs:
+            self.created_at[obj["metadata"]["name"]] = time.monotonic()
+        await asyncio.gather(*(create(api, o) for o in objs))
+        self.run.created += len(objs)
+
+    async def _node_loop(self, api: client.ApiClient) -> None:
+        """Every ``node_churn_s``: a node with a new name joins; once 20 have, the oldest is
+        cordoned, drained (its pods deleted, and gone: KWOK ends them within their grace
+        period, as kubectl drain waits for) and deleted, as an autoscaler scales down."""
+        core: Any = client.CoreV1Api(api)
+        while True:
+            began = time.monotonic()
+            name = f"churn-{uuid.uuid4().hex[:10]}"
+            await create(api, fake_node(name))
+            self.churned.append(name)
+            if len(self.churned) > 20:
+                old = self.churned.pop(0)
+                await core.patch_node(old, {"spec": {"unschedulable": True}})
+                selector = f"spec.nodeName={old}"
+                for p in await list_all(core.list_pod_for_all_namespaces, field_selector=selector):
+                    await self._delete(api, p["metadata"]["name"])
+
+                async def drained(selector: str = selector) -> bool:
+                    return not await list_all(core.list_pod_for_all_namespaces, field_selector=selector)
+
+                with contextlib.suppress(TimeoutError):
+                    await wait_for(drained, 30, what=f"node {old} drained")
+                await core.delete_node(old)
+                # a binding decided before the cordon may land after the drain: the pod GC
+                # controller deletes pods of a node that is gone, and so does the harness
+                for p in await list_all(core.list_pod_for_all_namespaces, field_selector=selector):
+                    await self._delete(api, p["metadata"]["name"])
+            await asyncio.sleep(max(0.0, self.cfg.node_churn_s - (time.monotonic() - began)))
+
+    async def _delete(self, api: client.ApiClient, name: str) -> None:
+        core: Any = client.CoreV1Api(api)
+        self.deleted.add(name)
+        self.expiry.pop(name, None)
+        with contextlib.suppress(client.ApiException):
+            await core.delete_namespaced_pod(name, NS, grace_period_seconds=1)
+
+    async def _reap(self, api: client.ApiClient) -> None:
+        """Delete what is due: service pods and gangs whose lifetime is over, and (every few
+        seconds) Job pods that completed, as the Job TTL controller would."""
+        now = time.monotonic()
+        for name in [n for n, t in self.expiry.items() if t <= now]:
+            await self._delete(api, name)
+        custom: Any = client.CustomObjectsApi(api)
+        for group in [g for g, t in self.gangs.items() if t <= now]:
+            del self.gangs[group]
+            with contextlib.suppress(client.ApiException):
+                await custom.delete_namespaced_custom_object(
+                    "scheduling.x-k8s.io", "v1alpha1", NS, "podgroups", group
+                )
+        if now >= self.next_sweep:
+            self.next_sweep = now + 5.0
+            core: Any = client.CoreV1Api(api)
+            done = await list_all(core.list_namespaced_pod, NS, field_selector="status.phase=Succeeded")
+            for p in done:
+                await self._delete(api, p["metadata"]["name"])
+
+    async def _settle(self, api: client.ApiClient, timeout: float = 60.0) -> None:
+        """After the stream: wait for what is pending to bind, then account for every pod."""
+        core: Any = client.CoreV1Api(api)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            waiting = [p for p in self.created_at if p not in self.bound_at and p not in self.deleted]
+            if not waiting:
+                break
+            await asyncio.sleep(1.0)
+        pods = {p["metadata"]["name"]: p for p in await list_all(core.list_namespaced_pod, NS)}
+        for name in self.created_at:
+            if name in self.bound_at or name in self.deleted:
+                continue
+            pod = pods.get(name)
+            if pod is not None and (pod["spec"].get("nodeName") or _has_reason(pod)):
+                continue
+            self.run.lost.append(name)
+        self.run.bound = len(self.bound_at)
+
+
+def _has_reason(pod: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason")
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
+
+
+async def soak(kinds: list[str], cfg: SoakConfig, workdir: Path) -> dict[str, Run]:
+    out: dict[str, Run] = {}
+    for kind in kinds:
+        print(f"soak: {kind}, {cfg.minutes:g} min, {cfg.nodes:,} nodes", flush=True)
+        out[kind] = await Soak(kind, cfg, workdir / kind).go()
+    return out
+
+
+def summary(runs: dict[str, Run], cfg: SoakConfig) -> dict[str, Any]:
+    warm = min(600.0, cfg.minutes * 60 / 3)
+    s: dict[str, Any] = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "commit": revision(),
+        "machine": machine(),
+        "config": asdict(cfg),
+    }
+    for kind, run in runs.items():
+        suffix = "" if kind == "shoal" else "_kube"
+        s[f"rss_growth{suffix}"] = run.rss_growth(warm)
+        s[f"p99_drift{suffix}"] = run.p99_drift()
+        s[f"violations{suffix}"] = len(run.violations)
+        s[f"lost_pods{suffix}"] = len(run.lost)
+        s[f"created{suffix}"] = run.created
+        s[f"windows{suffix}"] = [asdict(w) for w in run.windows]
+    return s
+
+
+def plot(runs: dict[str, Run], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (rss, p99) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for kind, run in runs.items():
+        t = [w.t / 60 for w in run.windows]
+        rss.plot(t, [w.rss_mb for w in run.windows], marker="o", label=kind)
+        p99.plot(t, [w.p99_ms or 0 for w in run.windows], marker="o", label=kind)
+    rss.set(title="RSS (MB)", xlabel="minutes")
+    p99.set(title="create → bound p99 (ms)", xlabel="minutes")
+    for ax in (rss, p99):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def write_doc(s: dict[str, Any]) -> None:
+    def pct(v: float | None) -> str:
+        return "n/a" if v is None else f"{v * 100:+.1f} %"
+
+    def ratio(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.2f}×"
+
+    cfg = s["config"]
+    lines = [
+        "## An hour of churn (`make soak`)",
+        "",
+        f"Recorded {s['date']} at commit {s['commit']} on {s['machine']}: {cfg['minutes']:g} minutes, "
+        f"{cfg['nodes']:,} KWOK nodes plus one node added and one drained and deleted every "
+        f"{cfg['node_churn_s']:g} s, {cfg['job_pods_per_s']:g} Job pods/s that complete, "
+        f"{cfg['service_pods_per_s']:g} service pods/s and a gang of 4 every {cfg['gang_every_s']:g} s that "
+        f"run {cfg['lifetime_s'][0]:g}–{cfg['lifetime_s'][1]:g} s; windows of {cfg['window_s']:g} s.",
+        "",
+        "| | shoal | kube-scheduler |",
+        "|---|---:|---:|",
+        f"| pods created | {s.get('created', 0):,} | {s.get('created_kube', 0):,} |",
+        f"| RSS growth after the warm-up | {pct(s.get('rss_growth'))} | {pct(s.get('rss_growth_kube'))} |",
+        f"| p99 create → bound, last window ÷ first | {ratio(s.get('p99_drift'))} | {ratio(s.get('p99_drift_kube'))} |",
+        f"| invariant violations | {s.get('violations', 'n/a')} | {s.get('violations_kube', 'n/a')} |",
+        f"| lost pods | {s.get('lost_pods', 'n/a')} | {s.get('lost_pods_kube', 'n/a')} |",
+        "",
+        "![RSS and p99 over the soak](soak.png)",
+    ]
+    write_section("soak", "make soak", lines, doc=ROOT / "docs" / "reliability.md")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--minutes", type=float, default=float(os.environ.get("SOAK_MINUTES", "60")))
+    parser.add_argument(
+        "--window",
+        type=float,
+        default=None,
+        help="seconds per window (default: 300, or minutes×6 s when short)",
+    )
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--only", choices=("shoal", "kube-scheduler"))
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    window = args.window or (300.0 if args.minutes >= 30 else max(30.0, args.minutes * 10))
+    cfg = SoakConfig(minutes=args.minutes, window_s=window, nodes=args.nodes)
+    kinds = [args.only] if args.only else ["shoal", "kube-scheduler"]
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="shoal-soak-") as tmp:
+        runs = asyncio.run(soak(kinds, cfg, Path(tmp)))
+    s = summary(runs, cfg)
+    print(json.dumps({k: v for k, v in s.items() if not k.startswith("windows")}, indent=2))
+    if not args.no_write and not args.only:
+        RESULTS.write_text(json.dumps(s, indent=2) + "\n")
+        plot(runs, PLOT)
+        write_doc(s)
+        print(f"soak: wrote {RESULTS.relative_to(ROOT)}, {PLOT.relative_to(ROOT)} and docs/reliability.md")
+    bad = sum(len(r.violations) + len(r.lost) for r in runs.values())
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Three minutes of a real cluster's churn (``make soak``'s short version, bench/soak.py): KWOK
+nodes added, drained and deleted under their new unique names, Job pods that complete, service
+pods and gangs that run and go. Nothing lost, no invariant broken, the windows measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.soak import Soak, SoakConfig
+from tests.reliability.conftest import record
+
+
+@pytest.mark.timeout(600)  # three minutes of churn, the control plane's start and a drain
+async def test_three_minutes_of_churn_lose_no_pod_and_break_no_invariant(tmp_path: Path) -> None:
+    cfg = SoakConfig(
+        minutes=3,
+        window_s=30,
+        nodes=100,
+        node_churn_s=3,
+        job_pods_per_s=3,
+        service_pods_per_s=1,
+        gang_every_s=15,
+        lifetime_s=(10, 40),
+    )
+    run = await Soak("shoal", cfg, tmp_path).go()
+    record(
+        "3 minutes of churn (soak)",
+        created=run.created,
+        bound=run.bound,
+        rss_mb=[w.rss_mb for w in run.windows],
+        p99_ms=[w.p99_ms for w in run.windows],
+    )
+    assert run.violations == []
+    assert run.lost == [], f"{len(run.lost)} pods neither bound, deleted nor pending with a reason"
+    assert len(run.windows) >= 4 and all(w.rss_mb > 0 for w in run.windows)
+    assert run.bound >= 0.9 * run.created  # the stream was scheduled, not just survived
