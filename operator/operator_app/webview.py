@@ -19,7 +19,7 @@ from aiohttp import web
 
 from shoal.core.scheduling.scheduler import Scheduler
 from shoal.views.explanation import explanation_doc
-from shoal.views.fleet import DEFAULT_EXPLAIN, FleetSnapshots
+from shoal.views.fleet import FleetSnapshots
 from shoal.views.page import POLL_MS, render
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -29,9 +29,9 @@ HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY", "X-Content-Ty
 
 
 class FleetRoutes:
-    def __init__(
-        self, sched: Scheduler, *, ttl: float = POLL_MS / 1000, explain: int = DEFAULT_EXPLAIN
-    ) -> None:
+    def __init__(self, sched: Scheduler, *, ttl: float = POLL_MS / 1000, explain: int = 0) -> None:
+        """``explain``: pending pods explained in each document; none by default, as the page
+        asks ``/fleet/explain`` for the pod a viewer clicks (each is a what-if over every node)."""
         self.sched = sched
         self.snapshots = FleetSnapshots(sched, ttl=ttl, explain=explain)
 
@@ -43,7 +43,7 @@ class FleetRoutes:
         ]
 
     async def page(self, request: web.Request) -> web.Response:
-        text = render(self.snapshots.get(), live=True, source="/fleet/data.json")
+        text = render(self.snapshots.get(), live=True, source="/fleet/data.json", explain="/fleet/explain")
         return web.Response(text=text, content_type="text/html", headers=HEADERS)
 
     async def data(self, request: web.Request) -> web.Response:

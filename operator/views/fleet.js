@@ -8,6 +8,8 @@
   const every = Number(root.dataset.interval || "2000");
   let doc = JSON.parse(document.getElementById("fleet-data").textContent);
   let picked = { node: null, gang: null, pod: null };
+  // explanations fetched on click (live): pod -> the trimmed explanation, or a message
+  const fetched = {};
 
   function esc(value) {
     return String(value === null || value === undefined ? "" : value).replace(/[&<>"']/g, function (c) {
@@ -130,7 +132,44 @@
         .join("") + "</table>";
   }
 
+  // shoal explain -o json's document, trimmed as the embedded explanations are (fleet.py pending_doc)
+  function trimmed(full) {
+    const fits = full.nodes.filter(function (n) { return n.result === "fits"; });
+    const counts = {};
+    full.nodes.filter(function (n) { return n.result !== "fits"; }).forEach(function (n) {
+      (n.reasons.length ? n.reasons : [""]).forEach(function (r) {
+        const k = n.plugin + "\u0000" + r;
+        counts[k] = (counts[k] || 0) + 1;
+      });
+    });
+    const rejections = Object.keys(counts).map(function (k) {
+      const parts = k.split("\u0000");
+      return { plugin: parts[0], reason: parts[1], nodes: counts[k] };
+    }).sort(function (a, b) { return b.nodes - a.nodes; });
+    return { pod: full.pod, message: full.message, explained: true, gang: full.gang, preemption: full.preemption,
+      claims: full.claims, fits: fits.length, best: fits.slice(0, 10), rejections: rejections };
+  }
+
+  function fetchExplanation(pod) {
+    fetched[pod] = { loading: true };
+    fetch(root.dataset.explain + "?pod=" + encodeURIComponent(pod), { credentials: "same-origin", cache: "no-store" })
+      .then(function (r) { return r.json().then(function (body) { return { ok: r.ok, body: body }; }); })
+      .then(function (res) {
+        fetched[pod] = res.ok && res.body.nodes ? trimmed(res.body) :
+          { message: res.body.error || ("bound to " + res.body.boundTo) };
+      })
+      .catch(function (err) { fetched[pod] = { message: "could not explain: " + err.message }; })
+      .finally(draw);
+  }
+
   function explanation(p) {
+    if (!p.explained && root.dataset.explain) {
+      const got = fetched[p.pod];
+      if (!got) fetchExplanation(p.pod);
+      if (!got || got.loading) return '<div class="why empty">explaining…</div>';
+      if (!got.explained) return '<div class="why empty">' + esc(got.message) + "</div>";
+      p = got;
+    }
     if (!p.explained) return '<div class="why empty">not explained here: run shoal explain ' + esc(p.pod) + "</div>";
     let html = '<div class="why">';
     (p.gang || []).concat(p.claims || []).forEach(function (line) { html += "<pre>" + esc(line) + "</pre>"; });
@@ -187,7 +226,10 @@
     if (!t || ev.target.closest(".why")) return;
     if (t.dataset.node) picked.node = picked.node === t.dataset.node ? null : t.dataset.node;
     else if (t.dataset.gang) picked.gang = picked.gang === t.dataset.gang ? null : t.dataset.gang;
-    else if (t.dataset.pod) picked.pod = picked.pod === t.dataset.pod ? null : t.dataset.pod;
+    else if (t.dataset.pod) {
+      picked.pod = picked.pod === t.dataset.pod ? null : t.dataset.pod;
+      delete fetched[t.dataset.pod]; // a fresh explanation each time a pod is opened
+    }
     draw();
   });
 

@@ -27,12 +27,16 @@ def embed_json(doc: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def render(doc: Any, *, live: bool = False, source: str = "data.json", poll_ms: int = POLL_MS) -> str:
-    """The page for ``doc`` (:func:`shoal.views.fleet.fleet_doc`)."""
+def render(
+    doc: Any, *, live: bool = False, source: str = "data.json", explain: str = "", poll_ms: int = POLL_MS
+) -> str:
+    """The page for ``doc`` (:func:`shoal.views.fleet.fleet_doc`); ``explain``: where the live page
+    asks for a pending pod's explanation when it is clicked ("" offline: only those embedded)."""
     profile = doc.get("profile") if isinstance(doc, dict) else None
     title = "shoal fleet" + (f" · {profile}" if profile else "")
     attrs = (
         f'data-live="{1 if live else 0}" data-interval="{int(poll_ms)}" data-source="{html.escape(source)}"'
+        f' data-explain="{html.escape(explain)}"'
     )
     return f"""<!doctype html>
 <html lang="en">

@@ -135,8 +135,11 @@ async def test_the_fleet_page_shows_the_cluster_and_follows_it_in_a_browser(
         gang = page.locator(f'tr[data-gang="{ns}/pair"]')
         assert "placed" in await gang.inner_text()
         assert await page.locator(f'li.pod[data-pod="{ns}/huge"]').count() == 1
-        await page.locator(f'li.pod[data-pod="{ns}/huge"]').click()
-        assert "Insufficient nvidia.com/gpu" in await page.locator(".why").inner_text()
+        # the message of its last attempt at once; the per-node explanation asked for on click
+        huge = page.locator(f'li.pod[data-pod="{ns}/huge"]')
+        assert "Insufficient nvidia.com/gpu" in await huge.inner_text()
+        await huge.click()
+        await page.locator(".why table", has_text="Insufficient nvidia.com/gpu").wait_for()
 
         # the page follows the cluster: a pod created now is bound, and the page, polling the
         # scheduler's own cache, counts it (waits for that state, not for a time)

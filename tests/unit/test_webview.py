@@ -44,6 +44,9 @@ async def test_the_page_its_document_and_one_pods_explanation() -> None:
         doc = await (await http.get("/fleet/data.json")).json()
         assert doc["summary"]["gpusUsed"] == 1
         assert [p["pod"] for p in doc["pending"]] == ["default/huge"]  # not another scheduler's
+        # no what-if per poll: the last attempt's message, the explanation on click (below)
+        (huge,) = doc["pending"]
+        assert not huge["explained"] and huge["message"].startswith("0/1 nodes are available")
 
         why = await (await http.get("/fleet/explain", params={"pod": "default/huge"})).json()
         assert why["node"] is None and [n["name"] for n in why["nodes"]] == ["n1"]
