@@ -471,7 +471,7 @@ def write_doc(s: dict[str, Any]) -> None:
 
     cfg = s["config"]
     lines = [
-        "## An hour of churn (`make soak`)",
+        "## A real cluster's churn, shoal and kube-scheduler side by side (`make soak`)",
         "",
         f"Recorded {s['date']} at commit {s['commit']} on {s['machine']}: {cfg['minutes']:g} minutes, "
         f"{cfg['nodes']:,} KWOK nodes plus one node added and one drained and deleted every "
