@@ -35,22 +35,13 @@ if __package__ in (None, ""):
 from bench.report import revision, write_section
 from bench.topology_core import background, fleet, gang
 from shoal.sim.cluster import InMemoryCluster, Simulation
+from shoal.testing.browser import CHROMIUM, CHROMIUM_ARGS, chromium_installed
 from shoal.testing.objects import make_pod
 from shoal.views.fleet import fleet_doc
 from shoal.views.page import render
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "fleet_page.json"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def cluster(nodes: int, seed: int = 11) -> Simulation:
@@ -149,7 +140,7 @@ def main() -> int:
         "first_view_median_ms": None,
         "first_view_max_ms": None,
     }
-    if CHROMIUM.exists():
+    if chromium_installed():
         with tempfile.TemporaryDirectory(prefix="shoal-fleet-") as tmp:
             page_file = Path(tmp) / "fleet.html"
             page_file.write_text(render(doc), encoding="utf-8")

@@ -17,6 +17,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
+from shoal.testing.browser import CHROMIUM, CHROMIUM_ARGS, chromium_installed
 from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import ControlPlane
 from shoal.testing.objects import make_node, make_pod, make_pod_group, make_profile
@@ -24,23 +25,7 @@ from tests.integration.conftest import wait_ready
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = Path("/usr/bin/chromium")
-#: as the machine's notes say Chromium must start here: no sandbox as root, and no background
-#: connections (the network is closed; they would be refused many at a time)
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 RACK = "topology.shoal.dev/rack"
-
-
-def chromium_installed() -> bool:
-    return CHROMIUM.exists()
 
 
 @pytest.fixture
