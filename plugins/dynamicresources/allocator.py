@@ -13,12 +13,14 @@ the one device a later one needed; it gives up after ``MAX_STEPS`` picks (upstre
 a timeout).
 
 Selector results are memoised per (expression, device) and dropped when the device object changes
-(a slice update): a cycle over 1,000 nodes × 8 devices is dict lookups after the first.
+(a slice update), and per (expression, the values it reads) when it reads only named values of
+the device (cel.py's ``reads``): devices of one model cost one evaluation. The devices a request's
+selectors accept are kept per node's device list, so a node searched again is one lookup.
 """
 
 from __future__ import annotations
 
-import uuid
+import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -27,7 +29,7 @@ from typing import Any
 from shoal.core.state.nodeselectors import Requirement, SelectorTerm
 from shoal.core.state.podclaims import JSON
 from shoal.plugins.dynamicresources.capacity import CapacityError, takes
-from shoal.plugins.dynamicresources.cel import CelError, compile_selector, device_activation
+from shoal.plugins.dynamicresources.cel import CelError, compile_selector, device_activation, read_key
 from shoal.plugins.dynamicresources.objects import (
     ALLOCATION_ALL,
     AllocatedDevice,
@@ -38,7 +40,7 @@ from shoal.plugins.dynamicresources.objects import (
     ResourceClaimInfo,
     ResourceSliceInfo,
 )
-from shoal.plugins.dynamicresources.store import NodePool
+from shoal.plugins.dynamicresources.store import Counters, NodePool, count_consumed, counters_left
 
 MAX_STEPS = 100_000
 
@@ -48,12 +50,57 @@ class AllocationError(Exception):
     never a mismatch. The message names the claim and the expression."""
 
 
+#: a node's devices and those of them a request's selectors accept
+_Matching = tuple[Sequence[Device], list[Device]]
+
+
 class Matcher:
-    """CEL selector results per device, memoised."""
+    """CEL selector results per device, memoised; and per node's devices, the list of those a
+    request's selectors accept."""
 
     def __init__(self) -> None:
         self._memo: dict[tuple[str, DeviceId], tuple[Device, bool]] = {}
         self._activations: dict[DeviceId, tuple[Device, dict[str, Any]]] = {}
+        #: (expression, what the device holds of what it reads) -> the result
+        self._by_values: dict[tuple[str, tuple[Any, ...]], bool] = {}
+        #: (class selectors, request selectors) -> id(devices) -> (devices, those that match)
+        self._lists: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[int, _Matching]] = {}
+        #: id(pools) -> (pools, their usable devices in the allocator's order)
+        self._ordered: dict[int, tuple[Sequence[NodePool], tuple[Device, ...]]] = {}
+
+    def matching(
+        self, claim: ResourceClaimInfo, req: DeviceRequest, cls: DeviceClassInfo, devices: Sequence[Device]
+    ) -> list[Device]:
+        """The devices of ``devices`` the class's and the request's selectors accept, kept per
+        ``devices`` object (a node's, unchanged until a slice does: checked by identity), so a
+        node searched again costs one lookup. A device using a feature shoal does not evaluate
+        (counter compatibility groups, alpha) is never one of them: refusing it may leave a pod
+        pending that kube-scheduler would place, never the reverse. AllocationError as
+        :meth:`request_matches` (never kept)."""
+        by_devices = self._lists.setdefault((cls.selectors, req.selectors), {})
+        hit = by_devices.get(id(devices))
+        if hit is not None and hit[0] is devices:
+            return hit[1]
+        found = [d for d in devices if not d.unsupported and self.request_matches(claim, req, cls, d)]
+        if len(by_devices) > 50_000:
+            by_devices.clear()
+        by_devices[id(devices)] = (devices, found)
+        return found
+
+    def ordered(self, pools: Sequence[NodePool]) -> tuple[Device, ...]:
+        """The usable pools' devices in the allocator's order (a pool with a device that binds
+        only on the driver's word after all others, as upstream's GatherPools, each group in
+        driver and pool order), kept per ``pools`` object."""
+        hit = self._ordered.get(id(pools))
+        if hit is not None and hit[0] is pools:
+            return hit[1]
+        usable = [p for p in pools if p.usable]
+        ordered = [p for p in usable if not _binds_late(p)] + [p for p in usable if _binds_late(p)]
+        devices = tuple(d for p in ordered for d in p.devices)
+        if len(self._ordered) > 50_000:
+            self._ordered.clear()
+        self._ordered[id(pools)] = (pools, devices)
+        return devices
 
     def matches(self, expression: str, device: Device) -> bool:
         """Raises CelError."""
@@ -62,17 +109,36 @@ class Matcher:
         if hit is not None and hit[0] is device:
             return hit[1]
         selector = compile_selector(expression)
+        if any(v is None for v in device.attributes.values()):  # an attribute without a value
+            raise CelError(expression, "unsupported attribute value")
+        # a selector that reads only some values of a device gives every device holding the same
+        # values the same answer: evaluated once per distinct values, not once per device
+        by_values = None
+        if selector.reads is not None:
+            by_values = (
+                expression,
+                read_key(device.id.driver, device.attributes, device.capacity, device.multi, selector.reads),
+            )
+            known = self._by_values.get(by_values)
+            if known is not None:
+                self._remember(key, device, known)
+                return known
         act = self._activations.get(device.id)
         if act is None or act[0] is not device:
-            if any(v is None for v in device.attributes.values()):  # an attribute without a value
-                raise CelError(expression, "unsupported attribute value")
             activation = device_activation(device.id.driver, device.attributes, device.capacity, device.multi)
             act = self._activations[device.id] = (device, activation)
         result = selector.matches(act[1])
+        if by_values is not None:
+            if len(self._by_values) > 100_000:
+                self._by_values.clear()
+            self._by_values[by_values] = result
+        self._remember(key, device, result)
+        return result
+
+    def _remember(self, key: tuple[str, DeviceId], device: Device, result: bool) -> None:
         if len(self._memo) > 500_000:
             self._memo.clear()
         self._memo[key] = (device, result)
-        return result
 
     def request_matches(
         self, claim: ResourceClaimInfo, request: DeviceRequest, cls: DeviceClassInfo, device: Device
@@ -114,8 +180,9 @@ class _Search:
     taken: Callable[[DeviceId], bool]
     matcher: Matcher
     #: (driver, pool) -> counter set -> counter -> what is left for this pod: the pool's totals
-    #: less what its allocated devices take, then less what this search picked
-    counters: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = field(default_factory=dict)
+    #: less what its allocated devices take, then less what this search picked (a pool already
+    #: overdrawn is not there)
+    counters: dict[tuple[str, str], Counters] = field(default_factory=dict)
     #: what the committed shares of a shared device take of its capacities (None: no share)
     shares: Callable[[DeviceId], Amounts | None] = lambda d: None
     slots: list[_Slot] = field(default_factory=list)
@@ -134,12 +201,7 @@ class _Search:
         cls = self.classes.get(req.device_class)
         if cls is None:
             raise AllocationError(f"request {req.name}: device class {req.device_class} does not exist")
-        claim = self.claims[slot.claim]
-        # a device using a feature shoal does not evaluate (counter compatibility groups, alpha)
-        # is never allocated: refusing it may leave a pod pending that kube-scheduler would
-        # place, never the reverse
-        usable = (d for d in self.devices if not d.unsupported)
-        return [d for d in usable if self.matcher.request_matches(claim, req, cls, d)]
+        return self.matcher.matching(self.claims[slot.claim], req, cls, self.devices)
 
     def place(self, i: int) -> bool:
         if i == len(self.slots):
@@ -302,25 +364,19 @@ class _Search:
         fit."""
         if not d.consumes or (d.multi and (self.shares(d.id) is not None or d.id in self.allocating)):
             return False
-        left = self.counters.get((d.id.driver, d.id.pool))
-        if left is None:
+        pool = (d.id.driver, d.id.pool)
+        left = self.counters.get(pool)
+        if left is None:  # overdrawn already
             return None
-        self._count(left, d, -1)
-        if all(v >= 0 for counters in left.values() for v in counters.values()):
+        count_consumed(left, d, -1)  # only what it takes can go below zero (``counters`` has none)
+        if all(left[s][c] >= 0 for s, counters in d.consumes.items() for c in counters):
             return True
-        self._count(left, d, 1)
+        count_consumed(left, d, 1)
         return None
 
     def _release(self, d: Device, reserved: bool) -> None:
         if reserved:
-            self._count(self.counters[(d.id.driver, d.id.pool)], d, 1)
-
-    @staticmethod
-    def _count(left: dict[str, dict[str, Decimal]], d: Device, sign: int) -> None:
-        for set_name, counters in d.consumes.items():
-            have = left.setdefault(set_name, {})
-            for counter, amount in counters.items():
-                have[counter] = have.get(counter, Decimal(0)) + sign * amount
+            count_consumed(self.counters[(d.id.driver, d.id.pool)], d, 1)
 
     def _use(self, slot: _Slot, req: DeviceRequest, d: Device, taken: Amounts) -> None:
         if d.multi:  # a share: its own id, what it takes of each capacity
@@ -328,7 +384,7 @@ class _Search:
             for name, amount in taken.items():
                 amounts[name] = amounts.get(name, Decimal(0)) + amount
             self.allocating[d.id] = (count + 1, amounts)
-            share, consumed = str(uuid.uuid4()), dict(taken)
+            share, consumed = share_id(), dict(taken)
         else:
             self.used.setdefault(d.id, set()).add(slot.claim)
             share, consumed = "", {}
@@ -362,6 +418,15 @@ class _Search:
                 del self.used[d.id]
 
 
+def share_id() -> str:
+    """A new version-4 UUID as text (a share's ``shareID``): uuid.uuid4's layout from Python's
+    generator, which is seeded from the OS; a cycle makes one per candidate node."""
+    n = random.getrandbits(128)
+    n = (n & ~(0xF000 << 64) | (0x4000 << 64)) & ~(0xC000 << 48) | (0x8000 << 48)
+    h = f"{n:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def _typed(value: Any) -> tuple[type, Any]:
     """An attribute value with its type: a bool true is not the int 1, as in Go's typed compare."""
     return type(value), value
@@ -374,16 +439,17 @@ def allocate(
     taken: Callable[[DeviceId], bool],
     matcher: Matcher,
     shares: Callable[[DeviceId], Amounts | None] = lambda d: None,
+    counters: dict[tuple[str, str], Counters] | None = None,
 ) -> list[tuple[AllocatedDevice, ...]] | None:
     """Each claim's devices on one node (``pools``: what the node reaches), or None when they do
-    not all fit. AllocationError when a claim cannot be evaluated (or asks for all devices while
-    a pool is being updated or invalid); InvalidPools when nothing fits and a pool is invalid."""
-    # a pool with a device that binds only on the driver's word comes after all others (upstream's
-    # GatherPools), each group in driver and pool order
-    usable = [p for p in pools if p.usable]
-    ordered = [p for p in usable if not _binds_late(p)] + [p for p in usable if _binds_late(p)]
-    devices = [d for p in ordered for d in p.devices]
-    search = _Search(claims, devices, classes, taken, matcher, counters_left(pools, taken, shares), shares)
+    not all fit. ``counters``: what each pool has left, as :func:`counters_left` gives it for
+    ``taken`` and ``shares`` (computed when not given; changed by the search). AllocationError
+    when a claim cannot be evaluated (or asks for all devices while a pool is being updated or
+    invalid); InvalidPools when nothing fits and a pool is invalid."""
+    devices = matcher.ordered(pools)
+    if counters is None:
+        counters = counters_left(pools, taken, shares)
+    search = _Search(claims, devices, classes, taken, matcher, counters, shares)
     search.results = [[] for _ in claims]
     for index, claim in enumerate(claims):
         search.slots += [_Slot(index, alternatives) for alternatives in claim.requests]
@@ -419,26 +485,6 @@ def _all_needs_every_pool(
                 f"claim {claim.key}, request {req.name}: asks for all devices, but resource pool "
                 f"{p.driver}/{p.name} is currently {state}"
             )
-
-
-def counters_left(
-    pools: Sequence[NodePool],
-    taken: Callable[[DeviceId], bool],
-    shares: Callable[[DeviceId], Amounts | None] = lambda d: None,
-) -> dict[tuple[str, str], dict[str, dict[str, Decimal]]]:
-    """Per pool with shared counters: its totals less what its allocated devices take (those
-    allocated to a claim, or shared by some, shoal's in-flight allocations included, whatever
-    node they reach; a shared device takes its counters once)."""
-    out: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = {}
-    for p in pools:
-        if not p.usable or not p.counters:
-            continue
-        left = {name: dict(counters) for name, counters in p.counters.items()}
-        for d in p.consumers:
-            if taken(d.id) or shares(d.id) is not None:
-                _Search._count(left, d, -1)
-        out[(p.driver, p.name)] = left
-    return out
 
 
 def allocation_config(

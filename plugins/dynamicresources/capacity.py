@@ -19,6 +19,7 @@ mismatch.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -78,6 +79,16 @@ def _milli_range(policy: CapacityPolicy) -> bool:
     return policy.step is None or policy.step * 1000 >= 1
 
 
+@functools.lru_cache(maxsize=4096)
+def _range(policy: CapacityPolicy) -> tuple[bool, int, int]:
+    """A range policy's arithmetic, its step and its minimum in it (policies repeat: one per
+    capacity of a device model). CapacityError when step or minimum cannot be represented."""
+    if policy.step is None or policy.minimum is None:
+        raise ValueError("not a range with a step")
+    milli = _milli_range(policy)
+    return milli, _units(policy.step, milli), _units(policy.minimum, milli)
+
+
 def consumed(request: Decimal | None, capacity: Capacity) -> Decimal:
     """What a request takes of one capacity (calculateConsumedCapacity)."""
     policy = capacity.policy
@@ -90,9 +101,9 @@ def consumed(request: Decimal | None, capacity: Capacity) -> Decimal:
             return policy.minimum
         if policy.step is None:
             return request
-        milli = _milli_range(policy)
+        milli, step, low = _range(policy)
         scale = Decimal(1000) if milli else Decimal(1)
-        req, step, low = _units(request, milli), _units(policy.step, milli), _units(policy.minimum, milli)
+        req = _units(request, milli)
         if step <= 0:
             return request
         n = -((low - req) // step)  # ceil((req - low) / step)
@@ -114,13 +125,9 @@ def violates(amount: Decimal, policy: CapacityPolicy | None) -> bool:
         if policy.maximum is not None and amount > policy.maximum:
             return True
         if policy.step is not None:
-            milli = _milli_range(policy)
             try:
-                req, step, low = (
-                    _units(amount, milli),
-                    _units(policy.step, milli),
-                    _units(policy.minimum, milli),
-                )
+                milli, step, low = _range(policy)
+                req = _units(amount, milli)
             except CapacityError:
                 return True
             return step > 0 and (req - low) % step != 0
@@ -139,9 +146,47 @@ def takes(
     it names a capacity the device lacks, an amount breaks the policy, or with what is
     ``already`` taken (committed shares and this pod's) a capacity would overflow
     (CmpRequestOverCapacity). CapacityError for an amount that cannot be evaluated."""
-    if requests and any(name not in capacities for name in requests):
+    wanted = demand(requests, capacities)
+    if wanted is None:
         return None
     out: dict[str, Decimal] = {}
+    for name, amount, value in wanted:
+        if already.get(name, _ZERO) + amount > value:
+            return None
+        out[name] = amount
+    return out
+
+
+_ZERO = Decimal(0)
+#: (id(requests), id(capacities)) -> (requests, capacities, their demand): devices of one model
+#: share one capacities mapping (objects.py interns them), so one claim's request over a
+#: thousand nodes' devices is worked out once
+_DEMANDS: dict[tuple[int, int], tuple[object, object, tuple[tuple[str, Decimal, Decimal], ...] | None]] = {}
+
+
+def demand(
+    requests: Mapping[str, Decimal] | None, capacities: Mapping[str, Capacity]
+) -> tuple[tuple[str, Decimal, Decimal], ...] | None:
+    """What the request takes of each capacity, with the capacity's value, whatever is taken
+    already; None when it names a capacity the device lacks or an amount breaks the policy.
+    CapacityError for an amount that cannot be evaluated (never remembered)."""
+    key = (id(requests), id(capacities))
+    hit = _DEMANDS.get(key)
+    if hit is not None and hit[0] is requests and hit[1] is capacities:
+        return hit[2]
+    found = _demand(requests, capacities)
+    if len(_DEMANDS) > 20_000:
+        _DEMANDS.clear()
+    _DEMANDS[key] = (requests, capacities, found)
+    return found
+
+
+def _demand(
+    requests: Mapping[str, Decimal] | None, capacities: Mapping[str, Capacity]
+) -> tuple[tuple[str, Decimal, Decimal], ...] | None:
+    if requests and any(name not in capacities for name in requests):
+        return None
+    out: list[tuple[str, Decimal, Decimal]] = []
     for name, cap in capacities.items():
         try:
             amount = consumed((requests or {}).get(name), cap)
@@ -149,10 +194,10 @@ def takes(
             raise CapacityError(f"capacity {name!r}: {exc}") from None
         if amount < 0:
             raise CapacityError(f"capacity {name!r}: capacity value is negative")
-        if violates(amount, cap.policy) or already.get(name, Decimal(0)) + amount > cap.value:
+        if violates(amount, cap.policy):
             return None
-        out[name] = amount
-    return out
+        out.append((name, amount, cap.value))
+    return tuple(out)
 
 
 def quantity(amount: Decimal) -> str:

@@ -25,6 +25,7 @@ from functools import total_ordering
 from typing import Any
 
 import celpy
+import lark
 from celpy import celtypes
 
 from shoal.core.state.quantity import QuantityError, parse_quantity
@@ -225,10 +226,132 @@ def device_activation(
     return {"device": device}
 
 
-class Selector:
-    """One compiled CEL selector."""
+#: one thing a selector reads of a device: ``("driver",)``, ``("allowMultipleAllocations",)``, or
+#: ``("attributes" | "capacity", domain, name)``
+Read = tuple[str, ...]
 
-    __slots__ = ("_program", "expression")
+_WHOLE = frozenset({"driver", "allowMultipleAllocations"})
+_BY_DOMAIN = frozenset({"attributes", "capacity"})
+_PLAIN_STRING = re.compile(r"""^(?:"([^"\\]*)"|'([^'\\]*)')$""")
+
+
+def _reads(ast: Any) -> tuple[Read, ...] | None:
+    """What of ``device`` the expression reads, when every use of ``device`` is one of
+    ``device.driver``, ``device.allowMultipleAllocations`` or
+    ``device.attributes|capacity["<domain>"].<name>`` (or ``["<name>"]``) with plain string
+    literals; None otherwise (``device`` used any other way: its result may depend on anything).
+    The result of such an expression is a function of those values alone."""
+    found: list[Read] = []
+
+    def walk(node: Any) -> bool:
+        if not isinstance(node, lark.Tree):
+            return True
+        if node.data == "member":
+            path = _device_path(node)
+            if path is not None:
+                if path not in found:
+                    found.append(path)
+                return True
+        if node.data in ("ident", "dot_ident") and any(
+            isinstance(c, lark.Token) and c.value == "device" for c in node.children
+        ):
+            return False  # ``device`` as something else than a recognised path
+        return all(walk(c) for c in node.children)
+
+    return tuple(found) if walk(ast) else None
+
+
+def _device_path(member: lark.Tree[Any]) -> Read | None:
+    """``member`` as a whole recognised device path, or None."""
+    if len(member.children) != 1 or not isinstance(member.children[0], lark.Tree):
+        return None
+    inner = member.children[0]
+    if inner.data == "member_dot" and len(inner.children) == 2 and isinstance(inner.children[1], lark.Token):
+        base, name = inner.children[0], str(inner.children[1])
+        if _is_device(base):
+            return (name,) if name in _WHOLE else None
+        where = _domain_of(base)
+        return (*where, name) if where is not None else None
+    if inner.data == "member_index" and len(inner.children) == 2:
+        where = _domain_of(inner.children[0])
+        key = _string_literal(inner.children[1])
+        return (*where, key) if where is not None and key is not None else None
+    return None
+
+
+def _domain_of(member: Any) -> tuple[str, str] | None:
+    """``device.attributes["<domain>"]`` or ``device.capacity["<domain>"]``: (kind, domain)."""
+    if not (isinstance(member, lark.Tree) and member.data == "member" and len(member.children) == 1):
+        return None
+    index = member.children[0]
+    if not (isinstance(index, lark.Tree) and index.data == "member_index" and len(index.children) == 2):
+        return None
+    domain = _string_literal(index.children[1])
+    kinds = index.children[0]
+    if domain is None or not (isinstance(kinds, lark.Tree) and kinds.data == "member"):
+        return None
+    dot = kinds.children[0] if len(kinds.children) == 1 else None
+    if not (isinstance(dot, lark.Tree) and dot.data == "member_dot" and len(dot.children) == 2):
+        return None
+    kind = str(dot.children[1])
+    return (kind, domain) if kind in _BY_DOMAIN and _is_device(dot.children[0]) else None
+
+
+def _is_device(member: Any) -> bool:
+    """``member`` is the bare identifier ``device``."""
+    chain = [member]
+    while isinstance(chain[-1], lark.Tree) and len(chain[-1].children) == 1:
+        chain.append(chain[-1].children[0])
+    datas = [n.data for n in chain if isinstance(n, lark.Tree)]
+    leaf = chain[-1]
+    return datas == ["member", "primary", "ident"] and isinstance(leaf, lark.Token) and leaf.value == "device"
+
+
+def _string_literal(expr: Any) -> str | None:
+    """The value of an expression that is one plain string literal (no escapes), else None."""
+    node = expr
+    while isinstance(node, lark.Tree) and len(node.children) == 1:
+        if node.data == "literal":
+            token = node.children[0]
+            match = _PLAIN_STRING.match(str(token)) if isinstance(token, lark.Token) else None
+            return next(g for g in match.groups() if g is not None) if match else None
+        node = node.children[0]
+    return None
+
+
+def read_key(
+    driver: str,
+    attributes: Mapping[str, Any],
+    capacity: Mapping[str, int],
+    multiple: bool,
+    reads: tuple[Read, ...],
+) -> tuple[Any, ...]:
+    """What the device holds of each of ``reads`` (typed: a bool true is not the int 1; an
+    absent value is ``None``): two devices with the same key give a selector reading only those
+    the same result."""
+    out: list[Any] = []
+    for path in reads:
+        if path[0] == "driver":
+            out.append(driver)
+        elif path[0] == "allowMultipleAllocations":
+            out.append(multiple)
+        else:
+            kind, domain, name = path
+            qualified = f"{domain}/{name}" if domain else name
+            values: Mapping[str, Any] = attributes if kind == "attributes" else capacity
+            value = values.get(qualified, _ABSENT)
+            out.append(None if value is _ABSENT else (type(value), value))
+    return tuple(out)
+
+
+_ABSENT = object()
+
+
+class Selector:
+    """One compiled CEL selector; ``reads``: what of ``device`` it reads, when that is known
+    (see :func:`_reads`)."""
+
+    __slots__ = ("_program", "expression", "reads")
 
     def __init__(self, expression: str) -> None:
         self.expression = expression
@@ -238,6 +361,7 @@ class Selector:
         except Exception as exc:  # cel-python's parse errors have no common base worth naming
             raise CelError(expression, f"compilation failed: {_first_line(exc)}") from None
         self._program = env.program(ast, functions=FUNCTIONS)
+        self.reads = _reads(ast)
 
     def matches(self, activation: Mapping[str, Any]) -> bool:
         """Whether the device matches; CelError when the expression fails or is not a bool."""

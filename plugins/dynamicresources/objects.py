@@ -160,6 +160,21 @@ def _attribute(value: Any) -> Any:
     return None
 
 
+#: every distinct ``capacities`` of a device seen, so that devices of one model share one mapping
+#: (what capacity.py's per-request memo is keyed on)
+_CAPACITIES: dict[tuple[tuple[str, Capacity], ...], Mapping[str, Capacity]] = {}
+
+
+def _interned(capacities: dict[str, Capacity]) -> Mapping[str, Capacity]:
+    key = tuple(capacities.items())
+    found = _CAPACITIES.get(key)
+    if found is None:
+        if len(_CAPACITIES) > 10_000:
+            _CAPACITIES.clear()
+        found = _CAPACITIES[key] = capacities
+    return found
+
+
 def _device(driver: str, pool: str, raw: JSON, problems: dict[str, str]) -> Device:
     name = str(raw.get("name") or "")
     attributes = {qualify(driver, str(k)): _attribute(v) for k, v in (raw.get("attributes") or {}).items()}
@@ -197,7 +212,7 @@ def _device(driver: str, pool: str, raw: JSON, problems: dict[str, str]) -> Devi
         all_nodes=raw.get("allNodes") is True,
         node_selector_terms=tuple(parse_term(t) for t in terms or ()),
         multi=raw.get("allowMultipleAllocations") is True,
-        capacities=capacities,
+        capacities=_interned(capacities),
         binding_conditions=_names(raw.get("bindingConditions")),
         binding_failure_conditions=_names(raw.get("bindingFailureConditions")),
         binds_to_node=raw.get("bindsToNode") is True,

@@ -491,9 +491,10 @@ class DynamicResources:
             claims,
             pools,
             store.classes,
-            lambda d: store.taken_by(d) is not None,
+            store.taken.__contains__,
             self.matcher,
             store.shares,
+            store.counters_left(pools),
         )
 
     # -- PostFilter ----------------------------------------------------------------------------

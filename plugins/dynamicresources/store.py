@@ -10,7 +10,7 @@ driver publishes) read it as well.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, ClassVar
@@ -75,6 +75,10 @@ class DraStore:
     _extended: tuple[int, dict[str, DeviceClassInfo]] = (-1, {})
     #: (node, its labels' identity) -> (devices_version, the pools the node reaches)
     _pools: dict[str, tuple[int, Mapping[str, str], tuple[NodePool, ...]]] = field(default_factory=dict)
+    #: (driver, pool) -> bumped whenever one of its devices is taken or released
+    _pool_taken: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (driver, pool) -> (the pool, its ``_pool_taken``, its counters left), see :meth:`counters_left`
+    _left: dict[tuple[str, str], tuple[NodePool, int, Counters | None]] = field(default_factory=dict)
 
     def apply(self, obj: Any, deleted: bool = False) -> ClusterEvent | None:
         """Record (or forget, when ``deleted``) one object; the cluster event the change is. A
@@ -149,6 +153,7 @@ class DraStore:
             if result.admin_access:  # an admin's access leaves the device to others
                 continue
             self.taken_version += 1
+            self._bump(result.id)
             if result.share_id:  # a share of a shared device: it takes part of its capacity
                 count, amounts = self._shares.get(result.id, (0, {}))
                 for name, amount in result.consumed.items():
@@ -173,9 +178,35 @@ class DraStore:
                 else:
                     del self._shares[result.id]
                 self.taken_version += 1
+                self._bump(result.id)
             elif self._taken.get(result.id) == claim.key:
                 del self._taken[result.id]
                 self.taken_version += 1
+                self._bump(result.id)
+
+    def _bump(self, device: DeviceId) -> None:
+        pool = (device.driver, device.pool)
+        self._pool_taken[pool] = self._pool_taken.get(pool, 0) + 1
+
+    def counters_left(self, pools: Iterable[NodePool]) -> dict[tuple[str, str], Counters]:
+        """:func:`counters_left` of ``pools`` with the devices taken here (allocated, assumed or
+        shared), each pool's figures kept until one of its devices is taken or released or the
+        pool changes; the caller's to change (fresh copies)."""
+        out: dict[tuple[str, str], Counters] = {}
+        for p in pools:
+            if not p.usable or not p.counters:
+                continue
+            key = (p.driver, p.name)
+            version = self._pool_taken.get(key, 0)
+            hit = self._left.get(key)
+            if hit is None or hit[0] is not p or hit[1] != version:
+                left = counters_left((p,), self._taken.__contains__, self.shares).get(key)
+                if len(self._left) > 20_000:
+                    self._left.clear()
+                hit = self._left[key] = (p, version, left)
+            if hit[2] is not None:
+                out[key] = {name: dict(counters) for name, counters in hit[2].items()}
+        return out
 
     def extended_claim(self, pod_uid: str) -> ResourceClaimInfo | None:
         """The claim made for the pod's DRA-backed extended resources (annotated, the pod its
@@ -354,6 +385,40 @@ class DraStore:
     @property
     def has_shared(self) -> bool:
         return bool(self._shared)
+
+
+#: counter set -> counter -> an amount (what a pool has left, or a device takes)
+Counters = dict[str, dict[str, Decimal]]
+
+
+def count_consumed(left: Counters, d: Device, sign: int) -> None:
+    """Add (``sign`` 1) or take (-1) what ``d`` consumes of its pool's counters to ``left``."""
+    for set_name, counters in d.consumes.items():
+        have = left.setdefault(set_name, {})
+        for counter, amount in counters.items():
+            have[counter] = have.get(counter, Decimal(0)) + sign * amount
+
+
+def counters_left(
+    pools: Iterable[NodePool],
+    taken: Callable[[DeviceId], bool],
+    shares: Callable[[DeviceId], Mapping[str, Decimal] | None] = lambda d: None,
+) -> dict[tuple[str, str], Counters]:
+    """Per pool with shared counters: its totals less what its allocated devices take (those
+    allocated to a claim, or shared by some, shoal's in-flight allocations included, whatever
+    node they reach; a shared device takes its counters once). A pool with a counter already
+    below zero is left out: as upstream's pool-wide check, it gives no counter-consuming device."""
+    out: dict[tuple[str, str], Counters] = {}
+    for p in pools:
+        if not p.usable or not p.counters:
+            continue
+        left = {name: dict(counters) for name, counters in p.counters.items()}
+        for d in p.consumers:
+            if taken(d.id) or shares(d.id) is not None:
+                count_consumed(left, d, -1)
+        if all(v >= 0 for counters in left.values() for v in counters.values()):
+            out[(p.driver, p.name)] = left
+    return out
 
 
 def _patched(device: Device, rules: list[DeviceTaintRuleInfo]) -> Device:

@@ -960,3 +960,27 @@ def test_a_claim_a_gang_shares_is_allocated_once_and_every_member_reserves_it() 
     got = sim.scheduler.cache.store(DraStore).claims["default/shared"]
     assert sorted(got.reserved_for) == ["uid-m0", "uid-m1", "uid-m2"]
     assert got.allocated is not None and len(got.allocated) == 1
+
+
+def test_partitions_taken_one_pod_at_a_time_spend_the_counters_and_a_freed_one_is_taken_again() -> None:
+    """What each pool has left is kept between cycles: it follows every allocation and every
+    release (pods one at a time on one MIG-like GPU: two halves, then nothing, then a half freed)."""
+    sim = Simulation(InMemoryCluster([node("n1"), device_class(), *halves_slices("n1")]))
+    store = sim.scheduler.cache.store(DraStore)
+    for i in range(3):
+        sim.submit(claim(f"h{i}", selectors=(profile_is("3g"),)))
+        sim.submit(user(f"p{i}", f"h{i}"))
+        out = sim.run_sync()
+    held = {k: [a.id.device for a in c.allocated or ()] for k, c in store.claims.items()}
+    assert held == {"default/h0": ["half-0"], "default/h1": ["half-4"], "default/h2": []}
+    assert out["uid-p2"].node is None
+    sim.submit(claim("whole", selectors=(profile_is("7g"),)))
+    sim.submit(user("w", "whole"))
+    assert sim.run_sync()["uid-w"].node is None
+    # p0 goes and its claim is deallocated (as the watch brings it back): p2 gets that half
+    sim.delete_pod("uid-p0")
+    sim.submit(claim("h0", selectors=(profile_is("3g"),)))
+    out = sim.run_sync()
+    assert out["uid-p2"].node == "n1"
+    assert [a.id.device for a in store.claims["default/h2"].allocated or ()] == ["half-0"]
+    assert out["uid-w"].node is None
