@@ -9,7 +9,8 @@ its ``/readyz`` answers 200 (kube-scheduler: informers and event handlers synced
 short settle has passed. Measured per scheduler: pods/s from the first pod created to the last pod
 bound, p50/p99 of create→bound (client-observed), peak RSS and CPU seconds of the scheduler process.
 
-Scenarios: basic (1,000 nodes / 5,000 pods), scale (5,000 / 50,000; --large; unpaced, and
+Scenarios: basic (1,000 nodes / 5,000 pods), basic_viewer (basic again, shoal only, run with
+``--web`` while three fleet-page viewers poll it: bench/fleet_viewers.py), scale (5,000 / 50,000; --large; unpaced, and
 again with pods created at 200/s for both), paced (5,000
 nodes / 10,000 pods created at a fixed 150/s and 200/s, the same offered load for both), gang (a 64-pod gang
 on 1,000 nodes: last member created → all bound), topology (gangs of 8/16/64 required in one
@@ -75,6 +76,7 @@ from bench.e2e_schedulers import (
     same_work_profiles,
 )
 from bench.e2e_workloads import CONSTRAINED, workload_node, workload_pod
+from bench.fleet_viewers import VIEWERS, Viewers
 from bench.profiles import Profiler, write_profiles
 from bench.report import DOC, revision, write_summary
 from shoal.kube.informer import stream
@@ -176,6 +178,8 @@ class Bench:
             self.scheduler = KubeScheduler(self.cp, self.dir, args=self.kube_args)
         elif self.kind == "kube-same-work":
             self.scheduler = KubeScheduler(self.cp, self.dir, same_work_profiles(), args=self.kube_args)
+        elif self.kind == "shoal-viewed":
+            self.scheduler = Shoal(self.cp, self.dir, extra=("--web",))
         else:
             self.scheduler = Shoal(self.cp, self.dir)
         self.watcher.start(self.api, NS)
@@ -321,6 +325,11 @@ async def throughput(
         print(f"  {kind}: {nodes:,} nodes ({workload}{', with a CPU hog' if hog else ''})", flush=True)
         await b.create_all([workload_node(workload, i) for i in range(nodes)])
         await b.start_scheduler()
+        if kind == "shoal-viewed":  # the fleet page open in VIEWERS browsers all along
+            assert isinstance(b.scheduler, Shoal) and b.scheduler.op is not None
+            async with Viewers(f"http://127.0.0.1:{b.scheduler.op.metrics_port}") as viewers:
+                got = await _stream(b, nodes, pods, label, workload, timeout, rate)
+            return got | {"viewers": viewers.summary()}
         with cpu_hog(hog):
             return await _stream(b, nodes, pods, label, workload, timeout, rate)
 
@@ -816,6 +825,7 @@ def report_from_results(results_file: Path = RESULTS, doc: Path = DOC) -> None:
 LARGE_SCENARIOS = ("scale", "scale_paced", "scale_hog", "xlarge")
 SCENARIOS = (
     "basic",
+    "basic_viewer",
     *LARGE_SCENARIOS,
     *(w for w, _ in constrained_runs(1000)),
     *(paced_name(r) for r in PACED_RATES),
@@ -890,6 +900,12 @@ def run_summary(results: Mapping[str, Any]) -> dict[str, Any]:
         for w in CONSTRAINED
         if w in results
     }
+    if "basic_viewer" in results and "basic" in results:
+        viewed = results["basic_viewer"]["shoal"]["pods_per_s"]
+        summary |= {
+            "basic_viewer_ratio": viewed / results["basic"]["kube-scheduler"]["pods_per_s"],
+            "viewer_cost_ratio": viewed / results["basic"]["shoal"]["pods_per_s"],
+        }
     if "gang" in results:
         summary |= {
             "gang64_seconds": results["gang"]["seconds"],
@@ -942,6 +958,11 @@ async def main_async(args: argparse.Namespace) -> int:
     if "basic" in run:
         print(f"bench: basic ({args.nodes:,} nodes, {args.pods:,} pods)", flush=True)
         results["basic"] = {k: await throughput(k, base, args.nodes, args.pods, "basic") for k in kinds}
+    if "basic_viewer" in run:
+        print(f"bench: basic with {VIEWERS} fleet-page viewers polling shoal", flush=True)
+        results["basic_viewer"] = {
+            "shoal": await throughput("shoal-viewed", base, args.nodes, args.pods, "basic_viewer", "basic")
+        }
     if "scale" in run:
         print("bench: scale (5,000 nodes, 50,000 pods)", flush=True)
         results["scale"] = {k: await throughput(k, base, 5000, 50000, "scale") for k in kinds}

@@ -173,6 +173,15 @@ def _intro(results: dict[str, Any], summary: dict[str, Any], settle_s: float) ->
         "| figure | target | result |",
         "|---|---|---|",
         f"| `basic_ratio` (shoal pods/s ÷ kube-scheduler pods/s) | ≥ 1.0 | **{summary['basic_ratio']:.2f}** |",
+        *(
+            [
+                "| `basic_viewer_ratio` (the same with the fleet page open in "
+                f"{results['basic_viewer']['shoal']['viewers']['viewers']} viewers) | ≥ 1.0 | "
+                f"**{summary['basic_viewer_ratio']:.2f}** |"
+            ]
+            if "basic_viewer_ratio" in summary
+            else []
+        ),
         f"| `gang64_seconds` (last member created → all 64 bound) | ≤ 2 | **{summary['gang64_seconds']:.2f}** |",
         f"| `rss_ratio` (shoal ÷ kube-scheduler peak RSS, {summary['rss_scenario']}) | ≤ 1.0 | **{summary['rss_ratio']:.2f}** |",
         f"| `packing_ratio` (GPUs allocated, shoal ÷ kube-scheduler) | ≥ 1.25 | **{summary['packing_ratio']:.2f}** |",
@@ -317,11 +326,48 @@ def _stream_table(scenario: dict[str, Any], p50: str = "p50 s") -> list[str]:
     return lines
 
 
+def _viewed(results: dict[str, Any]) -> list[str]:
+    """basic again with the fleet page open (shoal only), beside basic's two runs."""
+    if "basic_viewer" not in results:
+        return []
+    v = results["basic_viewer"]["shoal"]
+    w = v["viewers"]
+    basic = results["basic"]
+    lines = [
+        "",
+        f"### basic with the fleet page open: shoal run with `--web`, {w['viewers']} viewers each "
+        f"loading `/fleet` then polling `/fleet/data.json` every {w['interval_s']:g} s all along "
+        "(bench/fleet_viewers.py)",
+        "",
+        "| run | pods/s | seconds | p50 create→bound s | p99 s | CPU s | peak RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in (
+        ("kube-scheduler (basic)", basic["kube-scheduler"]),
+        ("shoal (basic)", basic["shoal"]),
+        ("shoal, page open", v),
+    ):
+        lines.append(
+            f"| {name} | {r['pods_per_s']:.0f} | {r['seconds']:.1f} | {_f(r['p50_s'])} | {_f(r['p99_s'])} | "
+            f"{r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} |"
+        )
+    lines += [
+        "",
+        f"Polls answered {w['answered']} (failed {w['failures']}), answer time p50 {_f(w['p50_ms'], '.0f')} ms, "
+        f"p99 {_f(w['p99_ms'], '.0f')} ms; the document {w['document_bytes'] / 1024:.0f} KiB. "
+        f"Page open ÷ page closed: **{v['pods_per_s'] / basic['shoal']['pods_per_s']:.2f}** "
+        "(two shoal runs one after the other: their difference is this machine's run-to-run noise "
+        "plus what the page costs).",
+    ]
+    return lines
+
+
 def _runs(results: dict[str, Any]) -> list[str]:
     """The basic and scale throughput tables."""
     s = results["basic"]["shoal"]
     lines = [f"### basic: {s['nodes']:,} nodes, {s['pods']:,} pods (100m cpu, 500Mi each)", ""]
     lines += _stream_table(results["basic"], "p50 create→bound s")
+    lines += _viewed(results)
     streams = [("scale", "scale"), ("scale_paced", "scale at an equal offered load")]
     streams += [("scale_hog", "scale with a CPU hog"), ("xlarge", "xlarge")]
     streams += [(key, "paced") for key in sorted(results) if key.startswith("paced")]

@@ -234,13 +234,16 @@ class Shoal:
     name = "shoal"
     scheduler_name = "gpu-scheduler"
 
-    def __init__(self, cp: ControlPlane, workdir: Path) -> None:
-        self.cp, self.workdir = cp, workdir
+    def __init__(self, cp: ControlPlane, workdir: Path, extra: Sequence[str] = ()) -> None:
+        """``extra``: more ``shoal run`` flags (``--web`` for the fleet page)."""
+        self.cp, self.workdir, self.extra = cp, workdir, tuple(extra)
         self.op: OperatorProcess | None = None
 
     async def start(self, api: client.ApiClient) -> None:
         await create(api, make_profile("gpu-scheduler", DEFAULT_PROFILE_SPEC))
-        self.op = OperatorProcess(self.cp.kubeconfig, self.workdir / "shoal.log", leader_elect=False).start()
+        self.op = OperatorProcess(
+            self.cp.kubeconfig, self.workdir / "shoal.log", leader_elect=False, extra=self.extra
+        ).start()
         op = self.op
         try:
             await wait_ready(f"http://127.0.0.1:{op.metrics_port}/readyz", 60, "shoal ready", op.alive)

@@ -30,6 +30,16 @@ async def test_basic_smoke(kind: str, tmp_path: Path) -> None:
     assert result["peak_rss_mb"] > 0
 
 
+async def test_viewed_smoke_serves_every_viewer_poll_while_scheduling(tmp_path: Path) -> None:
+    """basic_viewer: shoal with ``--web`` binds every pod while the viewers' requests are answered
+    (none fails; the first page is open before the first pod is created)."""
+    result = await throughput("shoal-viewed", tmp_path, nodes=50, pods=300, label="viewed", timeout=180)
+    assert result["all_bound"] and result["bound"] == 300, result
+    viewers = result["viewers"]
+    assert viewers["failures"] == 0 and viewers["answered"] >= 1, viewers
+    assert viewers["document_bytes"] > 1000, viewers
+
+
 async def test_paced_smoke_offers_pods_at_the_rate_given(tmp_path: Path) -> None:
     """The paced scenario creates the i-th pod no earlier than i / rate seconds in: 120 pods at
     40/s cannot all be bound before 119 / 40 s (unpaced they are created in a fraction of that)."""
