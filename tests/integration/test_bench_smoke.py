@@ -148,6 +148,10 @@ def test_report_from_recorded_results(tmp_path: Path) -> None:
     assert "shoal has no client-side rate limiter" in text
     assert f"at most {fastest:.0f} pods bound per second" in text
     assert f"**{recorded['basic_ratio']:.2f}**" in text
+    # the run with the fleet page open, beside basic's (recorded since 2026-12-06)
+    viewed = "| `basic_viewer_ratio` (the same with the fleet page open in 3 viewers) | ≥ 1.0 |"
+    assert f"{viewed} **{recorded['basic_viewer_ratio']:.2f}** |" in text
+    assert f"Page open ÷ page closed: **{recorded['viewer_cost_ratio']:.2f}**" in text
     assert recorded["machine"] in text
     assert all(f"![{name}]({name})" in text for name in PLOTS), "a plot of the run dropped from the doc"
     assert text.endswith("kept text\n")
