@@ -63,35 +63,43 @@ class Matcher:
         self._activations: dict[DeviceId, tuple[Device, dict[str, Any]]] = {}
         #: (expression, what the device holds of what it reads) -> the result
         self._by_values: dict[tuple[str, tuple[Any, ...]], bool] = {}
-        #: (class selectors, request selectors) -> id(devices) -> (devices, those that match)
-        self._lists: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[int, _Matching]] = {}
-        #: id(pools) -> (pools, their usable devices in the allocator's order)
-        self._ordered: dict[int, tuple[Sequence[NodePool], tuple[Device, ...]]] = {}
+        #: (class selectors, request selectors) -> node (or id(devices)) -> (devices, those that match)
+        self._lists: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str | int, _Matching]] = {}
+        #: node (or id(pools)) -> (pools, their usable devices in the allocator's order)
+        self._ordered: dict[str | int, tuple[Sequence[NodePool], tuple[Device, ...]]] = {}
 
     def matching(
-        self, claim: ResourceClaimInfo, req: DeviceRequest, cls: DeviceClassInfo, devices: Sequence[Device]
+        self,
+        claim: ResourceClaimInfo,
+        req: DeviceRequest,
+        cls: DeviceClassInfo,
+        devices: Sequence[Device],
+        node: str = "",
     ) -> list[Device]:
-        """The devices of ``devices`` the class's and the request's selectors accept, kept per
-        ``devices`` object (a node's, unchanged until a slice does: checked by identity), so a
-        node searched again costs one lookup. A device using a feature shoal does not evaluate
-        (counter compatibility groups, alpha) is never one of them: refusing it may leave a pod
-        pending that kube-scheduler would place, never the reverse. AllocationError as
-        :meth:`request_matches` (never kept)."""
-        by_devices = self._lists.setdefault((cls.selectors, req.selectors), {})
-        hit = by_devices.get(id(devices))
+        """The devices of ``devices`` (``node``'s, when named) the class's and the request's
+        selectors accept, kept per node (or ``devices`` object) until the node's devices change
+        (checked by identity: a slice update makes new ones), so a node searched again costs one
+        lookup. A device using a feature shoal does not evaluate (counter compatibility groups,
+        alpha) is never one of them: refusing it may leave a pod pending that kube-scheduler would
+        place, never the reverse. AllocationError as :meth:`request_matches` (never kept)."""
+        by_node = self._lists.setdefault((cls.selectors, req.selectors), {})
+        key = node or id(devices)
+        hit = by_node.get(key)
         if hit is not None and hit[0] is devices:
             return hit[1]
         found = [d for d in devices if not d.unsupported and self.request_matches(claim, req, cls, d)]
-        if len(by_devices) > 50_000:
-            by_devices.clear()
-        by_devices[id(devices)] = (devices, found)
+        if len(by_node) > 50_000:
+            by_node.clear()
+        by_node[key] = (devices, found)
         return found
 
-    def ordered(self, pools: Sequence[NodePool]) -> tuple[Device, ...]:
+    def ordered(self, pools: Sequence[NodePool], node: str = "") -> tuple[Device, ...]:
         """The usable pools' devices in the allocator's order (a pool with a device that binds
         only on the driver's word after all others, as upstream's GatherPools, each group in
-        driver and pool order), kept per ``pools`` object."""
-        hit = self._ordered.get(id(pools))
+        driver and pool order), kept per node (or ``pools`` object) while its pools are the same
+        object: a node's entry is replaced, never piled up, when its slices change."""
+        key = node or id(pools)
+        hit = self._ordered.get(key)
         if hit is not None and hit[0] is pools:
             return hit[1]
         usable = [p for p in pools if p.usable]
@@ -99,7 +107,7 @@ class Matcher:
         devices = tuple(d for p in ordered for d in p.devices)
         if len(self._ordered) > 50_000:
             self._ordered.clear()
-        self._ordered[id(pools)] = (pools, devices)
+        self._ordered[key] = (pools, devices)
         return devices
 
     def matches(self, expression: str, device: Device) -> bool:
@@ -196,12 +204,14 @@ class _Search:
     pinned: dict[tuple[int, int], Any] = field(default_factory=dict)
     distinct: dict[tuple[int, int], list[Any]] = field(default_factory=dict)
     steps: int = 0
+    #: the node searched ("" when not named): what the matcher's lists are kept by
+    node: str = ""
 
     def matching(self, slot: _Slot, req: DeviceRequest) -> list[Device]:
         cls = self.classes.get(req.device_class)
         if cls is None:
             raise AllocationError(f"request {req.name}: device class {req.device_class} does not exist")
-        return self.matcher.matching(self.claims[slot.claim], req, cls, self.devices)
+        return self.matcher.matching(self.claims[slot.claim], req, cls, self.devices, self.node)
 
     def place(self, i: int) -> bool:
         if i == len(self.slots):
@@ -440,16 +450,19 @@ def allocate(
     matcher: Matcher,
     shares: Callable[[DeviceId], Amounts | None] = lambda d: None,
     counters: dict[tuple[str, str], Counters] | None = None,
+    node: str = "",
 ) -> list[tuple[AllocatedDevice, ...]] | None:
     """Each claim's devices on one node (``pools``: what the node reaches), or None when they do
     not all fit. ``counters``: what each pool has left, as :func:`counters_left` gives it for
     ``taken`` and ``shares`` (computed when not given; changed by the search). AllocationError
     when a claim cannot be evaluated (or asks for all devices while a pool is being updated or
-    invalid); InvalidPools when nothing fits and a pool is invalid."""
-    devices = matcher.ordered(pools)
+    invalid); InvalidPools when nothing fits and a pool is invalid. ``node``: the node ``pools``
+    are of, when the caller searches the same nodes again and again (the matcher keeps a node's
+    lists under its name, replacing them when its pools change)."""
+    devices = matcher.ordered(pools, node)
     if counters is None:
         counters = counters_left(pools, taken, shares)
-    search = _Search(claims, devices, classes, taken, matcher, counters, shares)
+    search = _Search(claims, devices, classes, taken, matcher, counters, shares, node=node)
     search.results = [[] for _ in claims]
     for index, claim in enumerate(claims):
         search.slots += [_Slot(index, alternatives) for alternatives in claim.requests]

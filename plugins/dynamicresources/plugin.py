@@ -495,6 +495,7 @@ class DynamicResources:
             self.matcher,
             store.shares,
             store.counters_left(pools),
+            node=table.name(row),
         )
 
     # -- PostFilter ----------------------------------------------------------------------------
