@@ -284,9 +284,11 @@ def event_body(
     action: str,
     note: str,
     when: float,
+    regarding: tuple[str, str] = ("v1", "Pod"),
 ) -> dict[str, Any]:
-    """An events.k8s.io/v1 Event about a pod, as kube-scheduler writes them: named
-    ``<pod>.<unix nanoseconds in hex>``, ``reportingController`` the profile's schedulerName."""
+    """An events.k8s.io/v1 Event about a pod (or the object of ``regarding``: its apiVersion and
+    kind), as kube-scheduler writes them: named ``<object>.<unix nanoseconds in hex>``,
+    ``reportingController`` the profile's schedulerName."""
     return {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
@@ -298,7 +300,13 @@ def event_body(
         "reason": reason,
         "type": kind,
         "note": note[:1024],
-        "regarding": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace, "uid": uid},
+        "regarding": {
+            "apiVersion": regarding[0],
+            "kind": regarding[1],
+            "name": name,
+            "namespace": namespace,
+            "uid": uid,
+        },
     }
 
 

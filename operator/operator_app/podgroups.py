@@ -13,7 +13,10 @@ Finished and Failed are final and never rewritten.
 
 A native PodGroup (``scheduling.k8s.io``) gets kube-scheduler 1.37's status instead: the
 ``PodGroupInitiallyScheduled`` condition (``shoal.core.state.workloads.initially_scheduled``), written by
-strategic merge patch so that other conditions stay; its members need no listing or checks.
+strategic merge patch so that other conditions stay; and for a gang, once placed, whether it still
+has ``minCount`` members scheduled or succeeded (``PodGroupSatisfied``, KEP-6413's proposed
+condition: ``gang_satisfied``), with an event when that changes. Its finished members are counted
+as scheduler-plugins' are.
 
 A Volcano PodGroup (``scheduling.volcano.sh``) gets vc-scheduler's phase and counts
 (``shoal.core.state.volcano.volcano_phase``), merge-patched onto the object itself (Volcano's CRD has no
@@ -27,7 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+import socket
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,12 +48,14 @@ from shoal.core.state.objects import (
     PodInfo,
 )
 from shoal.core.state.volcano import volcano_phase
-from shoal.core.state.workloads import INITIALLY_SCHEDULED, initially_scheduled
+from shoal.core.state.workloads import SATISFIED, find_condition, gang_satisfied, initially_scheduled
 from shoal.kube.informer import Event
 from shoal.kube.listing import list_retrying
-from shoal.kube.rest import RawClient
+from shoal.kube.reporter import event_body
+from shoal.kube.rest import RawClient, write_retrying
 from shoal.kube.status import StatusWriter, same_status
 from shoal.kube.wire import (
+    EVENTS,
     NATIVE_PODGROUPS,
     PODGROUPS,
     PODS,
@@ -158,6 +165,8 @@ class PodGroupStatus:
         self._waiting_checks: list[PodInfo] = []
         #: native PodGroup -> its status.conditions as last seen or written
         self._conditions: dict[str, list[dict[str, Any]]] = {}
+        #: native PodGroups whose members shoal schedules (so still when none is left)
+        self._native_ours: set[str] = set()
         #: Volcano PodGroup -> its status as last seen or written
         self._volcano: dict[str, dict[str, Any]] = {}
         #: Volcano PodGroup owned by a Volcano Job -> [the Job's name, its schedulerName once read]
@@ -181,6 +190,8 @@ class PodGroupStatus:
             conditions = (status or {}).get("conditions") or []
             if event.deleted:
                 self._conditions.pop(key, None)
+                self._native_ours.discard(key)
+                self._terminal.pop(key, None)
             else:
                 self._conditions[key] = [dict(c) for c in conditions if isinstance(c, Mapping)]
         elif event.deleted:
@@ -200,8 +211,7 @@ class PodGroupStatus:
         """A gang member's event. Leaving the field selector (finished) arrives as DELETED with the
         *previous* object: ask the API whether the member is gone or finished, for the counts."""
         self.note_member(pod, raw)
-        native = pod.pod_group_api == NATIVE_GROUP_API  # its condition needs no finished members
-        if deleted and not native and pod.phase not in TERMINAL_PHASES and self.raw is not None:
+        if deleted and pod.phase not in TERMINAL_PHASES and self.raw is not None:
             assert pod.group_key is not None
             self._checking.setdefault(pod.group_key, set()).add(pod.uid)
             if self._checks is not None:
@@ -352,24 +362,69 @@ class PodGroupStatus:
 
     async def write_native(self, group: PodGroupInfo) -> None:
         """kube-scheduler's ``PodGroupInitiallyScheduled`` condition (True once ``minCount`` members
-        are placed, else False/Unschedulable with the failure), only when it changes, and only on
-        groups whose pods shoal schedules (a profile has their schedulerName)."""
+        are placed, else False/Unschedulable with the failure) and then, for a gang, whether it
+        still has them (``PodGroupSatisfied``, with an event when it changes), in one patch, only
+        when they change, and only on groups whose pods shoal schedules (a profile has their
+        schedulerName). Not while a member that left the watch is being checked (finished, or
+        deleted?): the counts would miss it."""
         key = group.key
         members = self.scheduler.cache.group_members(key)
-        if not any(m.scheduler_name in self.scheduler.profiles for m in members):
+        if any(m.scheduler_name in self.scheduler.profiles for m in members):
+            self._native_ours.add(key)
+        elif members or key not in self._native_ours:
             return  # another scheduler's group (kube-scheduler writes its own condition)
+        if key in self._checking:
+            return
         terminal = self._terminal.get(key, {})
-        placed = self.scheduler.cache.group_counts(key)[1] + sum(len(uids) for uids in terminal.values())
+        bound = self.scheduler.cache.group_counts(key)[1]
+        placed = bound + sum(len(uids) for uids in terminal.values())
         current = self._conditions.get(key, [])
         message, error = self.failure(key)
-        condition = initially_scheduled(group, placed, message, current, rfc3339(), error=error)
-        if condition is None:
+        now = rfc3339()
+        initially = initially_scheduled(group, placed, message, current, now, error=error)
+        after = _merged(current, [initially] if initially else [])
+        satisfied = gang_satisfied(group, bound, len(terminal.get("Succeeded", ())), after, now)
+        changes = [c for c in (initially, satisfied) if c is not None]
+        if not changes:
             return
         path = NATIVE_PODGROUPS.path(group.name, namespace=group.namespace, sub="status")
-        if await self.writer.write(
-            path, {"conditions": [condition]}, f"PodGroup {key}", patch=STRATEGIC_MERGE_PATCH
+        if not await self.writer.write(
+            path, {"conditions": changes}, f"PodGroup {key}", patch=STRATEGIC_MERGE_PATCH
         ):
-            self._conditions[key] = [c for c in current if c.get("type") != INITIALLY_SCHEDULED] + [condition]
+            return
+        before = find_condition(current, SATISFIED)
+        self._conditions[key] = _merged(current, changes)
+        if satisfied is not None and (before is None or before.get("status") != satisfied["status"]):
+            await self._satisfied_event(group, satisfied, before is None)
+
+    async def _satisfied_event(self, group: PodGroupInfo, condition: Mapping[str, Any], first: bool) -> None:
+        """An event on the PodGroup when ``PodGroupSatisfied`` changes (Warning when the gang falls
+        below ``minCount``; Normal when it has them again, not for the first True): best effort."""
+        ok = condition["status"] == "True"
+        if self.raw is None or (ok and first):
+            return
+        body = event_body(
+            group.namespace,
+            group.name,
+            group.uid,
+            controller="shoal",
+            instance=f"shoal-{socket.gethostname()}",
+            kind="Normal" if ok else "Warning",
+            reason=str(condition["reason"]),
+            action="GangHealth",
+            note=f"{SATISFIED} {condition['status']}: {condition['message']}",
+            when=time.time(),
+            regarding=("scheduling.k8s.io/v1beta1", "PodGroup"),
+        )
+        await write_retrying(
+            self.raw,
+            "POST",
+            EVENTS.path(namespace=group.namespace),
+            body,
+            f"event {condition['reason']} for PodGroup {group.key}",
+            done=lambda code: code < 300 or code in (404, 409),
+            log=log,
+        )
 
     # -- Volcano PodGroups -------------------------------------------------------------------------
     async def write_volcano(self, group: PodGroupInfo) -> None:
@@ -421,6 +476,15 @@ class PodGroupStatus:
             log.info("not reading Volcano Job %s/%s: HTTP %s", group.namespace, entry[0], code)
         entry[1] = name
         return name
+
+
+def _merged(
+    current: Sequence[Mapping[str, Any]], changes: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """``current`` conditions with ``changes`` in place of those of their types (a strategic merge
+    patch of conditions, by type)."""
+    types = {c.get("type") for c in changes}
+    return [dict(c) for c in current if c.get("type") not in types] + [dict(c) for c in changes]
 
 
 def volcano_job_owner(raw: Mapping[str, Any]) -> str:

@@ -292,3 +292,51 @@ async def test_native_gangs_as_kube_scheduler_schedules_them(
     assert kube["toobig"] == ours["toobig"] == (0, "False", "Unschedulable")
     for ns in spaces:
         await core.delete_namespace(ns)
+
+
+async def test_a_placed_gang_says_when_it_falls_below_min_count_and_when_it_is_whole_again(
+    clean: client.ApiClient, namespace: str, operator: OperatorProcess
+) -> None:
+    """PodGroupSatisfied (KEP-6413's proposed condition): True once the gang is placed; a member
+    deleted makes it False (BelowMinCount) with a Warning event on the PodGroup; a replacement
+    bound makes it True again. PodGroupInitiallyScheduled stays True throughout (it is final)."""
+    api = clean
+    sched = f"s-{uuid.uuid4().hex[:6]}"
+    await create_many(api, [make_node(f"h{i}", gpus=8) for i in range(3)])
+    await create(api, make_profile(sched, dict(DEFAULT_PROFILE_SPEC), scheduler_name=sched))
+    await create(api, make_native_pod_group("pair", namespace=namespace, min_count=2))
+
+    def member(name: str) -> dict[str, Any]:
+        return make_pod(name, namespace=namespace, gpus=8, scheduler_name=sched, scheduling_group="pair")
+
+    await create_many(api, [member("a"), member("b")])
+    await wait_bound(api, namespace, ["a", "b"], "the pair bound")
+
+    async def satisfied(status: str) -> dict[str, Any] | None:
+        cond = condition(await native(api, namespace, "podgroups", "pair"), "PodGroupSatisfied")
+        return cond if cond and cond["status"] == status else None
+
+    whole = await wait_for(lambda: satisfied("True"), 20, what="PodGroupSatisfied=True")
+    assert whole["reason"] == "MinCountScheduled"
+    core: Any = client.CoreV1Api(api)
+    await core.delete_namespaced_pod("b", namespace, grace_period_seconds=0)
+    broken = await wait_for(lambda: satisfied("False"), 20, what="PodGroupSatisfied=False")
+    assert broken["reason"] == "BelowMinCount" and "1 members scheduled" in broken["message"]
+    initially = condition(await native(api, namespace, "podgroups", "pair"))
+    assert initially is not None and initially["status"] == "True"  # final: it stays
+
+    async def warned() -> list[dict[str, Any]]:
+        events: Any = client.EventsV1Api(api)
+        listed = await events.list_namespaced_event(namespace)
+        return [
+            e
+            for e in listed.to_dict()["items"]
+            if (e.get("regarding") or {}).get("kind") == "PodGroup" and e.get("reason") == "BelowMinCount"
+        ]
+
+    event = (await wait_for(warned, 20, what="a Warning event on the PodGroup"))[0]
+    assert event["type"] == "Warning" and event["regarding"]["name"] == "pair"
+    await create(api, member("c"))
+    await wait_bound(api, namespace, ["a", "c"], "the replacement bound")
+    again = await wait_for(lambda: satisfied("True"), 20, what="PodGroupSatisfied=True again")
+    assert again["lastTransitionTime"] >= broken["lastTransitionTime"]

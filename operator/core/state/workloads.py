@@ -16,7 +16,8 @@ pod ``spec.schedulingGroup.podGroupName`` ``PodInfo.pod_group`` (``pod_group_api
 ========================================  ==============================================
 
 and the status shoal writes is kube-scheduler's ``PodGroupInitiallyScheduled`` condition
-(:func:`initially_scheduled`), not scheduler-plugins' phase and counts.
+(:func:`initially_scheduled`), not scheduler-plugins' phase and counts; and, for a gang once
+placed, whether it still is: ``PodGroupSatisfied`` (:func:`gang_satisfied`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
 REASON_SCHEDULED = "Scheduled"
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
+#: whether a placed gang still has ``minCount`` members: the condition KEP-6413 proposes for 1.39
+#: (provisional; ``PodGroupInitiallyScheduled`` is final, so it cannot say), its reasons shoal's
+SATISFIED = "PodGroupSatisfied"
+REASON_MEMBERS_SCHEDULED = "MinCountScheduled"
+REASON_BELOW_MIN_COUNT = "BelowMinCount"
 
 
 def native_pod_group(obj: Mapping[str, Any]) -> PodGroupInfo:
@@ -110,6 +116,43 @@ def initially_scheduled(
     }
     if existing is not None and all(existing.get(k) == v for k, v in condition.items()):
         return None
+    return condition
+
+
+def gang_satisfied(
+    group: PodGroupInfo,
+    scheduled: int,
+    succeeded: int,
+    current: Sequence[Mapping[str, Any]],
+    now: str,
+) -> dict[str, Any] | None:
+    """The ``PodGroupSatisfied`` condition to write, or None when there is nothing to say.
+
+    Only for a gang, and only once ``PodGroupInitiallyScheduled`` is True (before, that condition
+    says everything): True while at least ``minCount`` members are scheduled (``scheduled``: bound
+    and not terminated) or ran to completion (``succeeded``: finished work does not break a gang);
+    False (``BelowMinCount``) when fewer, as when a member failed, was evicted or deleted and no
+    replacement is bound yet; True again once one is. ``lastTransitionTime`` changes only with the
+    status. Trainer, JobSet or KubeRay controllers read it instead of counting member phases."""
+    initially = find_condition(current, INITIALLY_SCHEDULED)
+    if not group.gang or initially is None or initially.get("status") != "True":
+        return None
+    have = scheduled + succeeded
+    ok = have >= group.min_member
+    done = f", {succeeded} succeeded" if succeeded else ""
+    condition = {
+        "type": SATISFIED,
+        "status": "True" if ok else "False",
+        "reason": REASON_MEMBERS_SCHEDULED if ok else REASON_BELOW_MIN_COUNT,
+        "message": f"{scheduled} members scheduled{done}; minCount {group.min_member}",
+        "observedGeneration": group.generation,
+        "lastTransitionTime": now,
+    }
+    existing = find_condition(current, SATISFIED)
+    if existing is not None and existing.get("status") == condition["status"]:
+        condition["lastTransitionTime"] = str(existing.get("lastTransitionTime") or now)
+        if all(existing.get(k) == v for k, v in condition.items()):
+            return None
     return condition
 
 

@@ -18,7 +18,9 @@ from shoal.core.state.objects import (
 )
 from shoal.core.state.workloads import (
     INITIALLY_SCHEDULED,
+    SATISFIED,
     decode_pod_group,
+    gang_satisfied,
     initially_scheduled,
     native_pod_group,
 )
@@ -195,6 +197,37 @@ def test_the_condition_as_kube_scheduler_writes_it() -> None:
     assert broken is not None and (broken["status"], broken["reason"]) == ("False", "SchedulerError")
 
 
+def test_a_placed_gang_says_whether_it_still_has_mincount_members() -> None:
+    now, later, latest = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
+    placed = initially_scheduled(group(), 2, "", [], now)
+    assert placed is not None
+    assert gang_satisfied(group(), 1, 0, [], now) is None  # not placed yet: the other condition says
+    whole = gang_satisfied(group(), 2, 0, [placed], now)
+    assert whole is not None and (whole["status"], whole["reason"], whole["message"]) == (
+        "True",
+        "MinCountScheduled",
+        "2 members scheduled; minCount 2",
+    )
+    assert gang_satisfied(group(), 2, 0, [placed, whole], later) is None  # unchanged: nothing to write
+    broken = gang_satisfied(group(), 1, 0, [placed, whole], later)
+    assert broken is not None and (broken["status"], broken["reason"], broken["lastTransitionTime"]) == (
+        "False",
+        "BelowMinCount",
+        later,
+    )
+    # a member replaced: whole again; one that ran to completion does not break the gang
+    again = gang_satisfied(group(), 2, 0, [placed, broken], latest)
+    assert again is not None and (again["status"], again["lastTransitionTime"]) == ("True", latest)
+    done = gang_satisfied(group(), 1, 1, [placed, again], latest)
+    assert (
+        done is not None and done["status"] == "True" and done["message"].endswith("1 succeeded; minCount 2")
+    )
+    assert (
+        gang_satisfied(group(None), 0, 0, [initially_scheduled(group(None), 1, "", [], now) or {}], now)
+        is None
+    )
+
+
 async def test_the_status_loop_patches_native_conditions_and_leaves_plugins_status_alone() -> None:
     op = ShoalOperator(RunSettings())
     writer = RecordingWriter()
@@ -222,10 +255,20 @@ async def test_the_status_loop_patches_native_conditions_and_leaves_plugins_stat
     }
     status, patch = by_path["/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups/train/status"]
     assert patch == STRATEGIC_MERGE_PATCH  # merged by type: the foreign condition stays
-    assert [(c["type"], c["status"]) for c in status["conditions"]] == [(INITIALLY_SCHEDULED, "True")]
+    assert [(c["type"], c["status"]) for c in status["conditions"]] == [
+        (INITIALLY_SCHEDULED, "True"),
+        (SATISFIED, "True"),  # placed, and still whole
+    ]
     status, patch = by_path["/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/train/status"]
     assert patch in (MERGE_PATCH, "") and status["phase"] == "Scheduling"  # bound, none running
     writer.written.clear()
     writer.patches.clear()
     await op.podgroups.write_all()  # nothing changed: nothing written
     assert writer.written == []
+    # its one member goes: the gang is below minCount, and says so (the other condition stays True)
+    scheduler.on_pod(PodInfo.from_dict(make_pod("a", node_name="n0", scheduling_group="train")), deleted=True)
+    await op.podgroups.write_all()
+    native_writes = [status for path, status, _ in writer.written if "scheduling.k8s.io/" in path]
+    assert [(c["type"], c["status"], c["reason"]) for s in native_writes for c in s["conditions"]] == [
+        (SATISFIED, "False", "BelowMinCount")
+    ]
