@@ -16,8 +16,15 @@ played by KWOK (pods turn Running; a Job's pods complete, as its "fast" stages d
 * **at the end**, after the stream stops and a drain: every pod created is bound, deleted by the
   harness, or pending with ``PodScheduled=False`` and a reason — anything else is *lost*.
 
-Not yet here (issue 42): faults on a timer (leader SIGKILL, API server restart, compaction,
-SIGSTOP), DRA slices republished, priority preemption in the stream.
+* **faults on a timer** (``fault_every_s``; ``make soak``: every 5 minutes), in turn: the API
+  server restarted (etcd keeps its data; every watch is cut and resumes from a resource version
+  the new watch cache no longer holds: 410 Gone, a relist), the API server stalled (SIGSTOP for
+  ``stall_s``, then SIGCONT), and the scheduler stalled as long while the load goes on (it wakes
+  to a backlog and to watches that may have expired; etcd compacts every minute here). For each:
+  when it hit, and how long until a pod created after it ended was bound (``recovery_s``).
+
+Not yet here (issue 42): leader SIGKILL with two replicas, DRA slices republished, priority
+preemption in the stream.
 
 Writes bench/results/soak.json (``rss_growth``, ``p99_drift``, ``violations``, ``lost_pods``
 and the same for kube-scheduler with ``_kube``), docs/soak.png, and the "soak" section of
@@ -32,15 +39,18 @@ import contextlib
 import json
 import os
 import random
+import signal
 import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client, config
 
 if __package__ in (None, ""):
@@ -73,6 +83,26 @@ class SoakConfig:
     gang_every_s: float = 20.0
     lifetime_s: tuple[float, float] = (30.0, 120.0)
     seed: int = 1
+    #: a fault of FAULTS, in turn, every this many seconds (0: none)
+    fault_every_s: float = 0.0
+    #: how long a stall (API server or scheduler) lasts
+    stall_s: float = 30.0
+
+
+#: the faults a soak injects on its timer, in this order
+FAULTS = ("apiserver-restart", "apiserver-stall", "scheduler-stall")
+#: etcd compacted this often (the API server's default is 5 minutes)
+COMPACTION = "--etcd-compaction-interval=1m"
+
+
+@dataclass
+class Fault:
+    name: str
+    #: seconds into the churn it began, and how long it lasted
+    t: float
+    seconds: float
+    #: from its end to the binding of the first pod created after it (None: none was bound)
+    recovery_s: float | None = None
 
 
 @dataclass
@@ -94,6 +124,7 @@ class Run:
     lost: list[str] = field(default_factory=list)
     created: int = 0
     bound: int = 0
+    faults: list[Fault] = field(default_factory=list)
 
     def rss_growth(self, after_s: float) -> float | None:
         """RSS of the last window over that of the first window ending after ``after_s`` (the
@@ -155,9 +186,14 @@ class Soak:
         self.gangs: dict[str, float] = {}  # PodGroup -> when it is deleted with its members
         self.next_sweep = 0.0
         self.api: client.ApiClient | None = None
+        self.cp: ControlPlane
+        self._fault_ended = 0.0
+        self._faults_started = 0
+        #: how to end the stall on (SIGCONT), and the timer that will
+        self._stalled: tuple[Callable[[], None], asyncio.TimerHandle] | None = None
 
     async def go(self) -> Run:
-        cp = ControlPlane(workdir=self.workdir / "cp")
+        cp = self.cp = ControlPlane(workdir=self.workdir / "cp", extra_apiserver_args=[COMPACTION])
         await asyncio.to_thread(cp.start)
         try:
             self.api = api = await config.new_client_from_config(config_file=str(cp.kubeconfig))
@@ -205,26 +241,40 @@ class Soak:
         next_check = began + 60
         cpu0, bound0, window_start = process_cpu(sched.pid) or 0.0, 0, began
         ticks = {"job": began, "service": began, "gang": began}
+        next_fault = began + cfg.fault_every_s if cfg.fault_every_s > 0 else float("inf")
         n = 0
         try:
             while time.monotonic() < end:
                 now = time.monotonic()
                 n += 1
+                # a fault needs load after it to show its recovery, and the last window stays free
+                # of faults (p99_drift compares it with the first): none in the churn's last stretch
+                room = end - now >= max(min(60.0, cfg.fault_every_s), cfg.window_s + cfg.stall_s)
+                if now >= next_fault and self._stalled is None and room:
+                    self._fault(FAULTS[self._faults_started % len(FAULTS)], sched, now - began)
+                    self._faults_started += 1
+                    next_fault = time.monotonic() + cfg.fault_every_s
+                    continue
+                self._recovered()
                 jobs = int((now - ticks["job"]) * cfg.job_pods_per_s)
-                if jobs:
-                    ticks["job"] += jobs / cfg.job_pods_per_s
-                    await self._pods(api, sched, jobs, job=True)
                 services = int((now - ticks["service"]) * cfg.service_pods_per_s)
-                if services:
-                    ticks["service"] += services / cfg.service_pods_per_s
-                    await self._pods(api, sched, services, job=False)
-                if now - ticks["gang"] >= cfg.gang_every_s:
-                    ticks["gang"] = now
-                    await self._gang(api, sched)
-                await self._reap(api)
-                if now >= next_check:
-                    next_check += 60
-                    self.run.violations += await check_invariants(api, gangs=self.kind == "shoal")
+                try:
+                    if jobs:
+                        ticks["job"] += jobs / cfg.job_pods_per_s
+                        await self._pods(api, sched, jobs, job=True)
+                    if services:
+                        ticks["service"] += services / cfg.service_pods_per_s
+                        await self._pods(api, sched, services, job=False)
+                    if now - ticks["gang"] >= cfg.gang_every_s:
+                        ticks["gang"] = now
+                        await self._gang(api, sched)
+                    await self._reap(api)
+                    if now >= next_check:
+                        next_check += 60
+                        self.run.violations += await check_invariants(api, gangs=self.kind == "shoal")
+                except (client.ApiException, aiohttp.ClientError, OSError) as exc:
+                    # a connection the restarted API server dropped: this turn's work is retried
+                    print(f"  [{self.kind} soak] {type(exc).__name__}: {exc}"[:300], flush=True)
                 if now >= next_window:
                     cpu = process_cpu(sched.pid) or cpu0
                     bound = len(self.bound_at)
@@ -241,13 +291,62 @@ class Soak:
                     )
                 await asyncio.sleep(0.2)
             churner.cancel()
+            self._resume_stalled()
             await self._settle(api)
+            self._recovered()
         finally:
+            self._resume_stalled()
             for task in (churner, watcher):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self.run.violations += await check_invariants(api, gangs=self.kind == "shoal")
+
+    def _fault(self, name: str, sched: Shoal | KubeScheduler, t: float) -> None:
+        """Start one fault. A restart is over when this returns (the API server answers again);
+        a stall (SIGSTOP) ends ``stall_s`` later by a timer on the loop, so the load goes on
+        meanwhile (calls to a stalled API server wait for it)."""
+        print(f"  [{self.kind} soak] {t / 60:5.1f} min: fault {name}", flush=True)
+        began = time.monotonic()
+        if name == "apiserver-restart":
+            # on the loop's own thread: a child started from a short-lived executor thread would
+            # get its parent-death signal when that thread ends (controlplane.py)
+            self.cp.restart_apiserver()
+            self._ended(name, t, began)
+            return
+        pid = self.cp.named_pids["kube-apiserver"] if name == "apiserver-stall" else sched.pid
+        os.kill(pid, signal.SIGSTOP)
+
+        def resume() -> None:
+            self._stalled = None
+            os.kill(pid, signal.SIGCONT)
+            self._ended(name, t, began)
+
+        self._stalled = (resume, asyncio.get_running_loop().call_later(self.cfg.stall_s, resume))
+
+    def _ended(self, name: str, t: float, began: float) -> None:
+        self._fault_ended = ended = time.monotonic()
+        self.run.faults.append(Fault(name, round(t, 1), round(ended - began, 1)))
+
+    def _resume_stalled(self) -> None:
+        """A stall still on when the churn ends (or fails) is ended now."""
+        if self._stalled is not None:
+            resume, timer = self._stalled
+            timer.cancel()
+            with contextlib.suppress(ProcessLookupError):
+                resume()
+
+    def _recovered(self) -> None:
+        """The last fault's recovery: its end to the first binding of a pod created after it."""
+        if not self.run.faults or self.run.faults[-1].recovery_s is not None:
+            return
+        after = [
+            self.bound_at[p]
+            for p, c in self.created_at.items()
+            if c >= self._fault_ended and p in self.bound_at
+        ]
+        if after:
+            self.run.faults[-1].recovery_s = round(min(after) - self._fault_ended, 1)
 
     def _window(self, t: float, pid: int, cpu: float, bound: int, start: float) -> Window:
         lat = sorted(
@@ -308,7 +407,7 @@ class Soak:
 
     async def _gang(self, api: client.ApiClient, sched: Shoal | KubeScheduler) -> None:
         group = f"gang-{uuid.uuid4().hex[:8]}"
-        await create(api, make_pod_group(group, namespace=NS, min_member=4))
+        await create(api, make_pod_group(group, namespace=NS, min_member=4))  # raises: no members
         members = [
             make_pod(
                 f"{group}-{i}",
@@ -327,39 +426,58 @@ class Soak:
         await self._create(api, members)
 
     async def _create(self, api: client.ApiClient, objs: list[dict[str, Any]]) -> None:
+        """Create ``objs``; a pod whose create failed (the API server just back from a fault)
+        is forgotten: it was never created."""
         for obj in objs:
             self.created_at[obj["metadata"]["name"]] = time.monotonic()
-        await asyncio.gather(*(create(api, o) for o in objs))
-        self.run.created += len(objs)
+        done = await asyncio.gather(*(create(api, o) for o in objs), return_exceptions=True)
+        for obj, result in zip(objs, done, strict=True):
+            if isinstance(result, BaseException):
+                self.created_at.pop(obj["metadata"]["name"], None)
+                self.expiry.pop(obj["metadata"]["name"], None)
+                print(f"  [{self.kind} soak] create: {type(result).__name__}: {result}"[:300], flush=True)
+            elif obj.get("kind") == "Pod":
+                self.run.created += 1
 
     async def _node_loop(self, api: client.ApiClient) -> None:
         """Every ``node_churn_s``: a node with a new name joins; once 20 have, the oldest is
         cordoned, drained (its pods deleted, and gone: KWOK ends them within their grace
         period, as kubectl drain waits for) and deleted, as an autoscaler scales down."""
-        core: Any = client.CoreV1Api(api)
         while True:
             began = time.monotonic()
-            name = f"churn-{uuid.uuid4().hex[:10]}"
-            await create(api, fake_node(name))
-            self.churned.append(name)
-            if len(self.churned) > 20:
-                old = self.churned.pop(0)
-                await core.patch_node(old, {"spec": {"unschedulable": True}})
-                selector = f"spec.nodeName={old}"
-                for p in await list_all(core.list_pod_for_all_namespaces, field_selector=selector):
-                    await self._delete(api, p["metadata"]["name"])
-
-                async def drained(selector: str = selector) -> bool:
-                    return not await list_all(core.list_pod_for_all_namespaces, field_selector=selector)
-
-                with contextlib.suppress(TimeoutError):
-                    await wait_for(drained, 30, what=f"node {old} drained")
-                await core.delete_node(old)
-                # a binding decided before the cordon may land after the drain: the pod GC
-                # controller deletes pods of a node that is gone, and so does the harness
-                for p in await list_all(core.list_pod_for_all_namespaces, field_selector=selector):
-                    await self._delete(api, p["metadata"]["name"])
+            try:
+                await self._node_step(api)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # an API server restarting or stalled: the next turn retries
+                print(f"  [{self.kind} soak] node churn: {type(exc).__name__}: {exc}"[:300], flush=True)
             await asyncio.sleep(max(0.0, self.cfg.node_churn_s - (time.monotonic() - began)))
+
+    async def _node_step(self, api: client.ApiClient) -> None:
+        """One turn of :meth:`_node_loop` (a failed turn leaves the oldest node for the next)."""
+        core: Any = client.CoreV1Api(api)
+        name = f"churn-{uuid.uuid4().hex[:10]}"
+        await create(api, fake_node(name))
+        self.churned.append(name)
+        if len(self.churned) <= 20:
+            return
+        old = self.churned[0]
+        await core.patch_node(old, {"spec": {"unschedulable": True}})
+        selector = f"spec.nodeName={old}"
+        for p in await list_all(core.list_pod_for_all_namespaces, field_selector=selector):
+            await self._delete(api, p["metadata"]["name"])
+
+        async def drained() -> bool:
+            return not await list_all(core.list_pod_for_all_namespaces, field_selector=selector)
+
+        with contextlib.suppress(TimeoutError):
+            await wait_for(drained, 30, what=f"node {old} drained")
+        await core.delete_node(old)
+        self.churned.pop(0)
+        # a binding decided before the cordon may land after the drain: the pod GC
+        # controller deletes pods of a node that is gone, and so does the harness
+        for p in await list_all(core.list_pod_for_all_namespaces, field_selector=selector):
+            await self._delete(api, p["metadata"]["name"])
 
     async def _delete(self, api: client.ApiClient, name: str) -> None:
         core: Any = client.CoreV1Api(api)
@@ -439,6 +557,8 @@ def summary(runs: dict[str, Run], cfg: SoakConfig) -> dict[str, Any]:
         s[f"lost_pods{suffix}"] = len(run.lost)
         s[f"created{suffix}"] = run.created
         s[f"windows{suffix}"] = [asdict(w) for w in run.windows]
+        s[f"faults{suffix}"] = [asdict(f) for f in run.faults]
+        s[f"faults_survived{suffix}"] = sum(f.recovery_s is not None for f in run.faults)
     return s
 
 
@@ -462,6 +582,28 @@ def plot(runs: dict[str, Run], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def _fault_rows(s: dict[str, Any]) -> list[str]:
+    """Per fault kind: how many hit each scheduler, and the longest recovery (a fault whose
+    recovery is missing was not survived: nothing created after it was bound)."""
+    rows = []
+    for name in FAULTS:
+        cells = []
+        for suffix in ("", "_kube"):
+            hits = [f for f in s.get(f"faults{suffix}") or () if f["name"] == name]
+            if not hits:
+                cells.append("—")
+                continue
+            times = [f["recovery_s"] for f in hits if f["recovery_s"] is not None]
+            lost = len(hits) - len(times)
+            worst = f"{max(times):.1f} s" if times else "n/a"
+            cells.append(
+                f"{len(hits)}, longest recovery {worst}" + (f", **{lost} not recovered**" if lost else "")
+            )
+        if any(c != "—" for c in cells):
+            rows.append(f"| fault `{name}` | {cells[0]} | {cells[1]} |")
+    return rows
+
+
 def write_doc(s: dict[str, Any]) -> None:
     def pct(v: float | None) -> str:
         return "n/a" if v is None else f"{v * 100:+.1f} %"
@@ -477,7 +619,13 @@ def write_doc(s: dict[str, Any]) -> None:
         f"{cfg['nodes']:,} KWOK nodes plus one node added and one drained and deleted every "
         f"{cfg['node_churn_s']:g} s, {cfg['job_pods_per_s']:g} Job pods/s that complete, "
         f"{cfg['service_pods_per_s']:g} service pods/s and a gang of 4 every {cfg['gang_every_s']:g} s that "
-        f"run {cfg['lifetime_s'][0]:g}–{cfg['lifetime_s'][1]:g} s; windows of {cfg['window_s']:g} s.",
+        f"run {cfg['lifetime_s'][0]:g}–{cfg['lifetime_s'][1]:g} s; windows of {cfg['window_s']:g} s"
+        + (
+            f"; a fault every {cfg['fault_every_s']:g} s in turn ({', '.join(FAULTS)}; stalls of "
+            f"{cfg['stall_s']:g} s), recovery from its end to the first pod created after it bound."
+            if cfg.get("fault_every_s")
+            else "."
+        ),
         "",
         "| | shoal | kube-scheduler |",
         "|---|---:|---:|",
@@ -486,6 +634,7 @@ def write_doc(s: dict[str, Any]) -> None:
         f"| p99 create → bound, last window ÷ first | {ratio(s.get('p99_drift'))} | {ratio(s.get('p99_drift_kube'))} |",
         f"| invariant violations | {s.get('violations', 'n/a')} | {s.get('violations_kube', 'n/a')} |",
         f"| lost pods | {s.get('lost_pods', 'n/a')} | {s.get('lost_pods_kube', 'n/a')} |",
+        *_fault_rows(s),
         "",
         "![RSS and p99 over the soak](soak.png)",
     ]
@@ -502,11 +651,24 @@ def main() -> int:
         help="seconds per window (default: 300, or minutes×6 s when short)",
     )
     parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument(
+        "--fault-every",
+        type=float,
+        default=300.0,
+        help="seconds between faults, in turn: " + ", ".join(FAULTS) + " (0: none; default 300)",
+    )
+    parser.add_argument("--stall", type=float, default=30.0, help="seconds a stall lasts (default 30)")
     parser.add_argument("--only", choices=("shoal", "kube-scheduler"))
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     window = args.window or (300.0 if args.minutes >= 30 else max(30.0, args.minutes * 10))
-    cfg = SoakConfig(minutes=args.minutes, window_s=window, nodes=args.nodes)
+    cfg = SoakConfig(
+        minutes=args.minutes,
+        window_s=window,
+        nodes=args.nodes,
+        fault_every_s=args.fault_every,
+        stall_s=args.stall,
+    )
     kinds = [args.only] if args.only else ["shoal", "kube-scheduler"]
     import tempfile
 

@@ -1,6 +1,7 @@
 """Three minutes of a real cluster's churn (``make soak``'s short version, bench/soak.py): KWOK
 nodes added, drained and deleted under their new unique names, Job pods that complete, service
-pods and gangs that run and go. Nothing lost, no invariant broken, the windows measured."""
+pods and gangs that run and go, and a fault every 40 s (the API server restarted, then stalled,
+then the scheduler stalled, in turn). Nothing lost, no invariant broken, every fault recovered from."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.soak import Soak, SoakConfig
+from bench.soak import FAULTS, Soak, SoakConfig
 from tests.reliability.conftest import record
 
 
@@ -23,6 +24,8 @@ async def test_three_minutes_of_churn_lose_no_pod_and_break_no_invariant(tmp_pat
         service_pods_per_s=1,
         gang_every_s=15,
         lifetime_s=(10, 40),
+        fault_every_s=40,
+        stall_s=8,
     )
     run = await Soak("shoal", cfg, tmp_path).go()
     record(
@@ -31,8 +34,14 @@ async def test_three_minutes_of_churn_lose_no_pod_and_break_no_invariant(tmp_pat
         bound=run.bound,
         rss_mb=[w.rss_mb for w in run.windows],
         p99_ms=[w.p99_ms for w in run.windows],
+        faults=[(f.name, f.recovery_s) for f in run.faults],
     )
     assert run.violations == []
     assert run.lost == [], f"{len(run.lost)} pods neither bound, deleted nor pending with a reason"
     assert len(run.windows) >= 4 and all(w.rss_mb > 0 for w in run.windows)
     assert run.bound >= 0.9 * run.created  # the stream was scheduled, not just survived
+    # the API server restarted, then stalled, then the scheduler stalled: each survived (a pod
+    # created after it ended was bound)
+    assert len(run.faults) >= len(FAULTS), run.faults
+    assert [f.name for f in run.faults] == [FAULTS[i % len(FAULTS)] for i in range(len(run.faults))]
+    assert all(f.recovery_s is not None for f in run.faults), run.faults
