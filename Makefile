@@ -15,7 +15,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export PYTHONSAFEPATH := 1
 
 .PHONY: help venv cluster-bin lint test unit integration demo cluster-up cluster-down crds \
-        bench-core bench-fleet soak bench bench-large bench-profile clean chart-readme image image-test image-lock
+        bench-core bench-fleet bench-viewers soak bench bench-large bench-profile clean chart-readme image image-test image-lock
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -70,6 +70,9 @@ bench-core: $(BENCH_STAMP) ## per-pod cycle time at 1,000 / 5,000 / 15,000 nodes
 
 bench-fleet: $(BENCH_STAMP) ## the fleet page at 5,000 nodes: document build time, first view in Chromium
 	$(PY) bench/fleet_page.py
+
+bench-viewers: $(BENCH_STAMP) cluster-bin ## shoal's basic throughput with the fleet page closed and open, alternating runs
+	$(PY) bench/viewer_ab.py
 
 soak: $(BENCH_STAMP) cluster-bin ## SOAK_MINUTES (default 60) of node and workload churn on KWOK nodes, shoal then kube-scheduler: RSS, p99, invariants, lost pods
 	$(PY) bench/soak.py --minutes $(or $(SOAK_MINUTES),60)

@@ -47,7 +47,7 @@ class FleetRoutes:
         return web.Response(text=text, content_type="text/html", headers=HEADERS)
 
     async def data(self, request: web.Request) -> web.Response:
-        return web.json_response(self.snapshots.get(), headers=HEADERS)
+        return web.Response(body=self.snapshots.body(), content_type="application/json", headers=HEADERS)
 
     async def explain(self, request: web.Request) -> web.Response:
         ref = request.query.get("pod", "")

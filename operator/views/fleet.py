@@ -22,6 +22,7 @@ a viewer costs the scheduler one walk over its cache, however many viewers there
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -317,7 +318,8 @@ def pending_doc(sched: Scheduler, pod: PodInfo) -> JSON:
 
 class FleetSnapshots:
     """The last document, built again at most every ``ttl`` seconds however many viewers ask
-    (the live page polls it): viewers cost the scheduler one cache walk per ``ttl``."""
+    (the live page polls it): viewers cost the scheduler one cache walk and one JSON encoding
+    per ``ttl``."""
 
     def __init__(
         self,
@@ -332,9 +334,17 @@ class FleetSnapshots:
         self.explain = explain
         self.clock = clock
         self._last: tuple[float, JSON] | None = None
+        self._body: tuple[JSON, bytes] | None = None
 
     def get(self) -> JSON:
         now = self.clock()
         if self._last is None or now - self._last[0] >= self.ttl:
             self._last = (now, fleet_doc(self.sched, explain=self.explain))
         return self._last[1]
+
+    def body(self) -> bytes:
+        """:meth:`get` as JSON, encoded once per document (every viewer's poll sends the same)."""
+        doc = self.get()
+        if self._body is None or self._body[0] is not doc:
+            self._body = (doc, json.dumps(doc, separators=(",", ":")).encode())
+        return self._body[1]

@@ -148,8 +148,11 @@ def test_snapshots_are_built_again_only_after_their_ttl() -> None:
     first = snaps.get()
     now[0] = 1.9
     assert snaps.get() is first
+    body = snaps.body()
+    assert json.loads(body) == first and snaps.body() is body  # encoded once per document
     now[0] = 2.0
     assert snaps.get() is not first
+    assert snaps.body() is not body
 
 
 def test_simulate_writes_the_page_and_says_where(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
