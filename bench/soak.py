@@ -249,7 +249,8 @@ class Soak:
                 n += 1
                 # a fault needs load after it to show its recovery, and the last window stays free
                 # of faults (p99_drift compares it with the first): none in the churn's last stretch
-                room = end - now >= max(min(60.0, cfg.fault_every_s), cfg.window_s + cfg.stall_s)
+                # (15 s: about what an API server's restart takes here)
+                room = end - now >= max(min(60.0, cfg.fault_every_s), cfg.window_s + cfg.stall_s + 15.0)
                 if now >= next_fault and self._stalled is None and room:
                     self._fault(FAULTS[self._faults_started % len(FAULTS)], sched, now - began)
                     self._faults_started += 1
@@ -290,6 +291,14 @@ class Soak:
                         flush=True,
                     )
                 await asyncio.sleep(0.2)
+            now = time.monotonic()
+            if now - window_start >= cfg.window_s / 2:  # the last window, up to the churn's end
+                cpu = process_cpu(sched.pid) or cpu0
+                self.run.windows.append(
+                    self._window(
+                        now - began, sched.pid, cpu - cpu0, len(self.bound_at) - bound0, window_start
+                    )
+                )
             churner.cancel()
             self._resume_stalled()
             await self._settle(api)

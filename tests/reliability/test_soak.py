@@ -1,6 +1,6 @@
 """Three minutes of a real cluster's churn (``make soak``'s short version, bench/soak.py): KWOK
 nodes added, drained and deleted under their new unique names, Job pods that complete, service
-pods and gangs that run and go, and a fault every 40 s (the API server restarted, then stalled,
+pods and gangs that run and go, and a fault every 35 s (the API server restarted, then stalled,
 then the scheduler stalled, in turn). Nothing lost, no invariant broken, every fault recovered from."""
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from tests.reliability.conftest import record
 async def test_three_minutes_of_churn_lose_no_pod_and_break_no_invariant(tmp_path: Path) -> None:
     cfg = SoakConfig(
         minutes=3,
-        window_s=30,
+        window_s=20,
         nodes=100,
         node_churn_s=3,
         job_pods_per_s=3,
         service_pods_per_s=1,
         gang_every_s=15,
         lifetime_s=(10, 40),
-        fault_every_s=40,
+        fault_every_s=35,
         stall_s=8,
     )
     run = await Soak("shoal", cfg, tmp_path).go()
