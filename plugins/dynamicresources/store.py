@@ -152,8 +152,7 @@ class DraStore:
         for result in claim.allocated or ():
             if result.admin_access:  # an admin's access leaves the device to others
                 continue
-            self.taken_version += 1
-            self._bump(result.id)
+            self._changed(result.id)
             if result.share_id:  # a share of a shared device: it takes part of its capacity
                 count, amounts = self._shares.get(result.id, (0, {}))
                 for name, amount in result.consumed.items():
@@ -177,14 +176,14 @@ class DraStore:
                     self._shares[result.id] = (count - 1, amounts)
                 else:
                     del self._shares[result.id]
-                self.taken_version += 1
-                self._bump(result.id)
+                self._changed(result.id)
             elif self._taken.get(result.id) == claim.key:
                 del self._taken[result.id]
-                self.taken_version += 1
-                self._bump(result.id)
+                self._changed(result.id)
 
-    def _bump(self, device: DeviceId) -> None:
+    def _changed(self, device: DeviceId) -> None:
+        """``device`` was taken or released: what per-node and per-pool caches are keyed on moves."""
+        self.taken_version += 1
         pool = (device.driver, device.pool)
         self._pool_taken[pool] = self._pool_taken.get(pool, 0) + 1
 
