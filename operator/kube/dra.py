@@ -77,7 +77,7 @@ class KubeClaimWriter:
         self.raw = raw
 
     async def reserve_claim(
-        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, pod: PodInfo
+        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, consumer: Mapping[str, str]
     ) -> Status:
         path = RESOURCE_CLAIMS.path(claim.name, namespace=claim.namespace)
         version = claim.resource_version
@@ -90,8 +90,7 @@ class KubeClaimWriter:
                 ((reply if isinstance(reply, dict) else {}).get("metadata") or {}).get("resourceVersion")
                 or ""
             )
-        consumer = {"resource": "pods", "name": pod.name, "uid": pod.uid}
-        status: dict[str, Any] = {"reservedFor": [*_consumers(claim), consumer]}
+        status: dict[str, Any] = {"reservedFor": [*_consumers(claim), dict(consumer)]}
         if allocation is not None:
             status["allocation"] = allocation_body(allocation)
 

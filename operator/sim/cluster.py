@@ -168,10 +168,9 @@ class MemoryClaimWriter:
         self.extended: dict[str, dict[str, Any]] = {}
 
     async def reserve_claim(
-        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, pod: PodInfo
+        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, consumer: Mapping[str, str]
     ) -> Status:
-        consumer = {"resource": "pods", "name": pod.name, "uid": pod.uid}
-        done = replace(allocation or claim, consumers=(*claim.consumers, consumer))
+        done = replace(allocation or claim, consumers=(*claim.consumers, dict(consumer)))
         if allocation is not None:  # as the API server keeps what PreBind wrote
             done = replace(done, allocated_at=now())
         self.scheduler.on_object(done)

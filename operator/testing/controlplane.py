@@ -194,6 +194,8 @@ class ControlPlane:
     keep_workdir: bool = False
     #: serve the native Workload API (False: a cluster without it, as before 1.37 or with the gates off)
     native_workloads: bool = True
+    #: more ``--feature-gates`` for the API server (``Name=true``), beside the workload ones
+    feature_gates: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         self._own_workdir = self.workdir is None
@@ -383,9 +385,9 @@ class ControlPlane:
         )
 
     def _workload_args(self) -> list[str]:
-        if not self.native_workloads:
-            return []
-        return [f"--feature-gates={WORKLOAD_FEATURE_GATES}", f"--runtime-config={WORKLOAD_RUNTIME_CONFIG}"]
+        gates = [*([WORKLOAD_FEATURE_GATES] if self.native_workloads else []), *self.feature_gates]
+        runtime = [f"--runtime-config={WORKLOAD_RUNTIME_CONFIG}"] if self.native_workloads else []
+        return [*([f"--feature-gates={','.join(gates)}"] if gates else []), *runtime]
 
     def _wait_ready(self, deadline: float) -> None:
         ctx = ssl.create_default_context()

@@ -10,6 +10,7 @@ Started by PID with ``PR_SET_PDEATHSIG`` (it never outlives the test run), leade
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from shoal.testing.component import ComponentProcess
@@ -38,10 +39,13 @@ class KubeControllerManagerProcess(ComponentProcess):
         *,
         controllers: str = CONTROLLERS,
         extra_args: tuple[str, ...] = (),
+        feature_gates: Sequence[str] = (),
     ) -> None:
         super().__init__(kubeconfig, workdir)
         self.controllers = controllers
         self.extra_args = extra_args
+        #: more ``--feature-gates`` (``Name=true``), beside the workload ones
+        self.feature_gates = list(feature_gates)
 
     def argv(self, port: int) -> list[str]:
         return [
@@ -52,6 +56,6 @@ class KubeControllerManagerProcess(ComponentProcess):
             "--authorization-always-allow-paths=/healthz",
             # the API server's and kube-scheduler's gates (controlplane.py): the resourceclaim
             # controller refuses a pod of a native PodGroup while GenericWorkload is off
-            f"--feature-gates={WORKLOAD_FEATURE_GATES}",
+            f"--feature-gates={','.join([WORKLOAD_FEATURE_GATES, *self.feature_gates])}",
             *self.extra_args,
         ]

@@ -37,10 +37,13 @@ class KubeSchedulerProcess(ComponentProcess):
         *,
         profiles: list[dict[str, Any]] | None = None,
         args: Sequence[str] = (),
+        feature_gates: Sequence[str] = (),
     ) -> None:
         super().__init__(kubeconfig, workdir)
         self.profiles = profiles
         self.args = list(args)
+        #: more ``--feature-gates`` (``Name=true``), beside the workload ones
+        self.feature_gates = list(feature_gates)
 
     def config(self) -> dict[str, Any]:
         cfg: dict[str, Any] = {
@@ -56,5 +59,5 @@ class KubeSchedulerProcess(ComponentProcess):
     def argv(self, port: int) -> list[str]:
         cfg = self.workdir / "kube-scheduler.yaml"
         cfg.write_text(json.dumps(self.config()))
-        gates = f"--feature-gates={WORKLOAD_FEATURE_GATES}"
+        gates = f"--feature-gates={','.join([WORKLOAD_FEATURE_GATES, *self.feature_gates])}"
         return [str(Binaries.locate().kube_scheduler), f"--config={cfg}", gates, *self.args]

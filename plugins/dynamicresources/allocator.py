@@ -8,9 +8,10 @@ picked for this pod already), its NoSchedule and NoExecute taints are tolerated 
 the request accepts it; ``ExactCount`` takes ``count`` devices, ``All`` takes every matching
 device of the node's pools and fails when one of them is taken or tainted, or none exists;
 ``constraints[i].matchAttribute`` makes the devices of its requests share the attribute's value
-(a device without it cannot be used). The search backtracks, so an earlier request does not take
-the one device a later one needed; it gives up after ``MAX_STEPS`` picks (upstream bounds it with
-a timeout).
+(a device without it cannot be used); devices drawing from one counter set must all declare no
+compatibility group or share one (alpha; allocated devices count). The search backtracks, so an
+earlier request does not take the one device a later one needed; it gives up after ``MAX_STEPS``
+picks (upstream bounds it with a timeout).
 
 Selector results are memoised per (expression, device) and dropped when the device object changes
 (a slice update), and per (expression, the values it reads) when it reads only named values of
@@ -79,15 +80,13 @@ class Matcher:
         """The devices of ``devices`` (``node``'s, when named) the class's and the request's
         selectors accept, kept per node (or ``devices`` object) until the node's devices change
         (checked by identity: a slice update makes new ones), so a node searched again costs one
-        lookup. A device using a feature shoal does not evaluate (counter compatibility groups,
-        alpha) is never one of them: refusing it may leave a pod pending that kube-scheduler would
-        place, never the reverse. AllocationError as :meth:`request_matches` (never kept)."""
+        lookup. AllocationError as :meth:`request_matches` (never kept)."""
         by_node = self._lists.setdefault((cls.selectors, req.selectors), {})
         key = node or id(devices)
         hit = by_node.get(key)
         if hit is not None and hit[0] is devices:
             return hit[1]
-        found = [d for d in devices if not d.unsupported and self.request_matches(claim, req, cls, d)]
+        found = [d for d in devices if self.request_matches(claim, req, cls, d)]
         if len(by_node) > 50_000:
             by_node.clear()
         by_node[key] = (devices, found)
@@ -206,6 +205,12 @@ class _Search:
     steps: int = 0
     #: the node searched ("" when not named): what the matcher's lists are kept by
     node: str = ""
+    #: (driver, pool) -> the pool, for pools where a device declares compatibility groups
+    grouped: Mapping[tuple[str, str], NodePool] = field(default_factory=dict)
+    #: (driver, pool) -> counter set -> the groups every device drawing from it (allocated, or
+    #: picked by this search) declares: None while none does, an empty set while all of them
+    #: declare none (only group-less devices may join), else their common groups
+    together: dict[tuple[str, str], dict[str, frozenset[str] | None]] = field(default_factory=dict)
 
     def matching(self, slot: _Slot, req: DeviceRequest) -> list[Device]:
         cls = self.classes.get(req.device_class)
@@ -267,9 +272,14 @@ class _Search:
         reserved = self._reserve(d)
         if reserved is None:
             return None
+        joined = self._join(d) if reserved and self.grouped else {}
+        if joined is None:
+            self._release(d, reserved)
+            return None
         already = self._already(d)
         taken = self._takes(slot, req, d, already)
         if taken is None:
+            self._leave(d, joined)
             self._release(d, reserved)
             return None
         undo: list[tuple[int, int]] = []
@@ -281,6 +291,7 @@ class _Search:
                     "constraint would not be satisfied"
                 )
             self._unpin(undo)
+            self._leave(d, joined)
             self._release(d, reserved)
             return None
         self._use(slot, req, d, taken)
@@ -288,9 +299,51 @@ class _Search:
         def back() -> None:
             self._unuse(slot, d)
             self._unpin(undo)
+            self._leave(d, joined)
             self._release(d, reserved)
 
         return back
+
+    def _join(self, d: Device) -> dict[str, frozenset[str] | None] | None:
+        """Compatibility groups (upstream's checkAndConsumeCompatibilityGroups): ``d`` may draw
+        from each of its counter sets only beside devices whose groups it shares (a device without
+        groups only beside others without); it is then counted in, and what each set held before
+        is returned for :meth:`_leave`. None when it may not. Checked where its counters are taken
+        (a further share of a shared device already counted is not checked again)."""
+        pool = self.grouped.get((d.id.driver, d.id.pool))
+        if pool is None:
+            return {}
+        together = self.together.get((d.id.driver, d.id.pool))
+        if together is None:
+            together = self.together[(d.id.driver, d.id.pool)] = self._allocated_groups(pool)
+        before: dict[str, frozenset[str] | None] = {}
+        for counter_set in d.consumes:
+            held = together.get(counter_set)
+            mine = d.groups.get(counter_set, frozenset())
+            if held is not None and not _admits(held, mine):
+                for name, value in before.items():
+                    together[name] = value
+                return None
+            before[counter_set] = held
+            together[counter_set] = mine if held is None else held & mine if held and mine else held
+        return before
+
+    def _leave(self, d: Device, before: Mapping[str, frozenset[str] | None]) -> None:
+        if before:
+            together = self.together[(d.id.driver, d.id.pool)]
+            for name, value in before.items():
+                together[name] = value
+
+    def _allocated_groups(self, pool: NodePool) -> dict[str, frozenset[str] | None]:
+        """Per counter set of ``pool``, the groups its allocated devices (shared ones with a share,
+        shoal's in-flight allocations included) declare in common, as :meth:`_join` keeps them."""
+        out: dict[str, frozenset[str] | None] = {}
+        for d in pool.consumers:
+            if self.taken(d.id) or self.shares(d.id) is not None:
+                for counter_set in d.consumes:
+                    held, mine = out.get(counter_set), d.groups.get(counter_set, frozenset())
+                    out[counter_set] = mine if held is None else held & mine if held and mine else held
+        return out
 
     def _already(self, d: Device) -> dict[str, Decimal]:
         """What a device's committed shares and this search's take of its capacities."""
@@ -428,6 +481,12 @@ class _Search:
                 del self.used[d.id]
 
 
+def _admits(held: frozenset[str], mine: frozenset[str]) -> bool:
+    """A device declaring ``mine`` may join devices holding ``held`` in common (an empty ``held``:
+    they all declare none) on one counter set."""
+    return not held if not mine else bool(held & mine)
+
+
 def share_id() -> str:
     """A new version-4 UUID as text (a share's ``shareID``): uuid.uuid4's layout from Python's
     generator, which is seeded from the OS; a cycle makes one per candidate node."""
@@ -462,7 +521,8 @@ def allocate(
     devices = matcher.ordered(pools, node)
     if counters is None:
         counters = counters_left(pools, taken, shares)
-    search = _Search(claims, devices, classes, taken, matcher, counters, shares, node=node)
+    grouped = {(p.driver, p.name): p for p in pools if p.grouped}
+    search = _Search(claims, devices, classes, taken, matcher, counters, shares, node=node, grouped=grouped)
     search.results = [[] for _ in claims]
     for index, claim in enumerate(claims):
         search.slots += [_Slot(index, alternatives) for alternatives in claim.requests]

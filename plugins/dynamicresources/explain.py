@@ -64,7 +64,7 @@ def describe_request(store: DraStore, matcher: Matcher, claim: ResourceClaimInfo
         for d in store.devices_of(s)
     ]
     try:
-        matching = [d for d in devices if not d.unsupported and matcher.request_matches(claim, req, cls, d)]
+        matching = [d for d in devices if matcher.request_matches(claim, req, cls, d)]
     except AllocationError as exc:
         return f"{what}): {exc}"
     free = sum(1 for d in matching if store.taken_by(d.id) is None)

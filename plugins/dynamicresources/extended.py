@@ -34,6 +34,7 @@ from shoal.plugins.dynamicresources.objects import (
     DeviceClassInfo,
     DeviceRequest,
     ResourceClaimInfo,
+    consumer,
 )
 from shoal.plugins.dynamicresources.ports import DELETE_PROTECTION, ClaimWriter
 from shoal.plugins.dynamicresources.store import DraStore
@@ -218,7 +219,7 @@ async def make_claim(
     )
     store.forget(key)
     store.assume(allocated)
-    status = await writer.reserve_claim(created, allocated, pod)
+    status = await writer.reserve_claim(created, allocated, consumer(pod.name, pod.uid))
     if status.ok:
         status = await writer.record_extended_claim(pod, claim_status(created.name, wanted.mappings))
     return created, status

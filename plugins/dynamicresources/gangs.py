@@ -37,7 +37,12 @@ from shoal.plugins.dynamicresources.allocator import (
     allocation_config,
     allocation_selector,
 )
-from shoal.plugins.dynamicresources.objects import AllocatedDevice, DeviceId, ResourceClaimInfo
+from shoal.plugins.dynamicresources.objects import (
+    AllocatedDevice,
+    DeviceId,
+    ResourceClaimInfo,
+    native_group,
+)
 from shoal.plugins.dynamicresources.ports import ClaimWriter
 from shoal.plugins.dynamicresources.store import DraStore, NodePool
 
@@ -155,11 +160,12 @@ def _taken_but(store: DraStore, released: set[str]) -> Callable[[DeviceId], bool
 
 
 async def join_pending(
-    store: DraStore, writer: ClaimWriter, pod: PodInfo, key: str, timeout: float
+    store: DraStore, writer: ClaimWriter, pod: PodInfo, key: str, timeout: float, to: Mapping[str, str]
 ) -> Status:
     """PreBind of a member sharing a claim another member allocates: once the allocation is back
-    from the watch, add the pod to ``reservedFor`` (guarded by the resourceVersion read; another
-    member's reservation first: read again, try again). An Error when the allocating member's
+    from the watch, add ``to`` (the pod, or its PodGroup) to ``reservedFor`` unless it is there
+    already (guarded by the resourceVersion read; another member's reservation first: read again,
+    try again). An Error when the allocating member's
     binding failed (the claim is neither held nor allocated) or ``timeout`` passes."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -171,10 +177,10 @@ async def join_pending(
             changed.clear()
             claim = store.claims.get(key)
             if claim is not None and claim.allocated is not None:
-                if pod.uid in claim.reserved_for:
+                if claim.reserved_for_pod(pod.uid, native_group(pod)):
                     return SUCCESS
                 if claim.resource_version != tried:
-                    status = await writer.reserve_claim(claim, None, pod)
+                    status = await writer.reserve_claim(claim, None, to)
                     if status.ok:
                         return status
                     tried = claim.resource_version  # someone wrote first: wait for the next version

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any, NamedTuple
 
 from shoal.core.state.nodeselectors import SelectorTerm, parse_term
+from shoal.core.state.objects import NATIVE_GROUP_API, PodGroupInfo, PodInfo
 from shoal.core.state.quantity import QuantityError, parse_quantity
 from shoal.plugins.dynamicresources.capacity import Capacity, CapacityPolicy
 
@@ -24,6 +25,8 @@ POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"  # set on claims made f
 #: marks the claim kube-scheduler (or shoal) made for a pod's DRA-backed extended resources
 EXTENDED_RESOURCE_CLAIM = "resource.kubernetes.io/extended-resource-claim"
 ALLOCATION_EXACT_COUNT, ALLOCATION_ALL = "ExactCount", "All"
+#: the API group of native PodGroups, which may own and be reserved a claim (DRAWorkloadResourceClaims)
+SCHEDULING_GROUP = "scheduling.k8s.io"
 #: at most this many pods in a claim's reservedFor (ResourceClaimReservedForMaxSize)
 RESERVED_FOR_MAX = 256
 
@@ -100,8 +103,6 @@ class Device:
     id: DeviceId
     attributes: Mapping[str, Any]
     capacity: Mapping[str, int]
-    #: why shoal never allocates this device ("" if it may): a feature it does not evaluate yet
-    unsupported: str = ""
     #: the driver's taints, then those of the DeviceTaintRules that select the device
     taints: tuple[DeviceTaint, ...] = ()
     #: ``consumesCounters``: counter set -> counter -> the amount the device takes of its pool's
@@ -123,6 +124,11 @@ class Device:
     binding_failure_conditions: tuple[str, ...] = ()
     #: ``bindsToNode``: an allocation of it is pinned to the node it was made for
     binds_to_node: bool = False
+    #: ``consumesCounters[].compatibilityGroups`` (alpha DRADeviceCompatibilityGroups): counter
+    #: set -> the groups it declares there (a set it names no group for is not here); devices
+    #: drawing from one counter set are allocated together only if they all declare none, or
+    #: some group all of them declare
+    groups: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def available_on(self, node: str, labels: Mapping[str, str]) -> bool:
         """Its own node selection (a device of a per-device slice) reaches ``node``."""
@@ -190,14 +196,16 @@ def _device(driver: str, pool: str, raw: JSON, problems: dict[str, str]) -> Devi
             continue
         capacity[qualify(driver, str(key))] = int(exact)
         capacities[str(key)] = Capacity(exact, policy)
-    skipped: list[str] = []
     consumes: dict[str, dict[str, Decimal]] = {}
+    groups: dict[str, frozenset[str]] = {}
     for c in raw.get("consumesCounters") or ():
         if not isinstance(c, Mapping):
             continue
-        if c.get("compatibilityGroups"):  # alpha (DRADeviceCompatibilityGroups), off in 1.37
-            skipped.append("consumesCounters.compatibilityGroups")
-        consumes[str(c.get("counterSet") or "")] = _counters(c.get("counters"), f"devices[{name}]", problems)
+        counter_set = str(c.get("counterSet") or "")
+        consumes[counter_set] = _counters(c.get("counters"), f"devices[{name}]", problems)
+        declared = c.get("compatibilityGroups")
+        if isinstance(declared, list | tuple) and declared:
+            groups[counter_set] = frozenset(str(g) for g in declared)
     taints = tuple(DeviceTaint.from_dict(t) for t in raw.get("taints") or () if isinstance(t, Mapping))
     selector = raw.get("nodeSelector")
     terms = selector.get("nodeSelectorTerms") if isinstance(selector, Mapping) else None
@@ -205,7 +213,6 @@ def _device(driver: str, pool: str, raw: JSON, problems: dict[str, str]) -> Devi
         DeviceId(driver, pool, name),
         attributes,
         capacity,
-        ", ".join(skipped),
         taints,
         consumes,
         node_name=str(raw.get("nodeName") or ""),
@@ -216,6 +223,7 @@ def _device(driver: str, pool: str, raw: JSON, problems: dict[str, str]) -> Devi
         binding_conditions=_names(raw.get("bindingConditions")),
         binding_failure_conditions=_names(raw.get("bindingFailureConditions")),
         binds_to_node=raw.get("bindsToNode") is True,
+        groups=groups,
     )
 
 
@@ -477,6 +485,9 @@ class ResourceClaimInfo:
     finalizers: tuple[str, ...] = ()
     pod_claim_name: str = ""  # set by the resourceclaim controller on a claim from a template
     owner_uid: str = ""  # the pod that owns a generated claim
+    #: the native PodGroup (``scheduling.k8s.io``) that controls it: a claim the resourceclaim
+    #: controller made from a PodGroup's ``spec.resourceClaims`` template (DRAWorkloadResourceClaims)
+    group_owner: str = ""
     deleting: bool = False
     #: made by a scheduler for its controlling pod's DRA-backed extended resources (annotated)
     extended: bool = False
@@ -527,6 +538,22 @@ class ResourceClaimInfo:
         """The uids of the consumers."""
         return tuple(str(c.get("uid") or "") for c in self.consumers)
 
+    def reserved_for_pod(self, uid: str, group: str | None) -> bool:
+        """Upstream's IsReservedForPod with PodGroup reservations accepted: the pod (``uid``) is a
+        consumer, or its native PodGroup (``group``: its name, None when it has none) is, named by
+        group, resource and name (a pod does not know its PodGroup's uid)."""
+        for c in self.consumers:
+            if str(c.get("uid") or "") == uid:
+                return True
+            if (
+                group is not None
+                and c.get("apiGroup") == SCHEDULING_GROUP
+                and c.get("resource") == "podgroups"
+                and c.get("name") == group
+            ):
+                return True
+        return False
+
     @classmethod
     def from_dict(cls, obj: JSON) -> ResourceClaimInfo:
         meta = obj.get("metadata") or {}
@@ -553,7 +580,18 @@ class ResourceClaimInfo:
         )
         allocation = status.get("allocation")
         node, terms = _allocated_on(allocation) if isinstance(allocation, Mapping) else ("", ())
-        owner: JSON = next((o for o in meta.get("ownerReferences") or () if o.get("kind") == "Pod"), {})
+        owners = [o for o in meta.get("ownerReferences") or () if isinstance(o, Mapping)]
+        owner: JSON = next((o for o in owners if o.get("kind") == "Pod"), {})
+        group: JSON = next(
+            (
+                o
+                for o in owners
+                if o.get("kind") == "PodGroup"
+                and o.get("controller") is True
+                and str(o.get("apiVersion") or "").startswith(f"{SCHEDULING_GROUP}/")
+            ),
+            {},
+        )
         return cls(
             namespace=str(meta.get("namespace") or "default"),
             name=str(meta.get("name") or ""),
@@ -569,6 +607,7 @@ class ResourceClaimInfo:
             finalizers=tuple(str(f) for f in meta.get("finalizers") or ()),
             pod_claim_name=str((meta.get("annotations") or {}).get(POD_CLAIM_NAME) or ""),
             owner_uid=str(owner.get("uid") or ""),
+            group_owner=str(group.get("name") or ""),
             deleting=bool(meta.get("deletionTimestamp")),
             extended=(meta.get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM) == "true"
             and owner.get("controller") is True,
@@ -577,6 +616,36 @@ class ResourceClaimInfo:
             else "",
             device_conditions=_device_conditions(status.get("devices")),
         )
+
+
+def consumer(name: str, uid: str, *, group: bool = False) -> dict[str, str]:
+    """A ``status.reservedFor`` entry: a pod, or (``group``) a native PodGroup."""
+    if group:
+        return {"apiGroup": SCHEDULING_GROUP, "resource": "podgroups", "name": name, "uid": uid}
+    return {"resource": "pods", "name": name, "uid": uid}
+
+
+def native_group(pod: PodInfo) -> str | None:
+    """The name of the native PodGroup the pod belongs to (``spec.schedulingGroup``), or None."""
+    return pod.pod_group if pod.pod_group and pod.pod_group_api == NATIVE_GROUP_API else None
+
+
+def bind_to(pod: PodInfo, groups: Mapping[str, PodGroupInfo], claim_name: str) -> dict[str, str]:
+    """Upstream's ``resourceclaim.BindTo``: whom the pod's claim ``claim_name`` is reserved for.
+    Its native PodGroup (looked up in ``groups``, the cache's PodGroups by key) when the pod's
+    ``spec.resourceClaims`` entry for it is one of the PodGroup's ``spec.resourceClaims`` (same
+    name, same claim or template); else the pod itself."""
+    group = groups.get(pod.group_key or "") if native_group(pod) is not None else None
+    if group is not None:
+        for pc in pod.resource_claims:
+            if pc.resolved != claim_name:
+                continue
+            if any(
+                (gc.name, gc.claim_name, gc.template) == (pc.name, pc.claim_name, pc.template)
+                for gc in group.resource_claims
+            ):
+                return consumer(group.name, group.uid, group=True)
+    return consumer(pod.name, pod.uid)
 
 
 def _allocated(allocation: JSON) -> tuple[AllocatedDevice, ...]:

@@ -104,6 +104,8 @@ from shoal.plugins.dynamicresources.objects import (
     AllocatedDevice,
     Device,
     ResourceClaimInfo,
+    bind_to,
+    native_group,
 )
 from shoal.plugins.dynamicresources.ports import CLAIM_WRITER, ClaimWriter
 from shoal.plugins.dynamicresources.scoring import Allocation, score_rows
@@ -144,8 +146,12 @@ def pod_claims(store: DraStore, pod: PodInfo) -> tuple[list[ResourceClaimInfo], 
             return [], _unresolvable(f'resourceclaim.resource.k8s.io "{name}" not found')
         if claim.deleting:
             return [], _unresolvable(f'resourceclaim "{name}" is being deleted')
-        if pc.template and claim.owner_uid != pod.uid:
-            why = f"was not created for Pod {pod.namespace}/{pod.name} (Pod is not owner)"
+        group = native_group(pod)
+        if pc.template and claim.owner_uid != pod.uid and (group is None or claim.group_owner != group):
+            # a claim the resourceclaim controller made for the pod's PodGroup is the pod's too
+            # (upstream's IsForPod, DRAWorkloadResourceClaims)
+            owner = "Pod is not owner" if group is None else f"neither Pod nor PodGroup {group} is the owner"
+            why = f"was not created for Pod {pod.namespace}/{pod.name} ({owner})"
             return [], _unresolvable(f"ResourceClaim {claim.key} {why}")
         out.append(claim)
     return out, SUCCESS
@@ -225,7 +231,8 @@ class DynamicResources:
         pending: set[str] = set()  # allocated by another member of the pod's gang, not written yet
         for claim in claims:
             if claim.allocated is not None:
-                if pod.uid not in claim.reserved_for and len(claim.reserved_for) >= RESERVED_FOR_MAX:
+                mine = claim.reserved_for_pod(pod.uid, native_group(pod))
+                if not mine and len(claim.reserved_for) >= RESERVED_FOR_MAX:
                     return None, _unresolvable("resourceclaim in use")
                 allocated.append(claim)
                 continue
@@ -440,8 +447,6 @@ class DynamicResources:
         for row in rows:
             free = matched = 0
             for d in self.node_devices(table, int(row)):
-                if d.unsupported:
-                    continue
                 hit = memo.get(id(d))
                 if hit is None or hit[0] is not d:
                     hit = (d, self.matcher.request_matches(claim, req, cls, d))
@@ -638,13 +643,15 @@ class DynamicResources:
         if writer is None:
             return Status.error("no claim writer: this scheduler cannot allocate ResourceClaims")
         store = self.cache.store(DraStore)
+        groups, group_name = self.cache.pod_groups, native_group(pod)
         for claim in st.allocated:
             if claim.key in st.pending:
-                status = await gangs.join_pending(store, writer, pod, claim.key, self.binding_timeout)
-            elif pod.uid in claim.reserved_for:
+                to = bind_to(pod, groups, claim.name)
+                status = await gangs.join_pending(store, writer, pod, claim.key, self.binding_timeout, to)
+            elif claim.reserved_for_pod(pod.uid, group_name):
                 continue
             else:
-                status = await writer.reserve_claim(claim, None, pod)
+                status = await writer.reserve_claim(claim, None, bind_to(pod, groups, claim.name))
             if not status.ok:
                 return status
         for i, key in enumerate(list(st.assumed)):
@@ -659,11 +666,11 @@ class DynamicResources:
             known = store.claims.get(key)
             if held is None or known is None:
                 return Status.error(f"resourceclaim {key} is gone")
-            if known.allocated is not None and pod.uid in known.reserved_for:
+            if known.allocated is not None and known.reserved_for_pod(pod.uid, group_name):
                 continue  # written and seen already
             if known.allocated is not None:
                 return Status.error(f"claim {key} got allocated elsewhere in the meantime")
-            status = await writer.reserve_claim(known, held, pod)
+            status = await writer.reserve_claim(known, held, bind_to(pod, groups, known.name))
             if not status.ok:
                 return status
         keys = [c.key for c in st.allocated] + list(st.assumed)
@@ -689,7 +696,7 @@ class DynamicResources:
         pending = [c for c in claims if c.allocated is None] if status.ok else []
         out: dict[int, str] = {}
         for row in rows if pending else ():
-            devices = [d for d in self.node_devices(self.cache.table, row) if not d.unsupported]
+            devices = list(self.node_devices(self.cache.table, row))
             out[row] = "; ".join(
                 node_request(self.cache.store(DraStore), self.matcher, claim, req, devices)
                 for claim in pending

@@ -17,9 +17,10 @@ class ClaimWriter(Protocol):
     409 included: the claim changed since it was read)."""
 
     async def reserve_claim(
-        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, pod: PodInfo
+        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, consumer: Mapping[str, str]
     ) -> Status:
-        """Add the pod to the claim's ``status.reservedFor``; with ``allocation`` (a claim shoal
+        """Add ``consumer`` (the pod, or its PodGroup: :func:`objects.consumer`) to the claim's
+        ``status.reservedFor``; with ``allocation`` (a claim shoal
         allocated at Reserve) first add the ``resource.kubernetes.io/delete-protection`` finalizer,
         then write ``status.allocation`` too, guarded by the claim's resourceVersion."""
         ...

@@ -374,7 +374,13 @@ class DraStore:
                 elif any(c not in known for c in counters):
                     invalid = invalid or f"device {d.id.device} consumes a counter its set {set_name} lacks"
         return NodePool(
-            key[0], key[1], tuple(devices), invalid=invalid, counters=sets, consumers=tuple(consumers)
+            key[0],
+            key[1],
+            tuple(devices),
+            invalid=invalid,
+            counters=sets,
+            consumers=tuple(consumers),
+            grouped=any(d.groups for d in consumers),
         )
 
     def node_slice_names(self) -> set[str]:
@@ -443,6 +449,8 @@ class NodePool:
     #: every device of the pool's generation that consumes counters, whatever node it reaches
     #: (an allocated one takes its share from all)
     consumers: tuple[Device, ...] = ()
+    #: one of ``consumers`` declares compatibility groups: who shares a counter set is checked
+    grouped: bool = False
 
     @property
     def usable(self) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 from shoal.core.state.objects import PodInfo
 from shoal.kube.dra import KubeClaimWriter
 from shoal.kube.rest import RawClient
-from shoal.plugins.dynamicresources.objects import ResourceClaimInfo
+from shoal.plugins.dynamicresources.objects import ResourceClaimInfo, consumer
 from tests.unit.dra_objects import allocated, claim, claim_pod
 
 
@@ -35,7 +35,7 @@ async def test_allocation_writes_finalizer_then_status_guarded_by_resource_versi
     mine = ResourceClaimInfo.from_dict(claim("c"))
     held = replace(ResourceClaimInfo.from_dict(allocated(claim("c"), "n1", ["gpu-3"])), allocation_config=())
     pod = PodInfo.from_dict(claim_pod("p", [{"name": "gpu", "resourceClaimName": "c"}]))
-    status = await writer(rec).reserve_claim(mine, held, pod)
+    status = await writer(rec).reserve_claim(mine, held, consumer(pod.name, pod.uid))
     assert status.ok
     (m1, p1, b1), (m2, p2, b2) = rec.calls
     assert m2 == "PATCH"
@@ -57,9 +57,9 @@ async def test_shared_claim_adds_the_pod_to_the_consumers_and_a_conflict_is_an_e
     shared = ResourceClaimInfo.from_dict(allocated(claim("s"), "n1", ["gpu-0"], reserved=("first",)))
     pod = PodInfo.from_dict(claim_pod("p", [{"name": "gpu", "resourceClaimName": "s"}]))
     rec = Recorder([200])
-    assert (await writer(rec).reserve_claim(shared, None, pod)).ok
+    assert (await writer(rec).reserve_claim(shared, None, consumer(pod.name, pod.uid))).ok
     [(_, path, body)] = rec.calls
     assert path.endswith("/status") and "allocation" not in body["status"]
     assert [c["uid"] for c in body["status"]["reservedFor"]] == ["first", "uid-p"]
-    status = await writer(Recorder([409])).reserve_claim(shared, None, pod)
+    status = await writer(Recorder([409])).reserve_claim(shared, None, consumer(pod.name, pod.uid))
     assert not status.ok and "add reservation to claim default/s: HTTP 409: conflict" in status.message

@@ -451,6 +451,9 @@ class PodGroupInfo:
     unevaluated: tuple[str, ...] = ()
     #: a Volcano PodGroup's ``spec.minTaskMember``: task name -> the members of it the quorum needs
     task_quorums: dict[str, int] = field(default_factory=dict)
+    #: a native PodGroup's ``spec.resourceClaims`` (DRAWorkloadResourceClaims): claims its members
+    #: share, reserved for the PodGroup rather than for each pod
+    resource_claims: tuple[PodClaim, ...] = ()
 
     @property
     def key(self) -> str:

@@ -27,6 +27,7 @@ from typing import Any
 
 from shoal.core.state.grouplinks import VOLCANO_GROUP_API
 from shoal.core.state.objects import NATIVE_GROUP_API, PodGroupInfo, parse_time
+from shoal.core.state.podclaims import pod_claims
 from shoal.core.state.volcano import volcano_pod_group
 
 #: kube-scheduler 1.37's condition on a native PodGroup, its reasons (``k8s.io/api/scheduling/v1beta1``)
@@ -69,6 +70,7 @@ def native_pod_group(obj: Mapping[str, Any]) -> PodGroupInfo:
         api=NATIVE_GROUP_API,
         gang=is_gang,
         workload=workload if ref else "",
+        resource_claims=pod_claims(spec, obj.get("status") or {}),
     )
 
 

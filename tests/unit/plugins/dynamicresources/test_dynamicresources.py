@@ -28,7 +28,7 @@ from shoal.plugins.dynamicresources.plugin import DynamicResources
 from shoal.plugins.dynamicresources.store import DraStore
 from shoal.plugins.noderesources import class_provides_a_request
 from shoal.sim.cluster import InMemoryCluster, Simulation
-from shoal.testing.objects import make_node, make_pod, make_pod_group
+from shoal.testing.objects import make_native_pod_group, make_node, make_pod, make_pod_group
 from tests.unit.dra_objects import GPU, allocated, claim, claim_pod, device_class, gpu, node_slice
 
 
@@ -110,6 +110,48 @@ def test_template_claim_waits_for_the_controller_then_must_be_owned_by_the_pod()
     del made["metadata"]["ownerReferences"]
     _, out = run(node("n1"), device_class(), node_slice("n1"), made, ready)
     assert "was not created for Pod default/p (Pod is not owner)" in out["uid-p"].message
+
+
+def podgroup_claim_objects(owner: str) -> list[dict[str, Any]]:
+    """A native gang ``train`` of two whose PodGroup lists the claim template ``chan``: the claim the
+    controller made from it (owned by the PodGroup ``owner``), and the members, each naming it."""
+    group = make_native_pod_group("train", min_count=2)
+    group["metadata"]["uid"] = "uid-train"
+    group["spec"]["resourceClaims"] = [{"name": "fabric", "resourceClaimTemplateName": "chan"}]
+    made = claim("train-fabric-x")
+    made["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "name": owner,
+            "uid": "u",
+            "controller": True,
+        }
+    ]
+    members = [
+        claim_pod(
+            name,
+            [{"name": "fabric", "resourceClaimTemplateName": "chan"}],
+            [{"name": "fabric", "resourceClaimName": "train-fabric-x"}],
+            schedulingGroup={"podGroupName": "train"},
+        )
+        for name in ("a", "b")
+    ]
+    return [group, made, *members]
+
+
+def test_a_podgroup_claim_is_its_members_allocated_once_and_reserved_for_the_podgroup() -> None:
+    sim, out = run(node("n1"), node("n2"), device_class(), node_slice("n2"), *podgroup_claim_objects("train"))
+    assert out["uid-a"].node == out["uid-b"].node == "n2"
+    got = sim.scheduler.cache.store(DraStore).claims["default/train-fabric-x"]
+    assert got.allocated is not None and len(got.allocated) == 1
+    assert [dict(c) for c in got.consumers] == [
+        {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "train", "uid": "uid-train"}
+    ]
+    # a claim another PodGroup owns is not the members': refused, naming both possible owners
+    _, out = run(node("n2"), device_class(), node_slice("n2"), *podgroup_claim_objects("other"))
+    why = "was not created for Pod default/a (neither Pod nor PodGroup train is the owner)"
+    assert out["uid-a"].node is None and why in out["uid-a"].message
 
 
 def test_missing_claim_and_missing_class_are_named() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from shoal.core.framework.interfaces import Diagnosis
 from shoal.core.framework.invoker import PluginFailed
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import Status
+from shoal.core.state.workloads import native_pod_group
 from shoal.kube.dra import allocation_body
 from shoal.plugins.dynamicresources.binding import Args, parse_duration
 from shoal.plugins.dynamicresources.objects import DRA_DECODERS, AllocatedDevice, DeviceId, ResourceClaimInfo
@@ -76,7 +78,10 @@ def plugin_for(
 ) -> DynamicResources:
     cache = cache_with(nodes)
     for obj in objects:
-        cache.store(DraStore).apply(DRA_DECODERS[obj["kind"]](obj))
+        if obj["kind"] == "PodGroup":  # a native one, whose claims its members share
+            cache.set_pod_group(native_pod_group(obj))
+        else:
+            cache.store(DraStore).apply(DRA_DECODERS[obj["kind"]](obj))
     return DynamicResources(handle_for(cache), Args.model_validate(args) if args else None)
 
 
@@ -140,13 +145,12 @@ class RecordingClaimWriter:
         return Status()
 
     async def reserve_claim(
-        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, pod: PodInfo
+        self, claim: ResourceClaimInfo, allocation: ResourceClaimInfo | None, consumer: Mapping[str, str]
     ) -> Status:
         stored = self.claims[claim.name]
         if allocation is not None and DELETE_PROTECTION not in claim.finalizers:
             stored["metadata"]["finalizers"] = [*claim.finalizers, DELETE_PROTECTION]
-        consumer = {"resource": "pods", "name": pod.name, "uid": pod.uid}
-        status: dict[str, Any] = {"reservedFor": [*(dict(c) for c in claim.consumers), consumer]}
+        status: dict[str, Any] = {"reservedFor": [*(dict(c) for c in claim.consumers), dict(consumer)]}
         if allocation is not None:
             status["allocation"] = allocation_body(allocation)
         stored["status"] = {**(stored.get("status") or {}), **status}
