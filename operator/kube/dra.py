@@ -44,6 +44,8 @@ def allocation_body(held: ResourceClaimInfo) -> dict[str, Any]:
         if r.binding_conditions:  # copies of the device's, when it was allocated
             result["bindingConditions"] = list(r.binding_conditions)
             result["bindingFailureConditions"] = list(r.binding_failure_conditions)
+        if r.skip_node_operations:  # a copy of its slice's, as the allocator writes it
+            result["skipNodeOperations"] = list(r.skip_node_operations)
         results.append(result)
     devices: dict[str, Any] = {"results": results}
     if held.allocation_config:

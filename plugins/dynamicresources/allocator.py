@@ -205,6 +205,9 @@ class _Search:
     steps: int = 0
     #: the node searched ("" when not named): what the matcher's lists are kept by
     node: str = ""
+    #: the node declares OPTIONAL_NODE_OPERATIONS: devices of slices that skip node operations
+    #: may be allocated there
+    optional_operations: bool = False
     #: (driver, pool) -> the pool, for pools where a device declares compatibility groups
     grouped: Mapping[tuple[str, str], NodePool] = field(default_factory=dict)
     #: (driver, pool) -> counter set -> the groups every device drawing from it (allocated, or
@@ -247,7 +250,9 @@ class _Search:
             in_use = False
         else:
             in_use = self.taken(d.id) or d.id in self.used
-        return in_use or (bool(d.taints) and d.blocked_for(req.tolerations) is not None)
+        if in_use or (d.skip_node_operations and not self.optional_operations):
+            return True
+        return bool(d.taints) and d.blocked_for(req.tolerations) is not None
 
     def _fits_statically(self, slot: _Slot, req: DeviceRequest, d: Device) -> bool:
         """``All``: a device whose capacities cannot hold the request even unshared is not one of
@@ -460,6 +465,7 @@ class _Search:
             consumed,
             d.binding_conditions,
             d.binding_failure_conditions,
+            d.skip_node_operations,
         )
         self.results[slot.claim].append(result)
 
@@ -510,6 +516,7 @@ def allocate(
     shares: Callable[[DeviceId], Amounts | None] = lambda d: None,
     counters: dict[tuple[str, str], Counters] | None = None,
     node: str = "",
+    optional_operations: bool = False,
 ) -> list[tuple[AllocatedDevice, ...]] | None:
     """Each claim's devices on one node (``pools``: what the node reaches), or None when they do
     not all fit. ``counters``: what each pool has left, as :func:`counters_left` gives it for
@@ -517,12 +524,25 @@ def allocate(
     when a claim cannot be evaluated (or asks for all devices while a pool is being updated or
     invalid); InvalidPools when nothing fits and a pool is invalid. ``node``: the node ``pools``
     are of, when the caller searches the same nodes again and again (the matcher keeps a node's
-    lists under its name, replacing them when its pools change)."""
+    lists under its name, replacing them when its pools change). ``optional_operations``: the node
+    declares OPTIONAL_NODE_OPERATIONS (else a device whose slice skips node operations is not
+    used, as upstream's allocateDevice)."""
     devices = matcher.ordered(pools, node)
     if counters is None:
         counters = counters_left(pools, taken, shares)
     grouped = {(p.driver, p.name): p for p in pools if p.grouped}
-    search = _Search(claims, devices, classes, taken, matcher, counters, shares, node=node, grouped=grouped)
+    search = _Search(
+        claims,
+        devices,
+        classes,
+        taken,
+        matcher,
+        counters,
+        shares,
+        node=node,
+        grouped=grouped,
+        optional_operations=optional_operations,
+    )
     search.results = [[] for _ in claims]
     for index, claim in enumerate(claims):
         search.slots += [_Slot(index, alternatives) for alternatives in claim.requests]

@@ -41,8 +41,8 @@ from shoal.plugins.dynamicresources.objects import (
     AllocatedDevice,
     DeviceId,
     ResourceClaimInfo,
-    native_group,
 )
+from shoal.plugins.dynamicresources.podclaims import native_group
 from shoal.plugins.dynamicresources.ports import ClaimWriter
 from shoal.plugins.dynamicresources.store import DraStore, NodePool
 
@@ -100,6 +100,7 @@ def joint(
     theirs: Sequence[ResourceClaimInfo],
     mine: Sequence[ResourceClaimInfo],
     pools: Sequence[NodePool],
+    optional_operations: bool = False,
 ) -> Joint | None:
     """The members' claims and the pod's, searched together on one node, the members' own devices
     free for it; None when they do not fit together either."""
@@ -107,7 +108,13 @@ def joint(
     fresh = [replace(c, allocated=None, allocated_node="", allocated_terms=()) for c in theirs]
     try:
         found = allocate(
-            [*fresh, *mine], pools, store.classes, _taken_but(store, released), matcher, store.shares
+            [*fresh, *mine],
+            pools,
+            store.classes,
+            _taken_but(store, released),
+            matcher,
+            store.shares,
+            optional_operations=optional_operations,
         )
     except (AllocationError, InvalidPools):
         return None

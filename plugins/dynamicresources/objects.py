@@ -15,7 +15,6 @@ from decimal import Decimal
 from typing import Any, NamedTuple
 
 from shoal.core.state.nodeselectors import SelectorTerm, parse_term
-from shoal.core.state.objects import NATIVE_GROUP_API, PodGroupInfo, PodInfo
 from shoal.core.state.quantity import QuantityError, parse_quantity
 from shoal.plugins.dynamicresources.capacity import Capacity, CapacityPolicy
 
@@ -25,6 +24,9 @@ POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"  # set on claims made f
 #: marks the claim kube-scheduler (or shoal) made for a pod's DRA-backed extended resources
 EXTENDED_RESOURCE_CLAIM = "resource.kubernetes.io/extended-resource-claim"
 ALLOCATION_EXACT_COUNT, ALLOCATION_ALL = "ExactCount", "All"
+#: what a node declares (``status.declaredFeatures``) when its kubelet can skip a driver's node
+#: operations: a device of a slice with ``skipNodeOperations`` is allocated only on such a node
+OPTIONAL_NODE_OPERATIONS = "DRAOptionalNodeOperations"
 #: the API group of native PodGroups, which may own and be reserved a claim (DRAWorkloadResourceClaims)
 SCHEDULING_GROUP = "scheduling.k8s.io"
 #: at most this many pods in a claim's reservedFor (ResourceClaimReservedForMaxSize)
@@ -129,6 +131,9 @@ class Device:
     #: drawing from one counter set are allocated together only if they all declare none, or
     #: some group all of them declare
     groups: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: its slice's ``skipNodeOperations`` (alpha DRAOptionalNodeOperations): the kubelet calls on
+    #: the driver it skips; a node must declare OPTIONAL_NODE_OPERATIONS to get the device
+    skip_node_operations: tuple[str, ...] = ()
 
     def available_on(self, node: str, labels: Mapping[str, str]) -> bool:
         """Its own node selection (a device of a per-device slice) reaches ``node``."""
@@ -181,7 +186,9 @@ def _interned(capacities: dict[str, Capacity]) -> Mapping[str, Capacity]:
     return found
 
 
-def _device(driver: str, pool: str, raw: JSON, problems: dict[str, str]) -> Device:
+def _device(
+    driver: str, pool: str, raw: JSON, problems: dict[str, str], skip: tuple[str, ...] = ()
+) -> Device:
     name = str(raw.get("name") or "")
     attributes = {qualify(driver, str(k)): _attribute(v) for k, v in (raw.get("attributes") or {}).items()}
     capacity: dict[str, int] = {}
@@ -224,6 +231,7 @@ def _device(driver: str, pool: str, raw: JSON, problems: dict[str, str]) -> Devi
         binding_failure_conditions=_names(raw.get("bindingFailureConditions")),
         binds_to_node=raw.get("bindsToNode") is True,
         groups=groups,
+        skip_node_operations=skip,
     )
 
 
@@ -344,8 +352,9 @@ class ResourceSliceInfo:
         driver = str(spec.get("driver") or "")
         problems: dict[str, str] = {}
         pool_name = str(pool.get("name") or "")
+        skip = _names(spec.get("skipNodeOperations"))
         devices = tuple(
-            _device(driver, pool_name, d, problems)
+            _device(driver, pool_name, d, problems, skip)
             for d in spec.get("devices") or ()
             if isinstance(d, Mapping)
         )
@@ -428,6 +437,8 @@ class AllocatedDevice:
     #: ``results[].bindingFailureConditions``)
     binding_conditions: tuple[str, ...] = ()
     binding_failure_conditions: tuple[str, ...] = ()
+    #: its slice's ``skipNodeOperations`` when it was allocated (``results[].skipNodeOperations``)
+    skip_node_operations: tuple[str, ...] = ()
 
 
 def _request(raw: JSON, prefix: str = "") -> DeviceRequest:
@@ -499,6 +510,13 @@ class ResourceClaimInfo:
 
     #: the allocation's ``devices.config`` (class and claim configuration), set by Reserve
     allocation_config: tuple[JSON, ...] = ()
+
+    @property
+    def skips_node_operations(self) -> bool:
+        """A device of its allocation skips node operations: only a node declaring
+        OPTIONAL_NODE_OPERATIONS may run its pods (upstream's
+        allocationResultRequiresDRAOptionalNodeOperations)."""
+        return any(d.skip_node_operations for d in self.allocated or ())
 
     @property
     def has_binding_conditions(self) -> bool:
@@ -625,29 +643,6 @@ def consumer(name: str, uid: str, *, group: bool = False) -> dict[str, str]:
     return {"resource": "pods", "name": name, "uid": uid}
 
 
-def native_group(pod: PodInfo) -> str | None:
-    """The name of the native PodGroup the pod belongs to (``spec.schedulingGroup``), or None."""
-    return pod.pod_group if pod.pod_group and pod.pod_group_api == NATIVE_GROUP_API else None
-
-
-def bind_to(pod: PodInfo, groups: Mapping[str, PodGroupInfo], claim_name: str) -> dict[str, str]:
-    """Upstream's ``resourceclaim.BindTo``: whom the pod's claim ``claim_name`` is reserved for.
-    Its native PodGroup (looked up in ``groups``, the cache's PodGroups by key) when the pod's
-    ``spec.resourceClaims`` entry for it is one of the PodGroup's ``spec.resourceClaims`` (same
-    name, same claim or template); else the pod itself."""
-    group = groups.get(pod.group_key or "") if native_group(pod) is not None else None
-    if group is not None:
-        for pc in pod.resource_claims:
-            if pc.resolved != claim_name:
-                continue
-            if any(
-                (gc.name, gc.claim_name, gc.template) == (pc.name, pc.claim_name, pc.template)
-                for gc in group.resource_claims
-            ):
-                return consumer(group.name, group.uid, group=True)
-    return consumer(pod.name, pod.uid)
-
-
 def _allocated(allocation: JSON) -> tuple[AllocatedDevice, ...]:
     results = (allocation.get("devices") or {}).get("results") or ()
     return tuple(
@@ -660,6 +655,7 @@ def _allocated(allocation: JSON) -> tuple[AllocatedDevice, ...]:
             _amounts(r.get("consumedCapacity")),
             _names(r.get("bindingConditions")),
             _names(r.get("bindingFailureConditions")),
+            _names(r.get("skipNodeOperations")),
         )
         for r in results
         if isinstance(r, Mapping)

@@ -100,13 +100,13 @@ from shoal.plugins.dynamicresources.extended import (
 )
 from shoal.plugins.dynamicresources.objects import (
     ALLOCATION_EXACT_COUNT,
+    OPTIONAL_NODE_OPERATIONS,
     RESERVED_FOR_MAX,
     AllocatedDevice,
     Device,
     ResourceClaimInfo,
-    bind_to,
-    native_group,
 )
+from shoal.plugins.dynamicresources.podclaims import bind_to, native_group, pod_claims
 from shoal.plugins.dynamicresources.ports import CLAIM_WRITER, ClaimWriter
 from shoal.plugins.dynamicresources.scoring import Allocation, score_rows
 from shoal.plugins.dynamicresources.store import DraStore, NodePool
@@ -127,34 +127,6 @@ NOT_YET = "which shoal does not evaluate yet"
 
 def _unresolvable(message: str) -> Status:
     return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,), NAME)
-
-
-def pod_claims(store: DraStore, pod: PodInfo) -> tuple[list[ResourceClaimInfo], Status]:
-    """``foreachPodResourceClaim``: the pod's claims as the cache has them, or why not."""
-    out: list[ResourceClaimInfo] = []
-    for pc in pod.resource_claims:
-        name = pc.resolved
-        if not name:
-            if pc.template:
-                return [], _unresolvable(f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet')
-            why = "none of the supported fields are set"
-            return [], _unresolvable(
-                f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim "{pc.name}": {why}'
-            )
-        claim = store.claims.get(f"{pod.namespace}/{name}")  # the API's copy, not an assumed one
-        if claim is None:
-            return [], _unresolvable(f'resourceclaim.resource.k8s.io "{name}" not found')
-        if claim.deleting:
-            return [], _unresolvable(f'resourceclaim "{name}" is being deleted')
-        group = native_group(pod)
-        if pc.template and claim.owner_uid != pod.uid and (group is None or claim.group_owner != group):
-            # a claim the resourceclaim controller made for the pod's PodGroup is the pod's too
-            # (upstream's IsForPod, DRAWorkloadResourceClaims)
-            owner = "Pod is not owner" if group is None else f"neither Pod nor PodGroup {group} is the owner"
-            why = f"was not created for Pod {pod.namespace}/{pod.name} ({owner})"
-            return [], _unresolvable(f"ResourceClaim {claim.key} {why}")
-        out.append(claim)
-    return out, SUCCESS
 
 
 @dataclass
@@ -216,13 +188,14 @@ class DynamicResources:
     def pre_enqueue(self, pod: PodInfo) -> Status:
         if not pod.resource_claims:
             return SUCCESS
-        return pod_claims(self.cache.store(DraStore), pod)[1]
+        why = pod_claims(self.cache.store(DraStore), pod)[1]
+        return _unresolvable(why) if why else SUCCESS
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         store = self.cache.store(DraStore)
-        claims, status = pod_claims(store, pod)
-        if not status.ok:
-            return None, status
+        claims, why = pod_claims(store, pod)
+        if why:
+            return None, _unresolvable(why)
         extended = mapped(pod, store.extended_class) if pod.containers else {}
         if not claims and not extended:
             return None, Status.skip()
@@ -327,7 +300,8 @@ class DynamicResources:
             if not theirs:
                 continue
             mine, _ = self._node_variant(st, pod, table, row)
-            found = gangs.joint(store, self.matcher, theirs, mine, self.node_pools(table, row))
+            pools = self.node_pools(table, row)
+            found = gangs.joint(store, self.matcher, theirs, mine, pools, optional_operations(table, row))
             if found is not None:
                 st.joint[table.name(row)] = found
                 ok[row] = True
@@ -390,7 +364,7 @@ class DynamicResources:
         """A device of the node's pools takes a share of its pool's counters, or is shared by
         several allocations: which devices fit together is then the search's to find, not a count
         of free ones."""
-        return any(d.consumes or d.multi for d in self.node_devices(table, row))
+        return any(d.consumes or d.multi or d.skip_node_operations for d in self.node_devices(table, row))
 
     def _nothing_matches(self, claims: Sequence[ResourceClaimInfo], table: NodeTable) -> str:
         """The reason for nodes none of whose devices match the request (taken or not), naming
@@ -501,6 +475,7 @@ class DynamicResources:
             store.shares,
             store.counters_left(pools),
             node=table.name(row),
+            optional_operations=optional_operations(table, row),
         )
 
     # -- PostFilter ----------------------------------------------------------------------------
@@ -692,8 +667,8 @@ class DynamicResources:
         """For ``shoal explain``: per node and unallocated request, how many of the devices the
         node reaches match the class's and the request's selectors, and how many of those are
         free (``0 of 8 devices match`` names the selectors that matched nothing)."""
-        claims, status = pod_claims(self.cache.store(DraStore), pod)
-        pending = [c for c in claims if c.allocated is None] if status.ok else []
+        claims, why = pod_claims(self.cache.store(DraStore), pod)
+        pending = [c for c in claims if c.allocated is None] if not why else []
         out: dict[int, str] = {}
         for row in rows if pending else ():
             devices = list(self.node_devices(self.cache.table, row))
@@ -766,7 +741,18 @@ def _unavailable(st: _State, table: NodeTable, candidates: BoolArray, binding_ti
             if (candidates & ~matched).any():
                 st.unavailable.add(claim.key)
             out |= ~matched
+        if claim.skips_node_operations:  # only nodes that declare they can skip them
+            lacking = np.array([not optional_operations(table, r) for r in range(table.n)], dtype=bool)
+            if (candidates & lacking).any():
+                st.unavailable.add(claim.key)
+            out |= lacking
     return out
+
+
+def optional_operations(table: NodeTable, row: int) -> bool:
+    """The node at ``row`` declares OPTIONAL_NODE_OPERATIONS (``status.declaredFeatures``)."""
+    spec = table.specs[row]
+    return spec is not None and OPTIONAL_NODE_OPERATIONS in spec.declared_features
 
 
 def _simple(claims: Sequence[ResourceClaimInfo]) -> bool:

@@ -14,6 +14,10 @@ claim template in ``spec.resourceClaims``; the resourceclaim controller makes on
 PodGroup (its owner), which every member names, and each member has a claim of its own too. Both
 schedulers: the gang on one node, the shared claim allocated once and reserved for the PodGroup
 (not for each pod), each member's own claim reserved for it.
+
+Optional node operations (DRAOptionalNodeOperations, alpha): a driver whose slices say the kubelet
+may skip its node calls (``skipNodeOperations``); only a node whose kubelet declares
+``DRAOptionalNodeOperations`` gets its devices, and each allocation result copies the list.
 """
 
 from __future__ import annotations
@@ -38,7 +42,11 @@ pytestmark = pytest.mark.slow
 
 GPU = "gpu.nvidia.com"
 GROUP, VERSION = "resource.k8s.io", "v1"
-GATES = ("DRADeviceCompatibilityGroups=true", "DRAWorkloadResourceClaims=true")
+GATES = (
+    "DRADeviceCompatibilityGroups=true",
+    "DRAWorkloadResourceClaims=true",
+    "DRAOptionalNodeOperations=true",
+)
 
 
 @pytest.fixture(scope="module")
@@ -128,14 +136,16 @@ async def ensure_class(custom: Any) -> None:
             raise
 
 
-async def groups_run(api: client.ApiClient, scheduler: str) -> dict[str, tuple[str, list[str]]]:
-    """One pod at a time, each with its own claim: ``a`` one MIG partition, ``b`` one vGPU, ``c``
-    one MIG partition, ``d`` two vGPUs. pod -> (node or "", the devices its claim got)."""
+async def one_by_one(
+    api: client.ApiClient, scheduler: str, wants: dict[str, tuple[str, int]], prefix: str
+) -> tuple[dict[str, tuple[str, list[str]]], set[tuple[str, ...]]]:
+    """One pod at a time, each with its own claim for ``count`` devices of ``type`` (``wants``: pod
+    -> (type, count)), each bound or refused before the next. pod -> (node or "", the devices its
+    claim got), and the ``skipNodeOperations`` lists its results carry."""
     core: Any = client.CoreV1Api(api)
     custom: Any = client.CustomObjectsApi(api)
-    ns = f"groups-{uuid.uuid4().hex[:6]}"
+    ns = f"{prefix}-{uuid.uuid4().hex[:6]}"
     await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    wants = {"a": ("mig", 1), "b": ("vgpu", 1), "c": ("mig", 1), "d": ("vgpu", 2)}
     for name, (kind, count) in wants.items():
         selector = {"cel": {"expression": f'device.attributes["{GPU}"].type == "{kind}"'}}
         claim = {
@@ -173,6 +183,7 @@ async def groups_run(api: client.ApiClient, scheduler: str) -> dict[str, tuple[s
 
         await wait_for(settled, 60, what=f"{scheduler}: pod {name} bound or unschedulable")
     out: dict[str, tuple[str, list[str]]] = {}
+    skips: set[tuple[str, ...]] = set()
     claims = {
         c["metadata"]["name"]: c
         for c in await list_all(custom.list_namespaced_custom_object, GROUP, VERSION, ns, "resourceclaims")
@@ -182,8 +193,9 @@ async def groups_run(api: client.ApiClient, scheduler: str) -> dict[str, tuple[s
         allocation = (claims[name].get("status") or {}).get("allocation") or {}
         results = allocation.get("devices", {}).get("results", [])
         out[name] = (p["spec"].get("nodeName") or "", sorted(r["device"] for r in results))
+        skips |= {tuple(r.get("skipNodeOperations") or ()) for r in results}
     await core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
-    return out
+    return out, skips
 
 
 async def test_compatibility_groups_keep_mig_and_vgpu_apart_as_kube_scheduler_does(
@@ -204,9 +216,10 @@ async def test_compatibility_groups_keep_mig_and_vgpu_apart_as_kube_scheduler_do
             made = await custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", body)
             if "devices" in body["spec"]:  # the API server kept the gated field
                 assert made["spec"]["devices"][0]["consumesCounters"][0]["compatibilityGroups"] == ["mig"]
+        wants = {"a": ("mig", 1), "b": ("vgpu", 1), "c": ("mig", 1), "d": ("vgpu", 2)}
         if scheduler == "default-scheduler":
             with KubeSchedulerProcess(plane.kubeconfig, tmp_path / "kube-scheduler", feature_gates=GATES):
-                outcomes[scheduler] = await groups_run(api, scheduler)
+                outcomes[scheduler] = (await one_by_one(api, scheduler, wants, "groups"))[0]
         else:
             name = f"groups-{run}"
             await create(api, make_profile(name, {**DEFAULT_PROFILE_SPEC}, scheduler_name=name))
@@ -215,7 +228,7 @@ async def test_compatibility_groups_keep_mig_and_vgpu_apart_as_kube_scheduler_do
             op.start()
             try:
                 wait_ready(op)
-                outcomes[scheduler] = await groups_run(api, name)
+                outcomes[scheduler] = (await one_by_one(api, name, wants, "groups"))[0]
             finally:
                 assert op.stop() == 0, op.tail()
     kube, shoal = outcomes["default-scheduler"], outcomes["shoal"]
@@ -360,3 +373,62 @@ async def test_a_podgroup_claim_is_allocated_once_and_reserved_for_the_podgroup_
         assert "channel-0" in got["devices"] and len(set(got["devices"])) == 3, got
     kube, shoal = outcomes["default-scheduler"], outcomes["shoal"]
     assert shoal["claims"] == kube["claims"]
+
+
+def skipping_slice(node: str, run: str) -> dict[str, Any]:
+    """Two devices of ``node`` from a driver whose node operations the kubelet may skip."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{run}"},
+        "spec": {
+            "driver": GPU,
+            "nodeName": node,
+            "pool": {"name": f"{node}-{run}", "generation": 1, "resourceSliceCount": 1},
+            "skipNodeOperations": ["*"],
+            "devices": [{"name": f"dev-{i}", "attributes": {"type": {"string": "skip"}}} for i in range(2)],
+        },
+    }
+
+
+async def test_devices_that_skip_node_operations_go_only_to_nodes_declaring_it_as_kube_scheduler_does(
+    api: client.ApiClient, plane: ControlPlane, tmp_path: Path
+) -> None:
+    """Of o1 (its kubelet declares DRAOptionalNodeOperations) and o2 (an older kubelet), each with
+    two such devices: ``a`` and ``b`` get o1's, ``c`` waits although o2's are free."""
+    custom: Any = client.CustomObjectsApi(api)
+    await ensure_class(custom)
+    await create_many(
+        api,
+        [make_node("o1", gpus=0, declared_features=["DRAOptionalNodeOperations"]), make_node("o2", gpus=0)],
+    )
+    outcomes: dict[str, dict[str, tuple[str, list[str]]]] = {}
+    skips: dict[str, set[tuple[str, ...]]] = {}
+    for scheduler in ("default-scheduler", "shoal"):
+        run = uuid.uuid4().hex[:6]
+        for s in await list_all(custom.list_cluster_custom_object, GROUP, VERSION, "resourceslices"):
+            await custom.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", s["metadata"]["name"])
+        for node in ("o1", "o2"):
+            made = await custom.create_cluster_custom_object(
+                GROUP, VERSION, "resourceslices", skipping_slice(node, run)
+            )
+            assert made["spec"].get("skipNodeOperations") == ["*"], "the API server dropped the field"
+        wants = {"a": ("skip", 1), "b": ("skip", 1), "c": ("skip", 1)}
+        if scheduler == "default-scheduler":
+            with KubeSchedulerProcess(plane.kubeconfig, tmp_path / "kube-scheduler", feature_gates=GATES):
+                outcomes[scheduler], skips[scheduler] = await one_by_one(api, scheduler, wants, "skip")
+        else:
+            name = f"skip-{run}"
+            await create(api, make_profile(name, {**DEFAULT_PROFILE_SPEC}, scheduler_name=name))
+            log = tmp_path / "operator-skip.log"
+            op = OperatorProcess(plane.kubeconfig, log, identity=name, leader_elect=False)
+            op.start()
+            try:
+                wait_ready(op)
+                outcomes[scheduler], skips[scheduler] = await one_by_one(api, name, wants, "skip")
+            finally:
+                assert op.stop() == 0, op.tail()
+    kube, shoal = outcomes["default-scheduler"], outcomes["shoal"]
+    assert kube == {"a": ("o1", ["dev-0"]), "b": ("o1", ["dev-1"]), "c": ("", [])}, kube
+    assert shoal == kube
+    assert skips["default-scheduler"] == skips["shoal"] == {("*",)}

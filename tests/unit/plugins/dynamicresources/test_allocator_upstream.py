@@ -89,6 +89,8 @@ def api_slice(raw: dict[str, Any]) -> dict[str, Any]:
     spec.update({k: raw[k] for k in where} if where else {"nodeName": "node-1"})
     if "sharedCounters" in raw:
         spec["sharedCounters"] = raw["sharedCounters"]
+    if "skipNodeOperations" in raw:
+        spec["skipNodeOperations"] = raw["skipNodeOperations"]
     devices = []
     for d in raw.get("devices") or ():
         d = dict(d)
@@ -109,7 +111,8 @@ def test_allocator_case(case: dict[str, Any]) -> None:
     store = DraStore()
     for cls in (device_class("class-a", "driver-a"), device_class("class-b", "driver-b")):
         store.apply(cls)
-    for raw in case.get("slices") or [{"name": "slice-1", "devices": case["devices"]}]:
+    default = {"name": "slice-1", "devices": case["devices"]} if "devices" in case else {}
+    for raw in case.get("slices") or [{**default, **(case.get("slice") or {})}]:
         store.apply(ResourceSliceInfo.from_dict(api_slice(raw)))
     for i, spec in enumerate(case.get("rules") or ()):
         store.apply(rule(i, {k: v for k, v in spec.items() if k != "taint"}, spec["taint"]))
@@ -142,7 +145,13 @@ def test_allocator_case(case: dict[str, Any]) -> None:
     def run() -> list[tuple[AllocatedDevice, ...]] | None:
         pools = store.pools_for(node, labels)
         return allocate(
-            claims, pools, store.classes, lambda d: str(d) in taken, Matcher(), lambda d: shared.get(str(d))
+            claims,
+            pools,
+            store.classes,
+            lambda d: str(d) in taken,
+            Matcher(),
+            lambda d: shared.get(str(d)),
+            optional_operations=bool(case.get("optional_operations")),
         )
 
     if "error" in case:
@@ -167,6 +176,7 @@ def test_allocator_case(case: dict[str, Any]) -> None:
                 "consumed": dict(r.consumed),
                 "bindingConditions": list(r.binding_conditions),
                 "bindingFailureConditions": list(r.binding_failure_conditions),
+                "skipNodeOperations": list(r.skip_node_operations),
             }
             for r in results
         ]
@@ -180,6 +190,7 @@ def test_allocator_case(case: dict[str, Any]) -> None:
                 "consumed": {k: parse_quantity(str(v)) for k, v in (e.get("consumed") or {}).items()},
                 "bindingConditions": e.get("bindingConditions") or [],
                 "bindingFailureConditions": e.get("bindingFailureConditions") or [],
+                "skipNodeOperations": e.get("skipNodeOperations") or [],
             }
             for e in want_raw
         ]
@@ -197,6 +208,7 @@ def test_allocator_case(case: dict[str, Any]) -> None:
         assert [r.get("bindingFailureConditions", []) for r in body] == [
             w["bindingFailureConditions"] for w in want
         ]
+        assert [r.get("skipNodeOperations", []) for r in body] == [w["skipNodeOperations"] for w in want]
         if "nodeSelector" in case and claim is claims[0]:
             assert allocation.get("nodeSelector") == case["nodeSelector"]
 
