@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal.core.state.nodeselectors import SelectorTerm, parse_term
-from shoal.core.state.podvolumes import migrated_source
+from shoal.core.state.podvolumes import MIGRATED_SOURCES, migrated_source
 from shoal.core.state.quantity import QuantityError, to_int
 from shoal.core.state.selectors import LabelSelector, SelectorError, parse_selector
 
@@ -89,6 +89,8 @@ class PVInfo:
     capacity: int | None = None
     access_modes: tuple[str, ...] = ()
     volume_mode: str = "Filesystem"
+    #: ``spec.volumeAttributesClassName`` (GA in 1.34): a claim gets only a PV of its own ("" alike)
+    attributes_class: str = ""
     #: ``spec.nodeAffinity.required.nodeSelectorTerms``; None: no node affinity
     node_affinity: tuple[SelectorTerm, ...] | None = None
     claim_ref: ClaimRef | None = None
@@ -97,6 +99,8 @@ class PVInfo:
     csi: tuple[str, str] | None = None
     #: an in-tree source CSI migration covers: (in-tree plugin, CSI driver, volume handle)
     migrated: tuple[str, str, str] | None = None
+    #: the in-tree source's volume ID as written (an EBS one may be ``aws://<zone>/vol-…``)
+    in_tree_id: str = ""
     deleting: bool = False
     resource_version: str = ""
     problems: dict[str, str] = field(default_factory=dict)
@@ -118,6 +122,7 @@ class PVInfo:
             capacity=_storage(spec.get("capacity"), problems, "spec.capacity.storage"),
             access_modes=tuple(str(m) for m in spec.get("accessModes") or ()),
             volume_mode=str(spec.get("volumeMode") or "Filesystem"),
+            attributes_class=str(spec.get("volumeAttributesClassName") or ""),
             node_affinity=_terms(required.get("nodeSelectorTerms"))
             if isinstance(required, Mapping)
             else None,
@@ -133,6 +138,14 @@ class PVInfo:
             if isinstance(csi, Mapping)
             else None,
             migrated=migrated_source(spec),
+            in_tree_id=next(
+                (
+                    str(spec[key].get(id_field) or "")
+                    for key, (_, _, id_field) in MIGRATED_SOURCES.items()
+                    if isinstance(spec.get(key), Mapping)
+                ),
+                "",
+            ),
             deleting=bool(meta.get("deletionTimestamp")),
             resource_version=str(meta.get("resourceVersion") or ""),
             problems=problems,
@@ -157,6 +170,8 @@ class PVCInfo:
     volume_name: str = ""
     access_modes: tuple[str, ...] = ()
     volume_mode: str = "Filesystem"
+    #: ``spec.volumeAttributesClassName``: the VolumeAttributesClass a PV must name to be matched
+    attributes_class: str = ""
     request: int = 0
     selector: LabelSelector | None = None
     annotations: dict[str, str] = field(default_factory=dict)
@@ -198,6 +213,7 @@ class PVCInfo:
             volume_name=str(spec.get("volumeName") or ""),
             access_modes=tuple(str(m) for m in spec.get("accessModes") or ()),
             volume_mode=str(spec.get("volumeMode") or "Filesystem"),
+            attributes_class=str(spec.get("volumeAttributesClassName") or ""),
             request=_storage(_get(spec.get("resources"), "requests"), problems, "spec.resources") or 0,
             selector=selector,
             annotations=annotations,

@@ -78,6 +78,7 @@ from shoal.core.framework.scoring import (
 )
 from shoal.core.state import fidelity
 from shoal.core.state.cache import ClusterCache
+from shoal.core.state.nodeselectors import SelectorTerm
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import SKIP, SUCCESS, Code, Status
@@ -94,6 +95,7 @@ from shoal.plugins.volumebinding.objects import (
 )
 from shoal.plugins.volumebinding.ports import VOLUME_WRITER, VolumeWriter
 from shoal.plugins.volumebinding.store import VolumeStore
+from shoal.plugins.volumebinding.translation import MIGRATION_ON, TranslationError, translated_affinity
 
 NAME = "VolumeBinding"
 STATE_KEY = f"PreFilter{NAME}"
@@ -294,13 +296,28 @@ class VolumeBinding:
         return out
 
     def _affinity(self, pv: PVInfo, table: NodeTable) -> BoolArray:
-        """Rows whose labels (and name) satisfy the PV's required node affinity."""
-        if pv.node_affinity is None:
-            return np.ones(table.n, dtype=bool)
-        mask = np.zeros(table.n, dtype=bool)
-        for term in pv.node_affinity:
-            mask |= term_mask(table, term)
-        return mask
+        """Rows whose labels (and name) satisfy the PV's required node affinity; for an in-tree PV,
+        on the nodes whose CSINode lists its plugin as migrated, the affinity translated to its CSI
+        driver's topology (translation.py; a PV that cannot be translated fails the cycle there,
+        as upstream's Filter error: PluginFailed)."""
+        plain = _terms_mask(pv.node_affinity, table)
+        if pv.migrated is None or pv.migrated[0] not in MIGRATION_ON:
+            return plain
+        plugin, csi_nodes = pv.migrated[0], self.cache.store(VolumeStore).csi_nodes
+        migrated = np.zeros(table.n, dtype=bool)
+        for name, csi_node in csi_nodes.items():
+            row = table.index.get(name)
+            if row is not None and plugin in csi_node.migrated_plugins:
+                migrated[row] = True
+        if not migrated.any():
+            return plain
+        try:
+            terms = translated_affinity(plugin, pv.in_tree_id, pv.labels, pv.node_affinity)
+        except TranslationError as exc:
+            raise PluginFailed(Status.error(f"could not translate pv: {exc}")) from None
+        if terms is pv.node_affinity:
+            return plain
+        return np.where(migrated, _terms_mask(terms, table), plain)
 
     def _space(
         self, pvc: PVCInfo, table: NodeTable, rows: IntArray
@@ -417,6 +434,8 @@ class VolumeBinding:
             if taken is None and pv.claim_ref is not None and not matches_claim(pv, pvc):
                 continue
             if (pv.capacity or 0) < pvc.request or pv.volume_mode != pvc.volume_mode or pv.deleting:
+                continue
+            if pv.attributes_class != pvc.attributes_class:  # VolumeAttributesClass, pre-bound too
                 continue
             if taken is not None or matches_claim(pv, pvc):
                 return _Pool(prebound=(pv, self._affinity(pv, table)))
@@ -582,3 +601,13 @@ CONTRACT = Contract(
     filter_blind_to_pods=True,
 )
 ENTRY = PluginEntry(NAME, new, Args, VolumeBinding, contract=CONTRACT, stores=(VolumeStore,))
+
+
+def _terms_mask(terms: tuple[SelectorTerm, ...] | None, table: NodeTable) -> BoolArray:
+    """Rows one of ``terms`` matches (every row when None: no node affinity)."""
+    if terms is None:
+        return np.ones(table.n, dtype=bool)
+    mask = np.zeros(table.n, dtype=bool)
+    for term in terms:
+        mask |= term_mask(table, term)
+    return mask

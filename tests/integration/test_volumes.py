@@ -16,7 +16,14 @@ import pytest
 from kubernetes_asyncio import client
 
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
-from shoal.testing.cluster import OperatorProcess, create, create_many, wait_for
+from shoal.testing.cluster import (
+    OperatorProcess,
+    create,
+    create_many,
+    failed_scheduling_note,
+    node_of,
+    wait_for,
+)
 from shoal.testing.controlplane import ControlPlane
 from shoal.testing.kubecontrollermanager import KubeControllerManagerProcess
 from shoal.testing.kubescheduler import KubeSchedulerProcess
@@ -305,3 +312,159 @@ async def test_storage_capacity_decides_where_a_claim_is_provisioned_as_with_kub
     ]
     assert said[0] is not None and said[1] is not None, (kube, shoal)
     assert said[0].group(0) == said[1].group(0), (kube, shoal)
+
+
+async def vac_run(
+    api: client.ApiClient, namespace: str, scheduler: str, storage_class: str, run: str
+) -> tuple[str, str]:
+    """Two local PVs of one class: ``plain-*`` (60Gi, on v2: the smaller, so the first pick if
+    classes were ignored) and ``gold-*`` (100Gi, on v1, VolumeAttributesClass ``gold-<run>``); a
+    claim asking for that class. (the trainer's node, the PV its claim is bound to)."""
+    core: Any = client.CoreV1Api(api)
+    tag = f"{scheduler[:1]}{run}"
+    plain, gold = (
+        local_pv(f"plain-{tag}", "v2", storage_class, "60Gi"),
+        local_pv(f"gold-{tag}", "v1", storage_class),
+    )
+    gold["spec"]["volumeAttributesClassName"] = f"gold-{run}"
+    for pv in (plain, gold):  # the API server takes a class only on a CSI volume
+        pv["spec"].pop("local")
+        pv["spec"]["csi"] = {"driver": "local.csi.example.com", "volumeHandle": pv["metadata"]["name"]}
+        await create(api, pv)
+    wanted = claim(f"data-{tag}", namespace, storage_class)
+    wanted["spec"]["volumeAttributesClassName"] = f"gold-{run}"
+    await create(api, wanted)
+    trainer = make_pod(f"trainer-{tag}", namespace=namespace, scheduler_name=scheduler, gpus=0)
+    trainer["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-{tag}"}}]
+    await create(api, trainer)
+    node = await wait_for(
+        lambda: node_of(api, namespace, f"trainer-{tag}"), 60, what=f"{scheduler}: trainer bound"
+    )
+
+    async def bound() -> str | None:
+        pvc = await core.read_namespaced_persistent_volume_claim(f"data-{tag}", namespace)
+        return str(pvc.spec.volume_name) if pvc.status.phase == "Bound" else None
+
+    volume = await wait_for(bound, 60, what=f"{scheduler}: claim bound")
+    for pv in (plain, gold):
+        await core.delete_persistent_volume(pv["metadata"]["name"])
+    return str(node), volume.replace(tag, "*")
+
+
+async def test_a_claim_gets_a_pv_of_its_volume_attributes_class_as_with_kube_scheduler(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    namespace: str,
+    operator: OperatorProcess,
+    pv_binder: KubeControllerManagerProcess,
+    tmp_path: Path,
+) -> None:
+    """VolumeAttributesClass (GA since 1.34): VolumeBinding matches a claim only to a PV that names
+    the same class. The smaller PV without it loses to the one that has it, on the other node."""
+    run = uuid.uuid4().hex[:6]
+    storage_class = f"local-{run}"
+    await create_many(clean, [make_node(n, gpus=0, labels={HOST: n}) for n in ("v1", "v2")])
+    await create(clean, local_class(storage_class))
+    with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
+        kube = await vac_run(clean, namespace, "default-scheduler", storage_class, run)
+    sched = f"vac-{run}"
+    await create(clean, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+    shoal = await vac_run(clean, namespace, sched, storage_class, run)
+    assert kube == ("v1", "gold-*"), "kube-scheduler is the reference"
+    assert shoal == kube
+
+
+ZONE = "topology.kubernetes.io/zone"
+EBS_ZONE = "topology.ebs.csi.aws.com/zone"
+
+
+def ebs_pv(name: str, claim_name: str, namespace: str) -> dict[str, Any]:
+    """An in-tree AWS EBS volume of zone us-east-1a, pre-bound to ``claim_name``."""
+    term = {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["us-east-1a"]}]}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": {ZONE: "us-east-1a"}},
+        "spec": {
+            "capacity": {"storage": "100Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "awsElasticBlockStore": {"volumeID": "aws://us-east-1a/vol-0123456789abcdef0", "fsType": "ext4"},
+            "claimRef": {"name": claim_name, "namespace": namespace},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+        },
+    }
+
+
+async def test_an_in_tree_pv_on_a_migrated_node_needs_the_csi_drivers_topology_as_with_kube_scheduler(
+    clean: client.ApiClient,
+    crds: ControlPlane,
+    namespace: str,
+    operator: OperatorProcess,
+    pv_binder: KubeControllerManagerProcess,
+    tmp_path: Path,
+) -> None:
+    """CSI migration: on e1, whose CSINode says the EBS plugin is migrated, the in-tree PV's zone is
+    the EBS CSI driver's zone key, which e1 lacks (its CSI node plugin has not labelled it); e2,
+    not migrated, is checked against the PV as written. Both schedulers: a pod pinned to e1 waits,
+    naming the PV's node affinity; the free one goes to e2."""
+    core: Any = client.CoreV1Api(clean)
+    run = uuid.uuid4().hex[:6]
+    zone = {ZONE: "us-east-1a"}
+    await create_many(clean, [make_node(n, gpus=0, labels={HOST: n, **zone}) for n in ("e1", "e2")])
+    await create(
+        clean,
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSINode",
+            "metadata": {
+                "name": "e1",
+                "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": "kubernetes.io/aws-ebs"},
+            },
+            "spec": {"drivers": []},
+        },
+    )
+    outcomes: dict[str, tuple[str | None, str]] = {}
+    for scheduler in ("default-scheduler", f"ebs-{run}"):
+        tag = f"{scheduler[:1]}{run}"
+        names = {"free": f"free-{tag}", "pinned": f"pinned-{tag}"}
+        for role, name in names.items():
+            await create(clean, ebs_pv(f"ebs-{role}-{tag}", f"data-{name}", namespace))
+            pvc = claim(f"data-{name}", namespace, "")
+            pvc["spec"]["volumeName"] = f"ebs-{role}-{tag}"
+            await create(clean, pvc)
+
+        async def bound(names: dict[str, str] = names) -> bool:
+            claims = [
+                await core.read_namespaced_persistent_volume_claim(f"data-{n}", namespace)
+                for n in names.values()
+            ]
+            return all(c.status.phase == "Bound" for c in claims)
+
+        await wait_for(bound, 60, what="the PV binder binds the pre-bound claims")
+        if scheduler != "default-scheduler":
+            await create(clean, make_profile(scheduler, {**DEFAULT_PROFILE_SPEC}, scheduler_name=scheduler))
+        for role, name in names.items():
+            pod = make_pod(name, namespace=namespace, scheduler_name=scheduler, gpus=0)
+            pod["spec"]["volumes"] = [
+                {"name": "data", "persistentVolumeClaim": {"claimName": f"data-{name}"}}
+            ]
+            if role == "pinned":
+                pod["spec"]["nodeSelector"] = {HOST: "e1"}
+            await create(clean, pod)
+
+        async def outcome(names: dict[str, str] = names) -> tuple[str | None, str] | None:
+            note = await failed_scheduling_note(clean, namespace, names["pinned"])
+            node = await node_of(clean, namespace, names["free"])
+            return (node, note) if note and node else None
+
+        if scheduler == "default-scheduler":
+            with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
+                outcomes[scheduler] = await wait_for(outcome, 60, what="kube-scheduler: both pods decided")
+        else:
+            outcomes[scheduler] = await wait_for(outcome, 60, what="shoal: both pods decided")
+    kube, shoal = outcomes["default-scheduler"], outcomes[f"ebs-{run}"]
+    for node, note in (kube, shoal):
+        assert node == "e2", (kube, shoal)
+        assert "didn't match PersistentVolume's node affinity" in note, (kube, shoal)

@@ -98,6 +98,29 @@ def test_two_pods_never_share_one_pv_and_the_smallest_fitting_pv_is_chosen() -> 
     assert {out["uid-ta"].node, out["uid-tb"].node} == {"n1", "n2"}
 
 
+def test_a_claim_gets_only_a_pv_of_its_volume_attributes_class() -> None:
+    """FindMatchingVolume's VolumeAttributesClass scenarios (component-helpers v0.37.2,
+    storage/volume/pv_helpers_test.go, the gate on as in 1.37): success-match-with-vac, fail-vac,
+    fail-prebound-vac; and a claim without a class does not get a PV that has one."""
+
+    def with_vac(obj: dict[str, Any], name: str) -> dict[str, Any]:
+        obj["spec"]["volumeAttributesClassName"] = name
+        return obj
+
+    gold = with_vac(local_pv("pv-gold", "n1"), "gold")
+    _, out = run(node("n1"), LOCAL, gold, with_vac(claim("data"), "gold"), trainer("t", "data"))
+    assert out["uid-t"].node == "n1"
+    _, out = run(
+        node("n1"), LOCAL, local_pv("pv-plain", "n1"), with_vac(claim("data"), "silver"), trainer("t", "data")
+    )
+    assert out["uid-t"].node is None
+    prebound = with_vac(local_pv("pv-gold", "n1", claimRef={"name": "data", "namespace": "default"}), "gold")
+    _, out = run(node("n1"), LOCAL, prebound, with_vac(claim("data"), "silver"), trainer("t", "data"))
+    assert out["uid-t"].node is None
+    _, out = run(node("n1"), LOCAL, gold, claim("data"), trainer("t", "data"))
+    assert out["uid-t"].node is None
+
+
 def test_no_pv_and_no_provisioner_names_the_reason() -> None:
     _, out = run(node("n1"), LOCAL, local_pv("tiny", "n1", size="1Gi"), claim("data"), trainer("t", "data"))
     assert out["uid-t"].node is None
