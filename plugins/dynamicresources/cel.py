@@ -153,7 +153,59 @@ def _version_part(index: int) -> Callable[[Any], celtypes.IntType]:
     return part
 
 
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool | celtypes.BoolType)
+
+
+def _equal(a: Any, b: Any) -> Any:
+    """``==`` as CEL's: a bool and a value of another type are unequal (cel-python compares a bool
+    with an int as numbers, ``true == 1`` true, or errs, ``1 == true``), in lists and maps too (their
+    elements compared the same way); the rest as cel-python (numbers of one type, strings; ``1 ==
+    1.0`` stays an error, refusing the claim, never a wrong match)."""
+    if isinstance(a, Exception) or isinstance(b, Exception):
+        return celpy.evaluation.bool_eq(a, b)
+    if _is_bool(a) != _is_bool(b):
+        return celtypes.BoolType(False)
+    if isinstance(a, celtypes.ListType) and isinstance(b, celtypes.ListType):
+        if len(a) != len(b):
+            return celtypes.BoolType(False)
+        return _all_equal(zip(a, b, strict=True))
+    if isinstance(a, celtypes.MapType) and isinstance(b, celtypes.MapType):
+        if len(a) != len(b) or any(not any(_true(_equal(k, j)) for j in b) for k in a):
+            return celtypes.BoolType(False)
+        return _all_equal((a[k], b[k]) for k in a)
+    return celpy.evaluation.bool_eq(a, b)
+
+
+def _all_equal(pairs: Any) -> Any:
+    for x, y in pairs:
+        same = _equal(x, y)
+        if not _true(same):
+            return same  # False, or an error
+    return celtypes.BoolType(True)
+
+
+def _true(value: Any) -> bool:
+    return _is_bool(value) and bool(value)
+
+
+def _unequal(a: Any, b: Any) -> Any:
+    same = _equal(a, b)
+    return celtypes.BoolType(not same) if isinstance(same, bool | celtypes.BoolType) else same
+
+
+def _contains(item: Any, container: Any) -> Any:
+    """``in`` with CEL's equality for a list's elements (``1 in [true]`` is false); a map's keys
+    as cel-python."""
+    if isinstance(container, celtypes.ListType) and not isinstance(item, Exception):
+        return celtypes.BoolType(any(_true(_equal(item, e)) for e in container))
+    return celpy.evaluation.operator_in(item, container)
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "_==_": _equal,
+    "_!=_": _unequal,
+    "_in_": _contains,
     "quantity": _quantity,
     "isQuantity": _is_quantity,
     "semver": lambda text: Semver(str(text)),

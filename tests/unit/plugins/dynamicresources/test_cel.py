@@ -45,6 +45,16 @@ DEVICE = device_activation(
         ('isQuantity("1.5Gi") && !isQuantity("lots") && isSemver("1.0.0")', True),
         ('has(device.attributes["other.example.com"].x)', False),
         (f'has(device.attributes["{GPU}"].productName)', True),
+        # CEL's equality: a bool equals no int (cel-python alone: `false == 0` true, `0 == false`
+        # an error), in lists and maps too
+        (f'device.attributes["{GPU}"].mig == 0', False),
+        (f'device.attributes["{GPU}"].mig != 0', True),
+        (f'0 == device.attributes["{GPU}"].mig', False),
+        (f'device.attributes["{GPU}"].mig in [0, 1]', False),
+        (f'device.attributes["{GPU}"].mig in [false]', True),
+        (f'device.attributes["{GPU}"].index in [3, 4]', True),
+        ("[true] == [1]", False),
+        ('{"a": 1} == {"a": 1} && {"a": 1} != {"a": 2}', True),
     ],
 )
 def test_dra_selectors(expression: str, want: bool) -> None:
