@@ -156,3 +156,55 @@ def test_a_migrated_node_needs_the_csi_drivers_zone_label() -> None:
     # not migrated: the PV as written
     out = run(zone_node("u1"), csi_node("u1", migrated=False))
     assert out["uid-t"].node == "u1"
+
+
+def gce_pv() -> dict[str, Any]:
+    """binder_test.go's makeTestPVForCSIMigration: a GCE PD bound to the claim, no node affinity
+    (the translation writes one), beta zone and region labels."""
+    return {
+        "kind": "PersistentVolume",
+        "metadata": {"name": "pv", "labels": {BETA_ZONE: "us-east-1", BETA_REGION: "us-east-1a"}},
+        "spec": {
+            "capacity": {"storage": "10Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "gcePersistentDisk": {"pdName": "test-disk", "fsType": "ext4"},
+            "claimRef": {"name": "data", "namespace": "default", "uid": "uid-data"},
+        },
+        "status": {"phase": "Bound"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("case", "node_zone", "csi_node_plugins", "placed"),
+    [
+        ("pvc-bound", "us-east-1", "kubernetes.io/gce-pd", True),
+        ("pvc-bound,csinode-not-migrated", "us-east-1", "", True),
+        ("pvc-bound,missing-csinode", "us-east-1", None, True),
+        ("pvc-bound,node-different-zone", "us-east-2", "kubernetes.io/gce-pd", False),
+    ],
+)
+def test_find_pod_volumes_with_csi_migration(
+    case: str, node_zone: str, csi_node_plugins: str | None, placed: bool
+) -> None:
+    """kube-scheduler v1.37.2 volumebinding/binder_test.go TestFindPodVolumesWithCSIMigration: a
+    node labelled with the GCE PD driver's zone, its CSINode listing the plugin as migrated (or
+    not, or absent)."""
+    node = make_node("node1")
+    node["metadata"].setdefault("labels", {})[GCE_KEY] = node_zone
+    objs: list[dict[str, Any]] = [node, gce_pv(), bound_claim()]
+    if csi_node_plugins is not None:
+        objs.append(
+            {
+                "kind": "CSINode",
+                "metadata": {
+                    "name": "node1",
+                    "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": csi_node_plugins},
+                },
+                "spec": {"drivers": []},
+            }
+        )
+    pod = make_pod("t")
+    pod["metadata"]["uid"] = "uid-t"
+    pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    out = Simulation(InMemoryCluster([*objs, pod])).run_sync()
+    assert (out["uid-t"].node == "node1") is placed, (case, out["uid-t"].message)
