@@ -74,7 +74,7 @@ from shoal.core.framework.scoring import default_normalize
 from shoal.core.state import fidelity
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import NodeTable
-from shoal.core.state.objects import NodeSpec, PodInfo
+from shoal.core.state.objects import PodInfo
 from shoal.core.state.status import SUCCESS, Code, Status
 from shoal.plugins.dynamicresources import gangs
 from shoal.plugins.dynamicresources.allocator import (
@@ -178,9 +178,6 @@ class DynamicResources:
         self.gang = gangs.GangDevices()
         #: PostFilter's and Unreserve's writes under way (kept so they are not collected mid-flight)
         self._writes: set[asyncio.Task[None]] = set()
-        self._devices: dict[str, tuple[int, NodeSpec | None, tuple[Device, ...]]] = {}
-        #: (class, class selectors, request selectors) -> id(device) -> (device, matches)
-        self._matches: dict[tuple[str, tuple[str, ...], tuple[str, ...]], dict[int, tuple[Device, bool]]] = {}
         #: (devices_version, table version, the slices that name a node that does not exist)
         self._ghosts: tuple[int, int, tuple[str, ...]] = (-1, -1, ())
 
@@ -391,16 +388,10 @@ class DynamicResources:
         return self.cache.store(DraStore).pools_for(table.name(row), spec.labels if spec is not None else {})
 
     def node_devices(self, table: NodeTable, row: int) -> tuple[Device, ...]:
-        """The devices the node at ``row`` may allocate from (of its complete, valid pools), cached
-        until a slice or the node changes; and whether any takes a share of its pool's counters."""
-        name, spec = table.name(row), table.specs[row]
-        store = self.cache.store(DraStore)
-        hit = self._devices.get(name)
-        if hit is not None and hit[0] == store.devices_version and hit[1] is spec:
-            return hit[2]
-        devices = tuple(d for p in self.node_pools(table, row) if p.usable for d in p.devices)
-        self._devices[name] = (store.devices_version, spec, devices)
-        return devices
+        """The devices the node at ``row`` may allocate from (of its complete, valid pools), in the
+        allocator's order: the matcher's list for the node, the one the allocator searches, kept
+        while the node's pools are the same objects."""
+        return self.matcher.ordered(self.node_pools(table, row), table.name(row))
 
     def _count_free(
         self, claims: Sequence[ResourceClaimInfo], table: NodeTable, rows: np.ndarray, none: BoolArray
@@ -412,27 +403,19 @@ class DynamicResources:
         req = claim.requests[0][0]
         cls = self.cache.store(DraStore).classes[req.device_class]
         taken = self.cache.store(DraStore).taken
-        # one result per device for the class's and the request's selectors together, keyed by the
-        # device object's id (checked by identity: a slice update makes new objects)
-        memo = self._matches.setdefault((cls.name, cls.selectors, req.selectors), {})
-        if len(memo) > 200_000:
-            memo.clear()
         failed = np.zeros(table.n, dtype=bool)
-        for row in rows:
-            free = matched = 0
-            for d in self.node_devices(table, int(row)):
-                hit = memo.get(id(d))
-                if hit is None or hit[0] is not d:
-                    hit = (d, self.matcher.request_matches(claim, req, cls, d))
-                    memo[id(d)] = hit
-                if hit[1]:
-                    matched += 1
-                    # free: allocated to no claim, and no taint it does not tolerate keeps it out
-                    free += d.id not in taken and (not d.taints or d.blocked_for(req.tolerations) is None)
-                    if free >= req.count:
-                        break
+        for row in rows.tolist():
+            # the devices the selectors accept, as the allocator's search would take them (kept per
+            # node by the matcher while the node's devices are the same objects)
+            matching = self.matcher.matching(claim, req, cls, self.node_devices(table, row), table.name(row))
+            free = 0
+            for d in matching:
+                # free: allocated to no claim, and no taint it does not tolerate keeps it out
+                free += d.id not in taken and (not d.taints or d.blocked_for(req.tolerations) is None)
+                if free >= req.count:
+                    break
             failed[row] = free < req.count
-            none[row] = not matched
+            none[row] = not matching
         return failed
 
     def _search(
