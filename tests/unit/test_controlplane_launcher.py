@@ -76,3 +76,19 @@ def test_stop_removes_a_temporary_workdir_but_not_one_given(tmp_path: Path) -> N
     given = ControlPlane(workdir=tmp_path / "given", binaries=binaries)
     given.stop()
     assert (tmp_path / "given").is_dir()
+
+
+def test_feature_gates_join_the_workload_gates_in_one_flag(tmp_path: Path) -> None:
+    """The API server takes one ``--feature-gates``: extra gates join the workload ones; a plane
+    without the native workload API has only the extra ones (and no runtime-config)."""
+    binaries = fake_binaries(tmp_path / "bin")
+
+    def plane(**kwargs: object) -> ControlPlane:
+        return ControlPlane(workdir=tmp_path / "cp", binaries=binaries, **kwargs)  # type: ignore[arg-type]
+
+    both = plane(feature_gates=("A=true", "B=true"))._workload_args()
+    gates = [a for a in both if a.startswith("--feature-gates=")]
+    assert len(gates) == 1 and gates[0].endswith(",A=true,B=true") and "GenericWorkload=true" in gates[0]
+    only = plane(native_workloads=False, feature_gates=("A=true",))._workload_args()
+    assert only == ["--feature-gates=A=true"]
+    assert plane(native_workloads=False)._workload_args() == []
