@@ -23,9 +23,9 @@ may skip its node calls (``skipNodeOperations``); only a node whose kubelet decl
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from kubernetes_asyncio import client, config
@@ -37,11 +37,13 @@ from shoal.testing.kubecontrollermanager import DRA_CONTROLLERS, KubeControllerM
 from shoal.testing.kubescheduler import KubeSchedulerProcess
 from shoal.testing.objects import make_native_pod_group, make_node, make_pod, make_profile
 from tests.integration.conftest import wait_ready
+from tests.integration.test_dra import clear_slices, ensure_class
 
 pytestmark = pytest.mark.slow
 
 GPU = "gpu.nvidia.com"
 GROUP, VERSION = "resource.k8s.io", "v1"
+T = TypeVar("T")
 GATES = (
     "DRADeviceCompatibilityGroups=true",
     "DRAWorkloadResourceClaims=true",
@@ -122,20 +124,6 @@ def partitioned_gpus(node: str, run: str) -> list[dict[str, Any]]:
     ]
 
 
-async def ensure_class(custom: Any) -> None:
-    body = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "DeviceClass",
-        "metadata": {"name": GPU},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU}"'}}]},
-    }
-    try:
-        await custom.create_cluster_custom_object(GROUP, VERSION, "deviceclasses", body)
-    except client.ApiException as exc:
-        if exc.status != 409:
-            raise
-
-
 async def one_by_one(
     api: client.ApiClient, scheduler: str, wants: dict[str, tuple[str, int]], prefix: str
 ) -> tuple[dict[str, tuple[str, list[str]]], set[tuple[str, ...]]]:
@@ -198,6 +186,41 @@ async def one_by_one(
     return out, skips
 
 
+async def side_by_side(
+    api: client.ApiClient,
+    plane: ControlPlane,
+    tmp_path: Path,
+    prefix: str,
+    publish: Callable[[str], Awaitable[None]],
+    go: Callable[[str], Awaitable[T]],
+) -> dict[str, T]:
+    """kube-scheduler 1.37.2 (with GATES), then shoal (an operator and a profile of its own), each on
+    slices of its own: the old ones deleted, ``publish(run)`` called; what ``go`` returns for each,
+    given the scheduler name its pods ask for."""
+    custom: Any = client.CustomObjectsApi(api)
+    out: dict[str, T] = {}
+    for scheduler in ("default-scheduler", "shoal"):
+        run = uuid.uuid4().hex[:6]
+        await clear_slices(custom)
+        await publish(run)
+        if scheduler == "default-scheduler":
+            with KubeSchedulerProcess(plane.kubeconfig, tmp_path / "kube-scheduler", feature_gates=GATES):
+                out[scheduler] = await go(scheduler)
+            continue
+        name = f"{prefix}-{run}"
+        await create(api, make_profile(name, {**DEFAULT_PROFILE_SPEC}, scheduler_name=name))
+        op = OperatorProcess(
+            plane.kubeconfig, tmp_path / f"operator-{prefix}.log", identity=name, leader_elect=False
+        )
+        op.start()
+        try:
+            wait_ready(op)
+            out[scheduler] = await go(name)
+        finally:
+            assert op.stop() == 0, op.tail()
+    return out
+
+
 async def test_compatibility_groups_keep_mig_and_vgpu_apart_as_kube_scheduler_does(
     api: client.ApiClient, plane: ControlPlane, tmp_path: Path
 ) -> None:
@@ -207,30 +230,18 @@ async def test_compatibility_groups_keep_mig_and_vgpu_apart_as_kube_scheduler_do
     custom: Any = client.CustomObjectsApi(api)
     await ensure_class(custom)
     await create_many(api, [make_node("p1", gpus=0)])
-    outcomes: dict[str, dict[str, tuple[str, list[str]]]] = {}
-    for scheduler in ("default-scheduler", "shoal"):
-        run = uuid.uuid4().hex[:6]
-        for s in await list_all(custom.list_cluster_custom_object, GROUP, VERSION, "resourceslices"):
-            await custom.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", s["metadata"]["name"])
+    wants = {"a": ("mig", 1), "b": ("vgpu", 1), "c": ("mig", 1), "d": ("vgpu", 2)}
+
+    async def publish(run: str) -> None:
         for body in partitioned_gpus("p1", run):
             made = await custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", body)
             if "devices" in body["spec"]:  # the API server kept the gated field
                 assert made["spec"]["devices"][0]["consumesCounters"][0]["compatibilityGroups"] == ["mig"]
-        wants = {"a": ("mig", 1), "b": ("vgpu", 1), "c": ("mig", 1), "d": ("vgpu", 2)}
-        if scheduler == "default-scheduler":
-            with KubeSchedulerProcess(plane.kubeconfig, tmp_path / "kube-scheduler", feature_gates=GATES):
-                outcomes[scheduler] = (await one_by_one(api, scheduler, wants, "groups"))[0]
-        else:
-            name = f"groups-{run}"
-            await create(api, make_profile(name, {**DEFAULT_PROFILE_SPEC}, scheduler_name=name))
-            log = tmp_path / "operator.log"
-            op = OperatorProcess(plane.kubeconfig, log, identity=name, leader_elect=False)
-            op.start()
-            try:
-                wait_ready(op)
-                outcomes[scheduler] = (await one_by_one(api, name, wants, "groups"))[0]
-            finally:
-                assert op.stop() == 0, op.tail()
+
+    async def go(scheduler: str) -> dict[str, tuple[str, list[str]]]:
+        return (await one_by_one(api, scheduler, wants, "groups"))[0]
+
+    outcomes = await side_by_side(api, plane, tmp_path, "groups", publish, go)
     kube, shoal = outcomes["default-scheduler"], outcomes["shoal"]
     assert kube == {
         "a": ("p1", ["gpu-0-mig-0"]),
@@ -340,29 +351,16 @@ async def test_a_podgroup_claim_is_allocated_once_and_reserved_for_the_podgroup_
     custom: Any = client.CustomObjectsApi(api)
     await ensure_class(custom)
     await create_many(api, [make_node(n, gpus=0) for n in ("q1", "q2")])
-    outcomes: dict[str, dict[str, Any]] = {}
-    for scheduler in ("default-scheduler", "shoal"):
-        run = uuid.uuid4().hex[:6]
-        for s in await list_all(custom.list_cluster_custom_object, GROUP, VERSION, "resourceslices"):
-            await custom.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", s["metadata"]["name"])
+
+    async def publish(run: str) -> None:
         for node in ("q1", "q2"):
             await custom.create_cluster_custom_object(
                 GROUP, VERSION, "resourceslices", gpus_and_channel(node, run)
             )
-        if scheduler == "default-scheduler":
-            with KubeSchedulerProcess(plane.kubeconfig, tmp_path / "kube-scheduler", feature_gates=GATES):
-                outcomes[scheduler] = await group_claims_run(api, scheduler)
-        else:
-            name = f"pgclaims-{run}"
-            await create(api, make_profile(name, {**DEFAULT_PROFILE_SPEC}, scheduler_name=name))
-            log = tmp_path / "operator-pgclaims.log"
-            op = OperatorProcess(plane.kubeconfig, log, identity=name, leader_elect=False)
-            op.start()
-            try:
-                wait_ready(op)
-                outcomes[scheduler] = await group_claims_run(api, name)
-            finally:
-                assert op.stop() == 0, op.tail()
+
+    outcomes = await side_by_side(
+        api, plane, tmp_path, "pgclaims", publish, lambda s: group_claims_run(api, s)
+    )
     for got in outcomes.values():
         assert got["nodes"][0] == got["nodes"][1], got  # the channel is node-local: one node
         assert got["claims"] == [
@@ -402,32 +400,20 @@ async def test_devices_that_skip_node_operations_go_only_to_nodes_declaring_it_a
         api,
         [make_node("o1", gpus=0, declared_features=["DRAOptionalNodeOperations"]), make_node("o2", gpus=0)],
     )
-    outcomes: dict[str, dict[str, tuple[str, list[str]]]] = {}
-    skips: dict[str, set[tuple[str, ...]]] = {}
-    for scheduler in ("default-scheduler", "shoal"):
-        run = uuid.uuid4().hex[:6]
-        for s in await list_all(custom.list_cluster_custom_object, GROUP, VERSION, "resourceslices"):
-            await custom.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", s["metadata"]["name"])
+    wants = {"a": ("skip", 1), "b": ("skip", 1), "c": ("skip", 1)}
+
+    async def publish(run: str) -> None:
         for node in ("o1", "o2"):
             made = await custom.create_cluster_custom_object(
                 GROUP, VERSION, "resourceslices", skipping_slice(node, run)
             )
             assert made["spec"].get("skipNodeOperations") == ["*"], "the API server dropped the field"
-        wants = {"a": ("skip", 1), "b": ("skip", 1), "c": ("skip", 1)}
-        if scheduler == "default-scheduler":
-            with KubeSchedulerProcess(plane.kubeconfig, tmp_path / "kube-scheduler", feature_gates=GATES):
-                outcomes[scheduler], skips[scheduler] = await one_by_one(api, scheduler, wants, "skip")
-        else:
-            name = f"skip-{run}"
-            await create(api, make_profile(name, {**DEFAULT_PROFILE_SPEC}, scheduler_name=name))
-            log = tmp_path / "operator-skip.log"
-            op = OperatorProcess(plane.kubeconfig, log, identity=name, leader_elect=False)
-            op.start()
-            try:
-                wait_ready(op)
-                outcomes[scheduler], skips[scheduler] = await one_by_one(api, name, wants, "skip")
-            finally:
-                assert op.stop() == 0, op.tail()
+
+    both = await side_by_side(
+        api, plane, tmp_path, "skip", publish, lambda s: one_by_one(api, s, wants, "skip")
+    )
+    outcomes = {k: v[0] for k, v in both.items()}
+    skips = {k: v[1] for k, v in both.items()}
     kube, shoal = outcomes["default-scheduler"], outcomes["shoal"]
     assert kube == {"a": ("o1", ["dev-0"]), "b": ("o1", ["dev-1"]), "c": ("", [])}, kube
     assert shoal == kube
