@@ -330,7 +330,7 @@ class _Search:
                     together[name] = value
                 return None
             before[counter_set] = held
-            together[counter_set] = mine if held is None else held & mine if held and mine else held
+            together[counter_set] = _joined(held, mine)
         return before
 
     def _leave(self, d: Device, before: Mapping[str, frozenset[str] | None]) -> None:
@@ -347,7 +347,7 @@ class _Search:
             if self.taken(d.id) or self.shares(d.id) is not None:
                 for counter_set in d.consumes:
                     held, mine = out.get(counter_set), d.groups.get(counter_set, frozenset())
-                    out[counter_set] = mine if held is None else held & mine if held and mine else held
+                    out[counter_set] = _joined(held, mine)
         return out
 
     def _already(self, d: Device) -> dict[str, Decimal]:
@@ -491,6 +491,15 @@ def _admits(held: frozenset[str], mine: frozenset[str]) -> bool:
     """A device declaring ``mine`` may join devices holding ``held`` in common (an empty ``held``:
     they all declare none) on one counter set."""
     return not held if not mine else bool(held & mine)
+
+
+def _joined(held: frozenset[str] | None, mine: frozenset[str]) -> frozenset[str] | None:
+    """What a counter set's devices hold in common once a device declaring ``mine`` joins them
+    (upstream's compatibilityGroupIntersection.add): the first device's groups; unchanged while
+    either side declares none; else the intersection."""
+    if held is None:
+        return mine
+    return held & mine if held and mine else held
 
 
 def share_id() -> str:
