@@ -11,7 +11,10 @@ Used after every reliability scenario (and usable on any cluster, read-only):
   budget the plugin cannot tell is not checked;
 * no pod is bound to a node that does not exist;
 * no pod was bound twice (at most one ``Scheduled`` event per pod UID);
-* no gang is partly bound: a PodGroup has 0 or at least ``minMember`` members bound.
+* no gang is partly bound: a PodGroup has 0 or at least ``minMember`` members bound;
+* no DRA device is allocated twice: two ResourceClaims' allocations never name the same
+  (driver, pool, device), unless the device allows multiple allocations (each result then
+  carries a ``shareID``) or a claim has admin access.
 
 Every violation is one sentence that names the node, pod or gang concerned.
 """
@@ -110,7 +113,28 @@ async def check_invariants(api: client.ApiClient, *, gangs: bool = True) -> list
             problems.append(f"pod {regarding[uid]} (uid {uid}) was bound {count} times (Scheduled events)")
     if gangs:
         problems.extend(await partly_bound_gangs(custom, pods))
+    problems.extend(await doubly_allocated_devices(custom))
     return problems
+
+
+async def doubly_allocated_devices(custom: Any) -> list[str]:
+    """Devices named by the allocations of more than one ResourceClaim (shared and admin-access
+    results excepted: those are allowed to repeat)."""
+    holders: dict[tuple[str, str, str], list[str]] = {}
+    for claim in await list_all(custom.list_cluster_custom_object, "resource.k8s.io", "v1", "resourceclaims"):
+        meta = claim.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for result in (allocation.get("devices") or {}).get("results") or ():
+            if result.get("shareID") or result.get("adminAccess"):
+                continue
+            device = (str(result.get("driver")), str(result.get("pool")), str(result.get("device")))
+            holders.setdefault(device, []).append(key)
+    return [
+        f"device {'/'.join(device)} is allocated to {len(claims)} claims: {', '.join(sorted(claims))}"
+        for device, claims in holders.items()
+        if len(claims) > 1
+    ]
 
 
 async def partly_bound_gangs(custom: Any, pods: list[PodInfo]) -> list[str]:
