@@ -1,7 +1,10 @@
 """make soak: a real cluster's churn for SOAK_MINUTES, shoal and kube-scheduler side by side.
 
-For each scheduler in turn (same seed, same churn), on a fresh control plane whose nodes are
-played by KWOK (pods turn Running; a Job's pods complete, as its "fast" stages do):
+For each scheduler (same seed, same churn; both at once by default, each on its own control
+plane, or ``--sequential``), on a fresh control plane whose nodes are played by KWOK (pods turn
+Running; a Job's pods complete, as its "fast" stages do), with the scheduler run as **two
+replicas with leader election** (bench/replicas.py: a replica that dies is started again, as its
+kubelet would):
 
 * **node churn as an autoscaler does it**: every ``node_churn_s`` a node with a new unique name
   is added, and the oldest churned node is cordoned, drained (its pods deleted) and deleted;
@@ -9,22 +12,28 @@ played by KWOK (pods turn Running; a Job's pods complete, as its "fast" stages d
   deletes them, as the Job TTL controller would), service pods that run for a random lifetime,
   and gangs of four (scheduler-plugins PodGroups: shoal places them whole; kube-scheduler, which
   has no gang plugin, one by one) that run and are deleted;
-* **measured per window** (``window_s``): the scheduler's RSS, its CPU per pod bound,
+* **DRA**: ``gpu_nodes`` nodes whose driver publishes 8 GPUs in a ResourceSlice, pods that claim
+  one from a ResourceClaimTemplate (kube-controller-manager's resourceclaim controller makes the
+  claim and removes it after the pod), and every ``republish_every_s`` one node's driver
+  republishing its slice under a new pool generation, as after a driver restart;
+* **preemption**: a pool of tainted nodes kept full of low-priority fillers, and every
+  ``preempt_every_s`` a high-priority pod that fits only once two fillers are evicted (its
+  create → bound, victims' graceful deletion included, is reported apart from the stream's);
+* **measured per window** (``window_s``): the leader's RSS, both replicas' CPU per pod bound,
   create → bound p50 / p99 (a watch in the harness sees each binding), pods pending longer
   than a minute; the invariant checker every minute (no over-commit, no pod on a deleted
-  node, no pod bound twice, and for shoal no partial gang);
+  node, no pod bound twice, no device allocated to two claims, and for shoal no partial gang);
 * **at the end**, after the stream stops and a drain: every pod created is bound, deleted by the
-  harness, or pending with ``PodScheduled=False`` and a reason — anything else is *lost*.
+  harness (or evicted by a preemption), or pending with ``PodScheduled=False`` and a reason —
+  anything else is *lost*.
 
 * **faults on a timer** (``fault_every_s``; ``make soak``: every 5 minutes), in turn: the API
   server restarted (etcd keeps its data; every watch is cut and resumes from a resource version
   the new watch cache no longer holds: 410 Gone, a relist), the API server stalled (SIGSTOP for
-  ``stall_s``, then SIGCONT), and the scheduler stalled as long while the load goes on (it wakes
-  to a backlog and to watches that may have expired; etcd compacts every minute here). For each:
-  when it hit, and how long until a pod created after it ended was bound (``recovery_s``).
-
-Not yet here (issue 42): leader SIGKILL with two replicas, DRA slices republished, priority
-preemption in the stream.
+  ``stall_s``, then SIGCONT), the leader stalled as long while the load goes on (the standby
+  takes the Lease once it expires; the stalled one wakes to find it lost), and the leader
+  SIGKILLed (the standby takes over; the killed one comes back as the standby). For each: when
+  it hit, and how long from its end until a pod created after it was bound (``recovery_s``).
 
 Writes bench/results/soak.json (``rss_growth``, ``p99_drift``, ``violations``, ``lost_pods``
 and the same for kube-scheduler with ``_kube``), docs/soak.png, and the "soak" section of
@@ -41,6 +50,7 @@ import os
 import random
 import signal
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -56,14 +66,16 @@ from kubernetes_asyncio import client, config
 if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 from bench.e2e import machine
-from bench.e2e_schedulers import KubeScheduler, Shoal, process_cpu
+from bench.e2e_dra import TEMPLATE, cluster_objects, gpu_slice
+from bench.replicas import Replicas
 from bench.report import revision, write_section
 from shoal.kube.rest import RawClient
 from shoal.testing.cluster import apply_crds, create, list_all, wait_for
 from shoal.testing.controlplane import ControlPlane
 from shoal.testing.invariants import check_invariants
+from shoal.testing.kubecontrollermanager import DRA_CONTROLLERS, KubeControllerManagerProcess
 from shoal.testing.kwok import KWOK_ANNOTATION, KwokProcess
-from shoal.testing.objects import make_node, make_pod, make_pod_group
+from shoal.testing.objects import make_node, make_pod, make_pod_group, make_priority_class
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -82,6 +94,15 @@ class SoakConfig:
     service_pods_per_s: float = 1.0
     gang_every_s: float = 20.0
     lifetime_s: tuple[float, float] = (30.0, 120.0)
+    #: a high-priority pod that must preempt, this often (0: none): the pool of POOL_NODES
+    #: tainted nodes is kept full of low-priority fillers, and each such pod needs two of them gone
+    preempt_every_s: float = 30.0
+    #: GPU nodes whose DRA driver publishes 8 GPUs each (0: no DRA), pods/s that each claim one
+    #: GPU from a ResourceClaimTemplate and run a service's lifetime, and how often one node's
+    #: driver republishes its slice (a new pool generation, then the old slice deleted)
+    gpu_nodes: int = 20
+    dra_pods_per_s: float = 0.3
+    republish_every_s: float = 20.0
     seed: int = 1
     #: a fault of FAULTS, in turn, every this many seconds (0: none)
     fault_every_s: float = 0.0
@@ -90,7 +111,14 @@ class SoakConfig:
 
 
 #: the faults a soak injects on its timer, in this order
-FAULTS = ("apiserver-restart", "apiserver-stall", "scheduler-stall")
+FAULTS = ("apiserver-restart", "apiserver-stall", "scheduler-stall", "leader-kill")
+#: the preemption pool: nodes of 4 CPUs that only fillers (1 CPU, low priority) and preemptors
+#: (2 CPUs, high priority) tolerate
+POOL_NODES = 5
+POOL_CPUS = 4
+POOL = {"soak/pool": "preempt"}
+POOL_TAINT = {"key": "soak/pool", "value": "preempt", "effect": "NoSchedule"}
+LOW, HIGH = "soak-low", "soak-high"
 #: etcd compacted this often (the API server's default is 5 minutes)
 COMPACTION = "--etcd-compaction-interval=1m"
 
@@ -125,6 +153,21 @@ class Run:
     created: int = 0
     bound: int = 0
     faults: list[Fault] = field(default_factory=list)
+    #: scheduler replicas started again (after a leader kill, or exiting on a lost Lease)
+    restarts: int = 0
+    #: high-priority pods created, and bound (each bound one preempted two fillers)
+    preemptors: int = 0
+    preemptors_bound: int = 0
+    #: fillers deleted by the scheduler (preemption victims)
+    victims: int = 0
+    #: ResourceSlices republished (a GPU node's driver, a new pool generation)
+    republished: int = 0
+    #: pods with a GPU claim created, and bound
+    gpu_pods: int = 0
+    gpu_bound: int = 0
+    #: a preemptor's create -> bound (its victims' graceful deletion included), median and worst
+    preempt_p50_s: float | None = None
+    preempt_max_s: float | None = None
 
     def rss_growth(self, after_s: float) -> float | None:
         """RSS of the last window over that of the first window ending after ``after_s`` (the
@@ -142,16 +185,11 @@ class Run:
         return None if not first or not last else last / first
 
 
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def fake_node(name: str) -> dict[str, Any]:
-    node = make_node(name, cpu="32", memory="128Gi", pods=110)
+def fake_node(name: str, *, pool: bool = False) -> dict[str, Any]:
+    if pool:
+        node = make_node(name, cpu=str(POOL_CPUS), memory="16Gi", pods=110, labels=POOL, taints=[POOL_TAINT])
+    else:
+        node = make_node(name, cpu="32", memory="128Gi", pods=110)
     node["metadata"].setdefault("annotations", {})[KWOK_ANNOTATION] = "fake"
     return node
 
@@ -185,41 +223,49 @@ class Soak:
         self.churned: list[str] = []
         self.gangs: dict[str, float] = {}  # PodGroup -> when it is deleted with its members
         self.next_sweep = 0.0
+        #: GPU node -> its driver's current pool generation (the slice of generation 1 is
+        #: ``<node>-gpu``, later ones ``<node>-gpu-<generation>``)
+        self.slices: dict[str, int] = {}
+        self.republished = 0
+        #: the preemption pool's fillers, and its preemptors still running -> when each was created
+        self.fillers: set[str] = set()
+        self.preemptors: dict[str, float] = {}
+        #: create -> bound seconds of each preemptor (victims' graceful deletion included)
+        self.preempt_latency: list[float] = []
         self.api: client.ApiClient | None = None
         self.cp: ControlPlane
         self._fault_ended = 0.0
         self._faults_started = 0
+        #: a leader kill's takeover and the replacement replica's start, while under way
+        self._takeover: asyncio.Task[None] | None = None
         #: how to end the stall on (SIGCONT), and the timer that will
         self._stalled: tuple[Callable[[], None], asyncio.TimerHandle] | None = None
 
     async def go(self) -> Run:
-        cp = self.cp = ControlPlane(workdir=self.workdir / "cp", extra_apiserver_args=[COMPACTION])
-        await asyncio.to_thread(cp.start)
-        try:
+        async with contextlib.AsyncExitStack() as stack:
+            cp = self.cp = ControlPlane(workdir=self.workdir / "cp", extra_apiserver_args=[COMPACTION])
+            await asyncio.to_thread(cp.start)
+            stack.push_async_callback(asyncio.to_thread, cp.stop)
             self.api = api = await config.new_client_from_config(config_file=str(cp.kubeconfig))
-            try:
-                await apply_crds(api)
-                await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-                kwok = KwokProcess(cp.kubeconfig, self.workdir / "kwok")
-                await asyncio.to_thread(kwok.start)
-                try:
-                    await self._nodes(api)
-                    sched: Shoal | KubeScheduler = (
-                        Shoal(cp, self.workdir)
-                        if self.kind == "shoal"
-                        else KubeScheduler(cp, self.workdir / "kube")
-                    )
-                    await sched.start(api)
-                    try:
-                        await self._churn(api, sched)
-                    finally:
-                        sched.stop()
-                finally:
-                    kwok.stop()
-            finally:
-                await api.close()
-        finally:
-            await asyncio.to_thread(cp.stop)
+            stack.push_async_callback(api.close)
+            await apply_crds(api)
+            await create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+            kwok = KwokProcess(cp.kubeconfig, self.workdir / "kwok")
+            await asyncio.to_thread(kwok.start)
+            stack.callback(kwok.stop)
+            if self.cfg.gpu_nodes > 0:
+                # the resourceclaim controller makes each pod's claim from its template, and
+                # deallocates and deletes it once the pod is gone, as in a cluster
+                kcm = KubeControllerManagerProcess(
+                    cp.kubeconfig, self.workdir / "kcm", controllers=DRA_CONTROLLERS
+                )
+                await asyncio.to_thread(kcm.start)
+                stack.callback(kcm.stop)
+            await self._nodes(api)
+            sched = Replicas(self.kind, cp, self.workdir / "sched")
+            stack.callback(sched.stop)
+            await sched.start(api)
+            await self._churn(api, sched)
         return self.run
 
     async def _nodes(self, api: client.ApiClient) -> None:
@@ -230,8 +276,22 @@ class Soak:
                 await create(api, fake_node(f"base-{i:05d}"))
 
         await asyncio.gather(*(one(i) for i in range(self.cfg.nodes)))
+        if self.cfg.preempt_every_s > 0:
+            for i in range(POOL_NODES):
+                await create(api, fake_node(f"pool-{i}", pool=True))
+            await create(api, make_priority_class(LOW, 10))
+            await create(api, make_priority_class(HIGH, 1000))
+        if self.cfg.gpu_nodes > 0:
+            device_class, template = cluster_objects(0, NS)
+            await create(api, device_class)
+            await create(api, template)
+            for i in range(self.cfg.gpu_nodes):
+                node = f"gpu-{i:03d}"
+                await create(api, fake_node(node))
+                await create(api, gpu_slice(node))
+                self.slices[node] = 1
 
-    async def _churn(self, api: client.ApiClient, sched: Shoal | KubeScheduler) -> None:
+    async def _churn(self, api: client.ApiClient, sched: Replicas) -> None:
         cfg = self.cfg
         watcher = asyncio.create_task(self._watch(RawClient(api)))
         churner = asyncio.create_task(self._node_loop(api))
@@ -239,8 +299,9 @@ class Soak:
         end = began + cfg.minutes * 60
         next_window = began + cfg.window_s
         next_check = began + 60
-        cpu0, bound0, window_start = process_cpu(sched.pid) or 0.0, 0, began
-        ticks = {"job": began, "service": began, "gang": began}
+        cpu0, bound0, window_start = sched.cpu(), 0, began
+        ticks = {"job": began, "service": began, "gang": began, "preempt": began, "dra": began}
+        next_republish = began + cfg.republish_every_s
         # the first window stays free of faults too (p99_drift compares it with the last)
         first = max(cfg.fault_every_s, cfg.window_s + 5.0)
         next_fault = began + first if cfg.fault_every_s > 0 else float("inf")
@@ -253,7 +314,8 @@ class Soak:
                 # of faults (p99_drift compares it with the first): none in the churn's last stretch
                 # (15 s: about what an API server's restart takes here)
                 room = end - now >= max(min(60.0, cfg.fault_every_s), cfg.window_s + cfg.stall_s + 15.0)
-                if now >= next_fault and self._stalled is None and room:
+                idle = self._stalled is None and (self._takeover is None or self._takeover.done())
+                if now >= next_fault and idle and room:
                     self._fault(FAULTS[self._faults_started % len(FAULTS)], sched, now - began)
                     self._faults_started += 1
                     next_fault = time.monotonic() + cfg.fault_every_s
@@ -271,6 +333,17 @@ class Soak:
                     if now - ticks["gang"] >= cfg.gang_every_s:
                         ticks["gang"] = now
                         await self._gang(api, sched)
+                    claims = int((now - ticks["dra"]) * cfg.dra_pods_per_s) if self.slices else 0
+                    if claims:
+                        ticks["dra"] += claims / cfg.dra_pods_per_s
+                        await self._pods(api, sched, claims, job=False, gpu=True)
+                    if self.slices and now >= next_republish:
+                        next_republish = now + cfg.republish_every_s
+                        await self._republish(api)
+                    if cfg.preempt_every_s > 0:
+                        preempt = now - ticks["preempt"] >= cfg.preempt_every_s
+                        if await self._pool(api, sched, preempt=preempt):
+                            ticks["preempt"] = now
                     await self._reap(api)
                     if now >= next_check:
                         next_check += 60
@@ -279,10 +352,10 @@ class Soak:
                     # a connection the restarted API server dropped: this turn's work is retried
                     print(f"  [{self.kind} soak] {type(exc).__name__}: {exc}"[:300], flush=True)
                 if now >= next_window:
-                    cpu = process_cpu(sched.pid) or cpu0
+                    cpu = sched.cpu()
                     bound = len(self.bound_at)
                     self.run.windows.append(
-                        self._window(now - began, sched.pid, cpu - cpu0, bound - bound0, window_start)
+                        self._window(now - began, sched, cpu - cpu0, bound - bound0, window_start)
                     )
                     cpu0, bound0, window_start = cpu, bound, now
                     next_window += cfg.window_s
@@ -295,11 +368,9 @@ class Soak:
                 await asyncio.sleep(0.2)
             now = time.monotonic()
             if now - window_start >= cfg.window_s / 2:  # the last window, up to the churn's end
-                cpu = process_cpu(sched.pid) or cpu0
+                cpu = sched.cpu()
                 self.run.windows.append(
-                    self._window(
-                        now - began, sched.pid, cpu - cpu0, len(self.bound_at) - bound0, window_start
-                    )
+                    self._window(now - began, sched, cpu - cpu0, len(self.bound_at) - bound0, window_start)
                 )
             churner.cancel()
             self._resume_stalled()
@@ -307,13 +378,24 @@ class Soak:
             self._recovered()
         finally:
             self._resume_stalled()
+            if self._takeover is not None:  # a replacement replica still starting
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self._takeover, 90)
+            self.run.restarts = sched.restarts
+            self.run.preemptors_bound = len(self.preempt_latency)
+            self.run.republished = self.republished
+            self.run.gpu_pods = sum(p.startswith("gpu-") for p in self.created_at)
+            self.run.gpu_bound = sum(p.startswith("gpu-") for p in self.bound_at)
+            if self.preempt_latency:
+                self.run.preempt_p50_s = round(statistics.median(self.preempt_latency), 1)
+                self.run.preempt_max_s = round(max(self.preempt_latency), 1)
             for task in (churner, watcher):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self.run.violations += await check_invariants(api, gangs=self.kind == "shoal")
 
-    def _fault(self, name: str, sched: Shoal | KubeScheduler, t: float) -> None:
+    def _fault(self, name: str, sched: Replicas, t: float) -> None:
         """Start one fault. A restart is over when this returns (the API server answers again);
         a stall (SIGSTOP) ends ``stall_s`` later by a timer on the loop, so the load goes on
         meanwhile (calls to a stalled API server wait for it)."""
@@ -323,6 +405,12 @@ class Soak:
             # on the loop's own thread: a child started from a short-lived executor thread would
             # get its parent-death signal when that thread ends (controlplane.py)
             self.cp.restart_apiserver()
+            self._ended(name, t, began)
+            return
+        if name == "leader-kill":
+            # the fault is the kill itself: its recovery is the failover (the standby takes the
+            # Lease once it expires, then schedules)
+            self._takeover = sched.kill_leader()
             self._ended(name, t, began)
             return
         pid = self.cp.named_pids["kube-apiserver"] if name == "apiserver-stall" else sched.pid
@@ -359,11 +447,12 @@ class Soak:
         if after:
             self.run.faults[-1].recovery_s = round(min(after) - self._fault_ended, 1)
 
-    def _window(self, t: float, pid: int, cpu: float, bound: int, start: float) -> Window:
+    def _window(self, t: float, sched: Replicas, cpu: float, bound: int, start: float) -> Window:
         lat = sorted(
             (self.bound_at[p] - self.created_at[p]) * 1000
             for p, at in self.bound_at.items()
-            if at >= start and p in self.created_at
+            # a preemptor waits for its victims' graceful deletion: reported on its own
+            if at >= start and p in self.created_at and not p.startswith("hp-")
         )
         now = time.monotonic()
         pending = sum(
@@ -373,7 +462,7 @@ class Soak:
         )
         return Window(
             t=round(t, 1),
-            rss_mb=round(rss_mb(pid), 1),
+            rss_mb=round(sched.rss_mb(), 1),
             cpu_ms_per_pod=round(cpu * 1000 / bound, 2) if bound else None,
             bound=bound,
             p50_ms=round(statistics.median(lat), 1) if lat else None,
@@ -397,26 +486,101 @@ class Soak:
                     if event.get("type") == "ERROR":
                         version = ""
                         break
-                    if name and (obj.get("spec") or {}).get("nodeName") and name not in self.bound_at:
-                        self.bound_at[name] = time.monotonic()
+                    if not name:
+                        continue
+                    if event.get("type") == "DELETED":
+                        self._gone(name)
+                    elif (obj.get("spec") or {}).get("nodeName") and name not in self.bound_at:
+                        self.bound_at[name] = at = time.monotonic()
+                        if name in self.preemptors:
+                            self.preempt_latency.append(at - self.created_at.get(name, at))
             except asyncio.CancelledError:
                 raise
             except Exception:
                 await asyncio.sleep(0.5)
 
+    async def _republish(self, api: client.ApiClient) -> None:
+        """The next GPU node's driver republishes its devices, as after a restart: a slice of
+        the next pool generation, then the old one deleted (the same devices, by name, so the
+        claims allocated from it stay valid)."""
+        custom: Any = client.CustomObjectsApi(api)
+        node = min(self.slices, key=lambda n: (self.slices[n], n))
+        gen = self.slices[node]
+        new = gpu_slice(node)
+        new["metadata"]["name"] = f"{node}-gpu-{gen + 1}"
+        new["spec"]["pool"]["generation"] = gen + 1
+        await create(api, new)
+        self.slices[node] = gen + 1
+        old = f"{node}-gpu" if gen == 1 else f"{node}-gpu-{gen}"
+        with contextlib.suppress(client.ApiException):
+            await custom.delete_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", old)
+        self.republished += 1
+
+    def _gone(self, name: str) -> None:
+        """A pod deleted: a filler the harness did not delete was a preemption victim."""
+        if name in self.fillers:
+            self.fillers.discard(name)
+            if name not in self.deleted:
+                self.run.victims += 1
+                self.deleted.add(name)
+        self.preemptors.pop(name, None)
+
+    async def _pool(self, api: client.ApiClient, sched: Replicas, *, preempt: bool) -> bool:
+        """Keep the pool full of fillers (less what the preemptors hold); with ``preempt``, and
+        the pool full, a preemptor: it fits only once two fillers are gone. True if one was made."""
+        room = POOL_NODES * POOL_CPUS - 2 * len(self.preemptors)
+        missing = room - len(self.fillers)
+        if missing > 0:
+            fillers = [
+                self._pool_pod(f"fill-{uuid.uuid4().hex[:10]}", sched, "1", LOW) for _ in range(missing)
+            ]
+            self.fillers |= {f["metadata"]["name"] for f in fillers}
+            await self._create(api, fillers)
+            self.fillers &= self.created_at.keys()  # those whose create failed are not there
+            return False
+        if not preempt or len(self.preemptors) >= POOL_NODES:
+            return False
+        name = f"hp-{uuid.uuid4().hex[:10]}"
+        self.preemptors[name] = time.monotonic()
+        self.expiry[name] = time.monotonic() + self.rng.uniform(*self.cfg.lifetime_s)
+        await self._create(api, [self._pool_pod(name, sched, "2", HIGH)])
+        if name not in self.created_at:
+            del self.preemptors[name]
+            return False
+        self.run.preemptors += 1
+        return True
+
+    @staticmethod
+    def _pool_pod(name: str, sched: Replicas, cpu: str, priority_class: str) -> dict[str, Any]:
+        return make_pod(
+            name,
+            namespace=NS,
+            cpu=cpu,
+            memory="64Mi",
+            scheduler_name=sched.scheduler_name,
+            priority_class=priority_class,
+            node_selector=POOL,
+            tolerations=[{**POOL_TAINT, "operator": "Equal"}],
+        )
+
     async def _pods(
-        self, api: client.ApiClient, sched: Shoal | KubeScheduler, count: int, *, job: bool
+        self, api: client.ApiClient, sched: Replicas, count: int, *, job: bool, gpu: bool = False
     ) -> None:
+        """``count`` pods of the stream: a Job's (they complete), or a service's that run a
+        while (with ``gpu``, each with a claim for one GPU from the template)."""
         objs = []
         for _ in range(count):
-            name = f"{'job' if job else 'svc'}-{uuid.uuid4().hex[:10]}"
+            name = f"{'job' if job else 'gpu' if gpu else 'svc'}-{uuid.uuid4().hex[:10]}"
             pod = make_pod(name, namespace=NS, cpu="100m", memory="64Mi", scheduler_name=sched.scheduler_name)
+            if gpu:
+                pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": TEMPLATE}]
+                pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
             objs.append(job_owned(pod) if job else pod)
             if not job:
                 self.expiry[name] = time.monotonic() + self.rng.uniform(*self.cfg.lifetime_s)
         await self._create(api, objs)
 
-    async def _gang(self, api: client.ApiClient, sched: Shoal | KubeScheduler) -> None:
+    async def _gang(self, api: client.ApiClient, sched: Replicas) -> None:
         group = f"gang-{uuid.uuid4().hex[:8]}"
         await create(api, make_pod_group(group, namespace=NS, min_member=4))  # raises: no members
         members = [
@@ -552,6 +716,35 @@ async def soak(kinds: list[str], cfg: SoakConfig, workdir: Path) -> dict[str, Ru
     return out
 
 
+def run_from(d: dict[str, Any]) -> Run:
+    """A :class:`Run` from its ``asdict`` form (a ``--raw`` file)."""
+    windows = [Window(**w) for w in d.pop("windows")]
+    faults = [Fault(**f) for f in d.pop("faults")]
+    return Run(**d, windows=windows, faults=faults)
+
+
+def together(kinds: list[str], argv: list[str], workdir: Path) -> dict[str, Run]:
+    """Each scheduler's soak in its own process at the same time (each on its own control
+    plane): the machine's noise falls on both alike, and the whole takes SOAK_MINUTES once."""
+    procs = {}
+    for kind in kinds:
+        raw = workdir / f"{kind}.json"
+        cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--only", kind, "--raw", str(raw)]
+        procs[kind] = (subprocess.Popen(cmd, start_new_session=True), raw)
+    try:
+        for proc, _ in procs.values():
+            proc.wait()
+    finally:
+        for proc, _ in procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(60)
+    missing = [k for k, (proc, raw) in procs.items() if not raw.exists()]
+    if missing:
+        raise SystemExit(f"soak: no result from {', '.join(missing)} (see its output above)")
+    return {kind: run_from(json.loads(raw.read_text())) for kind, (_, raw) in procs.items()}
+
+
 def summary(runs: dict[str, Run], cfg: SoakConfig) -> dict[str, Any]:
     warm = min(600.0, cfg.minutes * 60 / 3)
     s: dict[str, Any] = {
@@ -570,6 +763,13 @@ def summary(runs: dict[str, Run], cfg: SoakConfig) -> dict[str, Any]:
         s[f"windows{suffix}"] = [asdict(w) for w in run.windows]
         s[f"faults{suffix}"] = [asdict(f) for f in run.faults]
         s[f"faults_survived{suffix}"] = sum(f.recovery_s is not None for f in run.faults)
+        s[f"replica_restarts{suffix}"] = run.restarts
+        keys = (
+            *("preemptors", "preemptors_bound", "victims", "preempt_p50_s", "preempt_max_s"),
+            *("republished", "gpu_pods", "gpu_bound"),
+        )
+        for key in keys:
+            s[f"{key}{suffix}"] = getattr(run, key)
     return s
 
 
@@ -623,29 +823,67 @@ def write_doc(s: dict[str, Any]) -> None:
         return "n/a" if v is None else f"{v:.2f}×"
 
     cfg = s["config"]
-    lines = [
-        "## A real cluster's churn, shoal and kube-scheduler side by side (`make soak`)",
-        "",
-        f"Recorded {s['date']} at commit {s['commit']} on {s['machine']}: {cfg['minutes']:g} minutes, "
+
+    def both(key: str, fmt: Callable[[Any], str] = str) -> str:
+        return f"| {fmt(s.get(key))} | {fmt(s.get(key + '_kube'))} |"
+
+    def count(v: Any) -> str:
+        return "n/a" if v is None else f"{v:,}"
+
+    def seconds(v: Any) -> str:
+        return "n/a" if v is None else f"{v:.1f} s"
+
+    churn = (
         f"{cfg['nodes']:,} KWOK nodes plus one node added and one drained and deleted every "
         f"{cfg['node_churn_s']:g} s, {cfg['job_pods_per_s']:g} Job pods/s that complete, "
         f"{cfg['service_pods_per_s']:g} service pods/s and a gang of 4 every {cfg['gang_every_s']:g} s that "
-        f"run {cfg['lifetime_s'][0]:g}–{cfg['lifetime_s'][1]:g} s; windows of {cfg['window_s']:g} s"
-        + (
-            f"; a fault every {cfg['fault_every_s']:g} s in turn ({', '.join(FAULTS)}; stalls of "
-            f"{cfg['stall_s']:g} s), recovery from its end to the first pod created after it bound."
-            if cfg.get("fault_every_s")
-            else "."
-        ),
+        f"run {cfg['lifetime_s'][0]:g}–{cfg['lifetime_s'][1]:g} s"
+    )
+    if cfg.get("gpu_nodes"):
+        churn += (
+            f", {cfg['dra_pods_per_s']:g} pods/s claiming one GPU each (ResourceClaimTemplate) from "
+            f"{cfg['gpu_nodes']} GPU nodes whose driver republishes one node's slice every "
+            f"{cfg['republish_every_s']:g} s"
+        )
+    if cfg.get("preempt_every_s"):
+        churn += (
+            f", a high-priority pod every {cfg['preempt_every_s']:g} s that must preempt two "
+            f"low-priority fillers of a full {POOL_NODES}-node pool"
+        )
+    faults = (
+        f"; a fault every {cfg['fault_every_s']:g} s in turn ({', '.join(FAULTS)}; stalls of "
+        f"{cfg['stall_s']:g} s), recovery from its end to the first pod created after it bound"
+        if cfg.get("fault_every_s")
+        else ""
+    )
+    how = (
+        "both schedulers at once, each on its own control plane, so the machine's noise falls on both"
+        if s.get("at_once")
+        else "one scheduler after the other"
+    )
+    lines = [
+        "## A real cluster's churn, shoal and kube-scheduler side by side (`make soak`)",
+        "",
+        f"Recorded {s['date']} at commit {s['commit']} on {s['machine']}, {how}: "
+        f"{cfg['minutes']:g} minutes, {churn}; each scheduler as two replicas with leader election; "
+        f"windows of {cfg['window_s']:g} s (RSS is the leader's, CPU both replicas'){faults}.",
         "",
         "| | shoal | kube-scheduler |",
         "|---|---:|---:|",
-        f"| pods created | {s.get('created', 0):,} | {s.get('created_kube', 0):,} |",
+        "| pods created " + both("created", count),
         f"| RSS growth after the warm-up | {pct(s.get('rss_growth'))} | {pct(s.get('rss_growth_kube'))} |",
         f"| p99 create → bound, last window ÷ first | {ratio(s.get('p99_drift'))} | {ratio(s.get('p99_drift_kube'))} |",
-        f"| invariant violations | {s.get('violations', 'n/a')} | {s.get('violations_kube', 'n/a')} |",
-        f"| lost pods | {s.get('lost_pods', 'n/a')} | {s.get('lost_pods_kube', 'n/a')} |",
+        "| invariant violations " + both("violations"),
+        "| lost pods " + both("lost_pods"),
         *_fault_rows(s),
+        "| replicas restarted (killed, or exited on a lost Lease) " + both("replica_restarts", count),
+        "| GPU pods created / bound " + f"| {count(s.get('gpu_pods'))} / {count(s.get('gpu_bound'))} "
+        f"| {count(s.get('gpu_pods_kube'))} / {count(s.get('gpu_bound_kube'))} |",
+        "| slices republished " + both("republished", count),
+        "| preemptors bound / victims " + f"| {count(s.get('preemptors_bound'))} / {count(s.get('victims'))} "
+        f"| {count(s.get('preemptors_bound_kube'))} / {count(s.get('victims_kube'))} |",
+        "| preemptor create → bound, median " + both("preempt_p50_s", seconds),
+        "| preemptor create → bound, worst " + both("preempt_max_s", seconds),
         "",
         "![RSS and p99 over the soak](soak.png)",
     ]
@@ -670,8 +908,15 @@ def main() -> int:
     )
     parser.add_argument("--stall", type=float, default=30.0, help="seconds a stall lasts (default 30)")
     parser.add_argument("--only", choices=("shoal", "kube-scheduler"))
+    parser.add_argument(
+        "--sequential",
+        action="store_true",
+        help="shoal, then kube-scheduler (default: both at once, each on its own control plane)",
+    )
+    parser.add_argument("--raw", type=Path, help=argparse.SUPPRESS)  # --only's Run, for together()
     parser.add_argument("--no-write", action="store_true")
-    args = parser.parse_args()
+    argv = sys.argv[1:]
+    args = parser.parse_args(argv)
     window = args.window or (300.0 if args.minutes >= 30 else max(30.0, args.minutes * 10))
     cfg = SoakConfig(
         minutes=args.minutes,
@@ -684,8 +929,15 @@ def main() -> int:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="shoal-soak-") as tmp:
-        runs = asyncio.run(soak(kinds, cfg, Path(tmp)))
+        if len(kinds) > 1 and not args.sequential:
+            runs = together(kinds, [a for a in argv if a != "--no-write"] + ["--no-write"], Path(tmp))
+        else:
+            runs = asyncio.run(soak(kinds, cfg, Path(tmp)))
+    if args.raw is not None:
+        (run,) = runs.values()
+        args.raw.write_text(json.dumps(asdict(run)))
     s = summary(runs, cfg)
+    s["at_once"] = len(runs) > 1 and not args.sequential
     print(json.dumps({k: v for k, v in s.items() if not k.startswith("windows")}, indent=2))
     if not args.no_write and not args.only:
         RESULTS.write_text(json.dumps(s, indent=2) + "\n")

@@ -38,8 +38,12 @@ class KubeSchedulerProcess(ComponentProcess):
         profiles: list[dict[str, Any]] | None = None,
         args: Sequence[str] = (),
         feature_gates: Sequence[str] = (),
+        leader_elect: bool = False,
     ) -> None:
         super().__init__(kubeconfig, workdir)
+        #: compete for the Lease ``kube-system/kube-scheduler`` (its defaults: 15 s, renewed by
+        #: 10 s): replicas of one control plane elect one leader, as in a real cluster
+        self.leader_elect = leader_elect
         self.profiles = profiles
         self.args = list(args)
         #: more ``--feature-gates`` (``Name=true``), beside the workload ones
@@ -50,11 +54,21 @@ class KubeSchedulerProcess(ComponentProcess):
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
             "clientConnection": {"kubeconfig": str(self.kubeconfig), "qps": 5000, "burst": 5000},
-            "leaderElection": {"leaderElect": False},
+            "leaderElection": {"leaderElect": self.leader_elect},
         }
         if self.profiles is not None:
             cfg["profiles"] = self.profiles
         return cfg
+
+    def leads(self) -> bool:
+        """Whether this replica holds the Lease: alive and its log says it acquired it (a
+        kube-scheduler that loses its Lease exits, as ``leaderelection lost`` is fatal)."""
+        if self.popen is None or self.popen.poll() is not None:
+            return False
+        try:
+            return "Successfully acquired lease" in self.log.read_text(errors="replace")
+        except OSError:
+            return False
 
     def argv(self, port: int) -> list[str]:
         cfg = self.workdir / "kube-scheduler.yaml"

@@ -1,7 +1,9 @@
 """Three minutes of a real cluster's churn (``make soak``'s short version, bench/soak.py): KWOK
 nodes added, drained and deleted under their new unique names, Job pods that complete, service
-pods and gangs that run and go, and a fault every 35 s (the API server restarted, then stalled,
-then the scheduler stalled, in turn). Nothing lost, no invariant broken, every fault recovered from."""
+pods and gangs that run and go, pods with a DRA claim while GPU nodes' drivers republish their
+slices, high-priority pods that must preempt, two shoal replicas with leader election, and a
+fault every 25 s (the API server restarted, then stalled, then the leader stalled, then the
+leader SIGKILLed, in turn). Nothing lost, no invariant broken, every fault recovered from."""
 
 from __future__ import annotations
 
@@ -24,8 +26,12 @@ async def test_three_minutes_of_churn_lose_no_pod_and_break_no_invariant(tmp_pat
         service_pods_per_s=1,
         gang_every_s=15,
         lifetime_s=(10, 40),
-        fault_every_s=35,
+        fault_every_s=25,
         stall_s=8,
+        preempt_every_s=20,
+        gpu_nodes=4,
+        dra_pods_per_s=0.3,
+        republish_every_s=10,
     )
     run = await Soak("shoal", cfg, tmp_path).go()
     record(
@@ -35,6 +41,10 @@ async def test_three_minutes_of_churn_lose_no_pod_and_break_no_invariant(tmp_pat
         rss_mb=[w.rss_mb for w in run.windows],
         p99_ms=[w.p99_ms for w in run.windows],
         faults=[(f.name, f.recovery_s) for f in run.faults],
+        preemptors=(run.preemptors, run.preemptors_bound, run.victims),
+        republished=run.republished,
+        gpu=(run.gpu_pods, run.gpu_bound),
+        restarts=run.restarts,
     )
     assert run.violations == []
     assert run.lost == [], f"{len(run.lost)} pods neither bound, deleted nor pending with a reason"
@@ -45,3 +55,14 @@ async def test_three_minutes_of_churn_lose_no_pod_and_break_no_invariant(tmp_pat
     assert len(run.faults) >= len(FAULTS), run.faults
     assert [f.name for f in run.faults] == [FAULTS[i % len(FAULTS)] for i in range(len(run.faults))]
     assert all(f.recovery_s is not None for f in run.faults), run.faults
+    # the killed leader came back as the standby
+    assert run.restarts >= 1
+    # preemptors were bound, each in place of two fillers the scheduler evicted
+    assert run.preemptors_bound >= 1 and run.victims >= run.preemptors_bound, (
+        run.preemptors,
+        run.preemptors_bound,
+        run.victims,
+    )
+    # GPU pods' claims were allocated while their nodes' slices were replaced under them
+    assert run.republished >= 5
+    assert run.gpu_bound >= 10
