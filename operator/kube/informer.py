@@ -115,8 +115,9 @@ class _Watch(Generic[T]):
     kind: Kind[T]
     handler: Handler[T]
     gone: Callable[[str], None] | None
-    #: identity -> monotonic time last seen (kinds with an identity only)
-    seen: dict[str, float]
+    #: identity -> monotonic time last seen, and the resourceVersion it had (kinds with an
+    #: identity only)
+    seen: dict[str, tuple[float, str]]
 
 
 class Informer:
@@ -167,9 +168,16 @@ class Informer:
             if type == DELETED:
                 w.seen.pop(ident, None)
             else:
-                w.seen[ident] = time.monotonic()
+                version = str((raw.get("metadata") or {}).get("resourceVersion") or "")
+                last = w.seen.get(ident)
+                w.seen[ident] = (time.monotonic(), version)
                 if type == LISTED:
                     self._listed.set()
+                    if version and last is not None and last[1] == version:
+                        # a re-list replays every object: one at the version the handler already
+                        # has is unchanged, and is not decoded and stored again (kube-scheduler
+                        # bypasses an update carrying an identical object the same way)
+                        return
         await w.handler(Event(w.kind, type, raw))
 
     async def deliver(self, kind: Kind[T], type: str, raw: Mapping[str, Any]) -> None:
@@ -242,7 +250,7 @@ class Informer:
                 log.warning("re-list check failed (%s); will try at the next listing", exc)
                 return forgotten
             live = {w.kind.identity(obj) for obj in objs}
-            gone = [i for i, seen in w.seen.items() if i not in live and seen < started]
+            gone = [i for i, (seen, _) in w.seen.items() if i not in live and seen < started]
             for ident in gone:
                 w.seen.pop(ident, None)
                 w.gone(ident)

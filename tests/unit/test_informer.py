@@ -11,7 +11,7 @@ import kopf
 import pytest
 
 from shoal.core.state.objects import PodInfo
-from shoal.kube.informer import DELETED, LISTED, PRIMED, Event, Informer, Kind, Primed, stream
+from shoal.kube.informer import DELETED, LISTED, MODIFIED, PRIMED, Event, Informer, Kind, Primed, stream
 from shoal.kube.kinds import KIND_NODES, KIND_PODGROUPS, KIND_PODS, KIND_PROFILES
 from shoal.kube.rest import RawClient
 from shoal.kube.wire import LIVE_PODS_SELECTOR
@@ -115,6 +115,44 @@ async def test_the_relist_check_forgets_only_what_vanished_before_the_listing() 
         task.cancel()
     assert gone == ["n2"]
     assert await informer.relist_check(fake) == {"nodes": 0}
+
+
+async def test_a_relist_replays_only_objects_whose_version_changed() -> None:
+    """kopf's re-list after a 410 replays every object; one at the resourceVersion the handler
+    already has is skipped (as kube-scheduler bypasses an update carrying an identical object),
+    a changed one is delivered, and both count as seen for the re-list check."""
+    informer = Informer()
+    got: list[tuple[str, str]] = []
+    gone: list[str] = []
+
+    async def record(event: Event[Any]) -> None:
+        got.append((event.type, event.raw["metadata"]["name"]))
+
+    informer.watch(KIND_NODES, record, gone=gone.append)
+
+    def node(name: str, version: str) -> dict[str, Any]:
+        obj = make_node(name)
+        obj["metadata"]["resourceVersion"] = version
+        return obj
+
+    await informer.deliver(KIND_NODES, PRIMED, node("n1", "10"))
+    await informer.deliver(KIND_NODES, MODIFIED, node("n2", "11"))
+    await informer.deliver(KIND_NODES, LISTED, node("n1", "10"))  # unchanged
+    await informer.deliver(KIND_NODES, LISTED, node("n2", "12"))  # changed while not watched
+    await informer.deliver(KIND_NODES, LISTED, node("n3", "13"))  # new
+    await informer.deliver(KIND_NODES, LISTED, make_node("n4"))  # no version: always delivered
+    await informer.deliver(KIND_NODES, LISTED, make_node("n4"))
+    assert got == [
+        ("PRIMED", "n1"),
+        ("MODIFIED", "n2"),
+        ("LISTED", "n2"),
+        ("LISTED", "n3"),
+        ("LISTED", "n4"),
+        ("LISTED", "n4"),
+    ]
+    fake = raw({"/api/v1/nodes": [node("n2", "12"), node("n3", "13"), make_node("n4")]})
+    assert await informer.relist_check(fake) == {"nodes": 1}
+    assert gone == ["n1"]
 
 
 def test_field_selectors_reach_kopf() -> None:
