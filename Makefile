@@ -74,7 +74,7 @@ bench-fleet: $(BENCH_STAMP) ## the fleet page at 5,000 nodes: document build tim
 bench-viewers: $(BENCH_STAMP) cluster-bin ## shoal's basic throughput with the fleet page closed and open, alternating runs
 	$(PY) bench/viewer_ab.py
 
-soak: $(BENCH_STAMP) cluster-bin ## SOAK_MINUTES (default 60) of node and workload churn on KWOK nodes, shoal then kube-scheduler: RSS, p99, invariants, lost pods
+soak: $(BENCH_STAMP) cluster-bin ## SOAK_MINUTES (default 60) of churn and faults on KWOK nodes, shoal and kube-scheduler at once: RSS, p99, invariants, lost pods
 	$(PY) bench/soak.py --minutes $(or $(SOAK_MINUTES),60)
 
 bench: $(BENCH_STAMP) cluster-bin ## shoal vs kube-scheduler on the real control plane
