@@ -10,6 +10,11 @@ BENCH_STAMP := $(VENV)/.installed-bench
 PYTEST_ARGS ?=
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# Another Kubernetes release than hack/k8s/versions.env's default: `make test KUBE_VERSION=1.38.0-beta.0`
+# (also demo, bench, cluster-bin); its binaries are built and cached beside the default's.
+ifneq ($(KUBE_VERSION),)
+export SHOAL_KUBE_VERSION := v$(patsubst v%,%,$(KUBE_VERSION))
+endif
 # The folder operator/ would shadow the standard library's `operator` for `python -m ...` run from
 # here (sys.path[0] is the current directory); Python 3.11's safe-path mode leaves it out.
 export PYTHONSAFEPATH := 1

@@ -6,12 +6,19 @@
 # Binaries land in ${SHOAL_BIN_DIR:-$HOME/.cache/shoal/bin}/<version>/ so every clone on this machine
 # shares them; the Go build cache (~/.cache/go-build) makes a rebuild after a bump incremental.
 # It refuses to build when hack/k8s/*/go.mod pin other versions than versions.env (run gen-mod.sh).
+# Another Kubernetes release than the default: SHOAL_KUBE_VERSION=v1.38.0-beta.0 (make passes
+# KUBE_VERSION=1.38.0-beta.0 on as that); each release has its wrapper module in kube/<version>/.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
+KUBE_VERSION=${SHOAL_KUBE_VERSION:-$KUBE_VERSION}
+kube_dir=kube/$KUBE_VERSION
 bin_root=${SHOAL_BIN_DIR:-$HOME/.cache/shoal/bin}
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
+
+# shellcheck source=lib.sh
+source "$here/lib.sh"
 
 kube_ldflags() {
   local minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
@@ -50,7 +57,7 @@ build_one() { # name module-dir version package ldflags
   mkdir -p "$bin_root/$version"
   echo "shoal: building $name $version from Go modules (cold: several minutes on 2 cores)..."
   local start=$SECONDS
-  (cd "$dir" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg")
+  (newer_go_for "$(awk '$1 == "go" { print $2; exit }' "$dir/go.mod")" && cd "$dir" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg")
   mv "$out.tmp" "$out"
   echo "shoal: built $name in $((SECONDS - start)) s -> $out"
 }
@@ -73,9 +80,9 @@ check_module() { # module-dir module version
 check_kube_staging() { # every k8s.io staging module is replaced by the release matching KUBE_VERSION
   local want="v0.${KUBE_VERSION#v1.}" stale
   stale=$(awk -v want="$want" '{ for (i = 1; i < NF; i++) if ($i == "=>" && $(i + 1) ~ /^k8s\.io\// && $(i + 2) != want)
-    print $(i + 1) " " $(i + 2) }' "$here/kube/go.mod")
+    print $(i + 1) " " $(i + 2) }' "$here/$kube_dir/go.mod")
   if [ -n "$stale" ]; then
-    echo "shoal: hack/k8s/kube/go.mod replaces staging modules with versions other than $want:" >&2
+    echo "shoal: hack/k8s/$kube_dir/go.mod replaces staging modules with versions other than $want:" >&2
     echo "$stale" | sed 's/^/  /' >&2
     echo "shoal: run hack/k8s/gen-mod.sh kube (needs the Go module proxy), then build again" >&2
     exit 1
@@ -102,7 +109,13 @@ targets=("$@")
 for t in "${targets[@]}"; do
   case $t in
     etcd) check_module etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" ;;
-    kube-apiserver|kube-scheduler|kube-controller-manager) check_module kube k8s.io/kubernetes "$KUBE_VERSION"; check_kube_staging ;;
+    kube-apiserver|kube-scheduler|kube-controller-manager)
+      if [ ! -f "$here/$kube_dir/go.mod" ]; then
+        echo "shoal: no wrapper module for Kubernetes $KUBE_VERSION (hack/k8s/$kube_dir/go.mod);" >&2
+        echo "shoal: run SHOAL_KUBE_VERSION=$KUBE_VERSION hack/k8s/gen-mod.sh kube (needs the Go module proxy)" >&2
+        exit 1
+      fi
+      check_module "$kube_dir" k8s.io/kubernetes "$KUBE_VERSION"; check_kube_staging ;;
     helm) check_module helm helm.sh/helm/v3 "$HELM_VERSION" ;;
     kwok) check_module kwok sigs.k8s.io/kwok "$KWOK_VERSION" ;;
   esac
@@ -111,7 +124,7 @@ for t in "${targets[@]}"; do
   case $t in
     etcd) build_one etcd etcd "etcd-${ETCD_VERSION}" . "-s -w" ;;
     kube-apiserver|kube-scheduler|kube-controller-manager)
-      build_one "$t" kube "$KUBE_VERSION" "k8s.io/kubernetes/cmd/$t" "$(kube_ldflags)" ;;
+      build_one "$t" "$kube_dir" "$KUBE_VERSION" "k8s.io/kubernetes/cmd/$t" "$(kube_ldflags)" ;;
     helm) # a helm cached before helm_ldflags existed assumes Kubernetes v1.20.0: build it again
       stamp=$bin_root/helm-${HELM_VERSION}/.kube-version-stamped
       [ -f "$stamp" ] || rm -f "$bin_root/helm-${HELM_VERSION}/helm"

@@ -4,18 +4,29 @@
 # ./staging/...; a consumer must replace each with its published v0.X.Y. The list is read from that
 # release's own go.mod (never hand-copied), so bumping KUBE_VERSION is a one-line change.
 # build.sh checks that these go.mod files still match versions.env before it builds anything.
+# Each Kubernetes release has its own wrapper module, kube/<version>/ (SHOAL_KUBE_VERSION picks one
+# other than versions.env's); its go directive is the release's own, and a release needing a
+# newer Go than this machine's is resolved with NEWER_GO (fetched from the module proxy).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
+KUBE_VERSION=${SHOAL_KUBE_VERSION:-$KUBE_VERSION}
+# shellcheck source=lib.sh
+source "$here/lib.sh"
 export GOFLAGS=-mod=mod
 
 gen_kube() {
-  local dir=$here/kube staging_version modfile
+  local dir=$here/kube/$KUBE_VERSION staging_version modfile go_version
   staging_version="v0.${KUBE_VERSION#v1.}"
-  modfile=$(cd "$dir" && go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
-  printf 'module shoal.dev/hack/k8s/kube\n\ngo 1.26.0\n' >"$dir/go.mod"
-  rm -f "$dir/go.sum"
+  mkdir -p "$dir"
+  cp -n "$here/kube/v1.37.2/tools.go" "$dir/tools.go" 2>/dev/null || true
+  rm -f "$dir/go.mod" "$dir/go.sum"  # (a go.mod asking for a newer Go would stop the local one)
+  # the download itself works with any Go; the release's go directive then says which Go tidies it
+  modfile=$(cd "$dir" && GOTOOLCHAIN=local go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  go_version=$(awk '$1 == "go" { print $2; exit }' "$modfile")
+  newer_go_for "$go_version"
+  printf 'module shoal.dev/hack/k8s/kube\n\ngo %s\n' "$go_version" >"$dir/go.mod"
   local args=("-require=k8s.io/kubernetes@${KUBE_VERSION}")
   while read -r path; do
     args+=("-replace=${path}=${path}@${staging_version}")
