@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -60,12 +61,22 @@ async def namespace(api: client.ApiClient) -> AsyncIterator[str]:
 
 
 async def _wipe(api: client.ApiClient) -> None:
-    """Every test starts with no nodes, no pods and no profiles. Without controllers a deleted
-    namespace keeps its pods, and a bound pod waits for a kubelet: delete them at once."""
+    """Every test starts with no nodes, no pods, no ResourceClaims and no profiles. Without
+    controllers a deleted namespace keeps its pods, and a bound pod waits for a kubelet: delete
+    them at once. A claim a scheduler allocated keeps its delete-protection finalizer until the
+    resourceclaim controller (not running here) removes it: the wipe removes it itself, so no
+    test's allocations (several tests allocate the same node names' devices) outlive it."""
     core: Any = client.CoreV1Api(api)
     custom: Any = client.CustomObjectsApi(api)
     for ns in await list_all(core.list_namespace):
         await core.delete_collection_namespaced_pod(ns["metadata"]["name"], grace_period_seconds=0)
+    for claim in await list_all(custom.list_cluster_custom_object, "resource.k8s.io", "v1", "resourceclaims"):
+        meta = claim["metadata"]
+        args = ("resource.k8s.io", "v1", meta["namespace"], "resourceclaims", meta["name"])
+        with contextlib.suppress(client.ApiException):  # gone meanwhile
+            if meta.get("finalizers"):
+                await custom.patch_namespaced_custom_object(*args, {"metadata": {"finalizers": None}})
+            await custom.delete_namespaced_custom_object(*args)
     await core.delete_collection_node()
     for sp in await list_all(
         custom.list_cluster_custom_object, "shoal.dev", "v1alpha1", "schedulingprofiles"

@@ -4,7 +4,7 @@ Every reliability scenario ends with :func:`check_invariants`; if it always retu
 would all still pass. Here each violation is built directly through the API (nodes and pods
 created, pods bound with ``pods/binding`` and their UID, events and PodGroups written by hand),
 with no shoal running, and the checker must name it. The checker reads the whole cluster, so every
-case starts and ends with no nodes, pods, PodGroups or events anywhere.
+case starts and ends with no nodes, pods, ResourceClaims, PodGroups or events anywhere.
 """
 
 from __future__ import annotations
@@ -189,3 +189,42 @@ async def test_partly_bound_gang_is_reported(empty: client.ApiClient, namespace:
         f"gang {namespace}/gang is partly bound: 1 of minMember 3 (g-0), 2 pending (g-1, g-2)"
     ]
     assert await check_invariants(api, gangs=False) == []
+
+
+async def allocated_claim(
+    custom: Any, namespace: str, name: str, device: str, *, share_id: str | None = None
+) -> None:
+    """A ResourceClaim allocated one device of pool ``n``, as a scheduler writes it."""
+    body = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {
+            "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}
+        },
+    }
+    made = await custom.create_namespaced_custom_object(
+        "resource.k8s.io", "v1", namespace, "resourceclaims", body
+    )
+    result = {"request": "gpu", "driver": "gpu.example.com", "pool": "n", "device": device}
+    if share_id is not None:
+        result["shareID"] = share_id
+    made["status"] = {"allocation": {"devices": {"results": [result]}}}
+    await custom.replace_namespaced_custom_object_status(
+        "resource.k8s.io", "v1", namespace, "resourceclaims", name, made
+    )
+
+
+async def test_a_device_allocated_to_two_claims_is_reported(empty: client.ApiClient, namespace: str) -> None:
+    custom: Any = client.CustomObjectsApi(empty)
+    await allocated_claim(custom, namespace, "a", "gpu-0")
+    await allocated_claim(custom, namespace, "b", "gpu-1")
+    assert await check_invariants(empty) == []
+    # a device that allows multiple allocations: each result carries its own share ID
+    await allocated_claim(custom, namespace, "s1", "gpu-2", share_id="5f0c7a21-0000-4000-8000-000000000001")
+    await allocated_claim(custom, namespace, "s2", "gpu-2", share_id="5f0c7a21-0000-4000-8000-000000000002")
+    assert await check_invariants(empty) == []
+    await allocated_claim(custom, namespace, "c", "gpu-0")
+    assert await check_invariants(empty) == [
+        f"device gpu.example.com/n/gpu-0 is allocated to 2 claims: {namespace}/a, {namespace}/c"
+    ]
