@@ -19,7 +19,7 @@ endif
 # here (sys.path[0] is the current directory); Python 3.11's safe-path mode leaves it out.
 export PYTHONSAFEPATH := 1
 
-.PHONY: help venv cluster-bin lint test unit integration demo cluster-up cluster-down crds \
+.PHONY: help venv cluster-bin lint test test-next unit integration demo cluster-up cluster-down crds \
         bench-core bench-fleet bench-viewers soak bench bench-large bench-profile clean chart-readme image image-test image-lock
 
 help: ## list the targets
@@ -49,6 +49,11 @@ lint: $(STAMP) ## ruff, mypy --strict (product, tests, bench), import-linter lay
 
 test: $(STAMP) cluster-bin lint ## the one command: install, build, lint, run every test (real control plane)
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+KUBE_VERSION_NEXT := $(shell sed -n 's/^KUBE_VERSION_NEXT=//p' hack/k8s/versions.env)
+test-next: $(STAMP) ## the cluster-level tests (tests/integration) against the next release too (hack/k8s/versions.env: KUBE_VERSION_NEXT)
+	SHOAL_KUBE_VERSION=$(KUBE_VERSION_NEXT) hack/k8s/build.sh kube-apiserver kube-scheduler kube-controller-manager
+	SHOAL_KUBE_VERSION=$(KUBE_VERSION_NEXT) $(VENV)/bin/pytest tests/integration -m cluster $(PYTEST_ARGS)
 
 unit: $(STAMP) ## unit tests only (no control plane)
 	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
