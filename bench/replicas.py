@@ -1,8 +1,8 @@
 """Two replicas of a scheduler with leader election, as a Deployment of two runs them.
 
 ``make soak`` runs shoal and kube-scheduler this way so that a fault can SIGKILL the leader: the
-standby takes the Lease once it expires (15 s for both), and the killed replica comes back as
-the new standby once the takeover is done, as its kubelet restarts a killed container. Any
+standby takes the Lease once it expires (15 s for both), and the killed replica is started again
+at once, as its kubelet restarts a killed container (it then competes for the Lease too). Any
 replica that exits by itself (kube-scheduler exits when it loses its Lease, say after a stall
 longer than its renew deadline) is restarted the same way, within a second.
 
@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 import time
 from pathlib import Path
 
@@ -54,15 +52,21 @@ class Replica:
         self.cpu = 0.0
 
     async def start(self) -> None:
-        if isinstance(self.proc, OperatorProcess):
-            op = self.proc.start()
-            try:
-                url = f"http://127.0.0.1:{op.metrics_port}/readyz"
-                await wait_ready(url, 60, f"shoal-{self.n} ready", op.alive)
-            except (RuntimeError, TimeoutError) as exc:
-                raise RuntimeError(f"{exc}\n--- {op.log} ---\n{op.tail()}") from exc
-        else:
-            await asyncio.to_thread(self.proc.start, 60.0)
+        """Start and wait until ready; a replica that does not get there is stopped (never left
+        running untracked, competing for the Lease)."""
+        try:
+            if isinstance(self.proc, OperatorProcess):
+                op = self.proc.start()
+                try:
+                    url = f"http://127.0.0.1:{op.metrics_port}/readyz"
+                    await wait_ready(url, 60, f"shoal-{self.n} ready", op.alive)
+                except (RuntimeError, TimeoutError) as exc:
+                    raise RuntimeError(f"{exc}\n--- {op.log} ---\n{op.tail()}") from exc
+            else:
+                await asyncio.to_thread(self.proc.start, 60.0)
+        except BaseException:
+            self.stop()
+            raise
 
     @property
     def pid(self) -> int:
@@ -78,19 +82,24 @@ class Replica:
         return self.proc.leads()
 
     def sample(self) -> None:
-        cpu = process_cpu(self.pid) if self.alive() else None
-        if cpu is not None:
-            self.cpu = cpu
+        """Read its CPU while its PID is still its own (not yet reaped: an exited child stays a
+        zombie, CPU included, until polled)."""
+        popen = self.proc.popen
+        if popen is not None and popen.returncode is None:
+            cpu = process_cpu(self.pid)
+            if cpu is not None:
+                self.cpu = cpu
 
     def kill(self) -> None:
         self.sample()
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
+        self.proc.popen.kill()  # nothing once it was reaped
         self.proc.popen.wait(10)
 
     def stop(self) -> None:
         self.sample()
-        self.proc.stop()
+        popen = self.proc.popen
+        if popen is not None and popen.poll() is None:
+            self.proc.stop()
 
 
 class Replicas:
@@ -106,15 +115,27 @@ class Replicas:
         #: replicas started again after they exited or were killed
         self.restarts = 0
         self._started = 0
+        self._filling = asyncio.Lock()
         self._supervisor: asyncio.Task[None] | None = None
 
     async def _spawn(self) -> Replica:
         r = Replica(self.kind, self.cp, self.workdir, self._started)
         self._started += 1
         self.every.append(r)
-        await r.start()
+        await r.start()  # stops what it started if it fails
         self.replicas.append(r)
         return r
+
+    async def _fill(self) -> None:
+        """Back to two replicas (each start after the first two is a restart)."""
+        async with self._filling:
+            while len(self.replicas) < 2:
+                try:
+                    await self._spawn()
+                except (RuntimeError, TimeoutError) as exc:  # tried again at the next tick
+                    print(f"  [{self.kind} replicas] a replica did not start: {exc}"[:400], flush=True)
+                    return
+                self.restarts += self._started > 2
 
     async def start(self, api: client.ApiClient) -> None:
         """The first replica until it leads, then the standby."""
@@ -171,36 +192,33 @@ class Replicas:
             await asyncio.sleep(0.2)
         raise TimeoutError(f"no {self.kind} replica took the Lease in {timeout:.0f} s")
 
-    def kill_leader(self) -> asyncio.Task[None]:
-        """SIGKILL the leader now; the task returned ends once the standby leads and the
-        killed replica's replacement is ready (as the new standby)."""
-        old = next((r for r in self.replicas if r.leads()), None) or self.leader
-        assert old is not None
+    async def kill_leader(self) -> Replica:
+        """SIGKILL the leader (waiting up to 30 s for one to lead). The supervisor starts the
+        replacement at once, as a kubelet restarts a killed container; :meth:`settled` says
+        when another replica leads and two run again."""
+        old = await self._wait_leader(30)
         old.kill()
         self.replicas.remove(old)
-        return asyncio.create_task(self._replace(old))
+        return old
 
-    async def _replace(self, old: Replica) -> None:
-        # the Lease expires 15 s after its last renewal; the standby's retries then take it
-        await self._wait_leader(60, other_than=old)
-        self.restarts += 1
-        await self._spawn()
+    async def settled(self, old: Replica, timeout: float = 90.0) -> None:
+        await self._wait_leader(timeout, other_than=old)
+        await self._fill()  # (or waits for the supervisor's fill under way)
 
     async def _supervise(self) -> None:
-        """Every second: a replica that exited is started again (kept out of a kill in flight)."""
+        """Every second: each replica's CPU read, one that exited dropped and replaced."""
         while True:
             await asyncio.sleep(1.0)
-            for r in [r for r in self.replicas if not r.alive()]:
+            for r in list(self.replicas):
                 r.sample()
-                self.replicas.remove(r)
-                self.restarts += 1
-                with contextlib.suppress(RuntimeError, TimeoutError):
-                    await self._spawn()
+                if not r.alive():
+                    self.replicas.remove(r)
+            await self._fill()
             with contextlib.suppress(Exception):
                 await self._find_leader()
 
     def stop(self) -> None:
         if self._supervisor is not None:
             self._supervisor.cancel()
-        for r in self.replicas:
+        for r in self.every:  # a replica still starting included
             r.stop()

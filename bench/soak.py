@@ -69,9 +69,10 @@ from bench.e2e import machine
 from bench.e2e_dra import TEMPLATE, cluster_objects, gpu_slice
 from bench.replicas import Replicas
 from bench.report import revision, write_section
+from shoal.kube.listing import list_objects
 from shoal.kube.rest import RawClient
 from shoal.testing.cluster import apply_crds, create, list_all, wait_for
-from shoal.testing.controlplane import ControlPlane
+from shoal.testing.controlplane import ControlPlane, _die_with_parent
 from shoal.testing.invariants import check_invariants
 from shoal.testing.kubecontrollermanager import DRA_CONTROLLERS, KubeControllerManagerProcess
 from shoal.testing.kwok import KWOK_ANNOTATION, KwokProcess
@@ -318,7 +319,9 @@ class Soak:
                 if now >= next_fault and idle and room:
                     self._fault(FAULTS[self._faults_started % len(FAULTS)], sched, now - began)
                     self._faults_started += 1
-                    next_fault = time.monotonic() + cfg.fault_every_s
+                    # from the fault's start: a slow API server restart does not push the
+                    # faults after it out of the churn
+                    next_fault = now + cfg.fault_every_s
                     continue
                 self._recovered()
                 jobs = int((now - ticks["job"]) * cfg.job_pods_per_s)
@@ -378,9 +381,11 @@ class Soak:
             self._recovered()
         finally:
             self._resume_stalled()
-            if self._takeover is not None:  # a replacement replica still starting
-                with contextlib.suppress(Exception):
+            if self._takeover is not None:  # a leader kill still settling
+                try:
                     await asyncio.wait_for(self._takeover, 90)
+                except Exception as exc:  # (not survived: its recovery stays unmeasured)
+                    print(f"  [{self.kind} soak] leader kill: {type(exc).__name__}: {exc}"[:300], flush=True)
             self.run.restarts = sched.restarts
             self.run.preemptors_bound = len(self.preempt_latency)
             self.run.republished = self.republished
@@ -408,10 +413,7 @@ class Soak:
             self._ended(name, t, began)
             return
         if name == "leader-kill":
-            # the fault is the kill itself: its recovery is the failover (the standby takes the
-            # Lease once it expires, then schedules)
-            self._takeover = sched.kill_leader()
-            self._ended(name, t, began)
+            self._takeover = asyncio.create_task(self._kill_leader(sched, t))
             return
         pid = self.cp.named_pids["kube-apiserver"] if name == "apiserver-stall" else sched.pid
         os.kill(pid, signal.SIGSTOP)
@@ -422,6 +424,14 @@ class Soak:
             self._ended(name, t, began)
 
         self._stalled = (resume, asyncio.get_running_loop().call_later(self.cfg.stall_s, resume))
+
+    async def _kill_leader(self, sched: Replicas, t: float) -> None:
+        """The fault is the kill itself: its recovery is the failover (the standby takes the
+        Lease once it expires, then schedules); the next fault waits until two replicas run."""
+        began = time.monotonic()
+        old = await sched.kill_leader()
+        self._ended("leader-kill", t, began)
+        await sched.settled(old)
 
     def _ended(self, name: str, t: float, began: float) -> None:
         self._fault_ended = ended = time.monotonic()
@@ -471,10 +481,13 @@ class Soak:
         )
 
     async def _watch(self, raw: RawClient) -> None:
-        """Every binding as the API server reports it (re-opened when the stream ends)."""
+        """Every binding and deletion as the API server reports it: a listing, then a watch from
+        it (listed again when the server says the version is gone)."""
         version = ""
         while True:
             try:
+                if not version:
+                    version = await self._relist(raw)
                 path = f"/api/v1/namespaces/{NS}/pods?watch=1&allowWatchBookmarks=true"
                 if version:
                     path += f"&resourceVersion={version}"
@@ -516,6 +529,27 @@ class Soak:
             await custom.delete_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", old)
         self.republished += 1
 
+    async def _relist(self, raw: RawClient) -> str:
+        """The pods as they are now: bindings the watch missed recorded, and fillers and
+        preemptors that are gone (deleted while no watch ran) forgotten. Returns the listing's
+        resourceVersion, for the watch."""
+        started = time.monotonic()
+        listed = await list_objects(raw, f"/api/v1/namespaces/{NS}/pods")
+        present = set()
+        for obj in listed:
+            name = obj["metadata"]["name"]
+            present.add(name)
+            if (obj.get("spec") or {}).get("nodeName") and name not in self.bound_at:
+                self.bound_at[name] = at = time.monotonic()
+                if name in self.preemptors:
+                    self.preempt_latency.append(at - self.created_at.get(name, at))
+        for name in [*self.fillers, *self.preemptors]:
+            # one created just before the listing may be missing from it only because its
+            # create was still on its way
+            if name not in present and self.created_at.get(name, started) < started - 5.0:
+                self._gone(name)
+        return listed.resource_version
+
     def _gone(self, name: str) -> None:
         """A pod deleted: a filler the harness did not delete was a preemption victim."""
         if name in self.fillers:
@@ -538,7 +572,8 @@ class Soak:
             await self._create(api, fillers)
             self.fillers &= self.created_at.keys()  # those whose create failed are not there
             return False
-        if not preempt or len(self.preemptors) >= POOL_NODES:
+        if not preempt or len(self.preemptors) >= POOL_NODES or not self.fillers <= self.bound_at.keys():
+            # (a filler still pending would leave room: the preemptor would preempt nothing)
             return False
         name = f"hp-{uuid.uuid4().hex[:10]}"
         self.preemptors[name] = time.monotonic()
@@ -730,7 +765,8 @@ def together(kinds: list[str], argv: list[str], workdir: Path) -> dict[str, Run]
     for kind in kinds:
         raw = workdir / f"{kind}.json"
         cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--only", kind, "--raw", str(raw)]
-        procs[kind] = (subprocess.Popen(cmd, start_new_session=True), raw)
+        # each in its own session (its own CPU group), dying with this process
+        procs[kind] = (subprocess.Popen(cmd, start_new_session=True, preexec_fn=_die_with_parent), raw)
     try:
         for proc, _ in procs.values():
             proc.wait()

@@ -11,6 +11,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
+default_kube=$KUBE_VERSION
 KUBE_VERSION=${SHOAL_KUBE_VERSION:-$KUBE_VERSION}
 # shellcheck source=lib.sh
 source "$here/lib.sh"
@@ -20,12 +21,13 @@ gen_kube() {
   local dir=$here/kube/$KUBE_VERSION staging_version modfile go_version
   staging_version="v0.${KUBE_VERSION#v1.}"
   mkdir -p "$dir"
-  cp -n "$here/kube/v1.37.2/tools.go" "$dir/tools.go" 2>/dev/null || true
-  rm -f "$dir/go.mod" "$dir/go.sum"  # (a go.mod asking for a newer Go would stop the local one)
-  # the download itself works with any Go; the release's go directive then says which Go tidies it
-  modfile=$(cd "$dir" && GOTOOLCHAIN=local go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  [ -f "$dir/tools.go" ] || cp "$here/kube/$default_kube/tools.go" "$dir/tools.go"
+  # downloaded outside any module (so a go.mod asking for a newer Go stops nothing), with any Go;
+  # the release's go directive then says which Go tidies the wrapper
+  modfile=$(cd "$(mktemp -d)" && GOTOOLCHAIN=local go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
   go_version=$(awk '$1 == "go" { print $2; exit }' "$modfile")
   newer_go_for "$go_version"
+  rm -f "$dir/go.sum"
   printf 'module shoal.dev/hack/k8s/kube\n\ngo %s\n' "$go_version" >"$dir/go.mod"
   local args=("-require=k8s.io/kubernetes@${KUBE_VERSION}")
   while read -r path; do

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -73,10 +72,15 @@ async def _wipe(api: client.ApiClient) -> None:
     for claim in await list_all(custom.list_cluster_custom_object, "resource.k8s.io", "v1", "resourceclaims"):
         meta = claim["metadata"]
         args = ("resource.k8s.io", "v1", meta["namespace"], "resourceclaims", meta["name"])
-        with contextlib.suppress(client.ApiException):  # gone meanwhile
+        try:
             if meta.get("finalizers"):
-                await custom.patch_namespaced_custom_object(*args, {"metadata": {"finalizers": None}})
+                await custom.patch_namespaced_custom_object(
+                    *args, {"metadata": {"finalizers": None}}, _content_type="application/merge-patch+json"
+                )
             await custom.delete_namespaced_custom_object(*args)
+        except client.ApiException as exc:
+            if exc.status != 404:  # gone meanwhile
+                raise
     await core.delete_collection_node()
     for sp in await list_all(
         custom.list_cluster_custom_object, "shoal.dev", "v1alpha1", "schedulingprofiles"
