@@ -53,12 +53,19 @@ def proc_stats(pid: int) -> tuple[float, int]:
     cpu = process_cpu(pid)
     if cpu is None:
         raise ProcessLookupError(pid)
-    peak = 0
+    return cpu, process_status_kb(pid, "VmHWM").get("VmHWM", 0) * 1024
+
+
+def process_status_kb(pid: int, *fields: str) -> dict[str, int]:
+    """The kB-valued ``fields`` of ``/proc/<pid>/status`` (``VmRSS``, ``VmHWM``, ...); raises
+    ``FileNotFoundError`` once the process is gone."""
+    out = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
-                peak = int(line.split()[1]) * 1024
-    return cpu, peak
+            key, _, value = line.partition(":")
+            if key in fields:
+                out[key] = int(value.split()[0])
+    return out
 
 
 def process_cpu(pid: int) -> float | None:

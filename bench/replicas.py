@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kubernetes_asyncio import client
 
-from bench.e2e_schedulers import SETTLE_S, process_cpu, wait_ready
+from bench.e2e_schedulers import SETTLE_S, process_cpu, process_status_kb, wait_ready
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, create
 from shoal.testing.controlplane import ControlPlane
@@ -160,10 +160,7 @@ class Replicas:
         """The leader's resident memory (see :attr:`pid`)."""
         for _ in range(3):  # a replica may exit between choosing it and reading it
             try:
-                with open(f"/proc/{self.pid}/status") as f:
-                    for line in f:
-                        if line.startswith("VmRSS:"):
-                            return int(line.split()[1]) / 1024
+                return process_status_kb(self.pid, "VmRSS").get("VmRSS", 0) / 1024
             except FileNotFoundError:
                 continue
         return 0.0

@@ -227,7 +227,6 @@ class Soak:
         #: GPU node -> its driver's current pool generation (the slice of generation 1 is
         #: ``<node>-gpu``, later ones ``<node>-gpu-<generation>``)
         self.slices: dict[str, int] = {}
-        self.republished = 0
         #: the preemption pool's fillers, and its preemptors still running -> when each was created
         self.fillers: set[str] = set()
         self.preemptors: dict[str, float] = {}
@@ -388,7 +387,6 @@ class Soak:
                     print(f"  [{self.kind} soak] leader kill: {type(exc).__name__}: {exc}"[:300], flush=True)
             self.run.restarts = sched.restarts
             self.run.preemptors_bound = len(self.preempt_latency)
-            self.run.republished = self.republished
             self.run.gpu_pods = sum(p.startswith("gpu-") for p in self.created_at)
             self.run.gpu_bound = sum(p.startswith("gpu-") for p in self.bound_at)
             if self.preempt_latency:
@@ -503,10 +501,8 @@ class Soak:
                         continue
                     if event.get("type") == "DELETED":
                         self._gone(name)
-                    elif (obj.get("spec") or {}).get("nodeName") and name not in self.bound_at:
-                        self.bound_at[name] = at = time.monotonic()
-                        if name in self.preemptors:
-                            self.preempt_latency.append(at - self.created_at.get(name, at))
+                    else:
+                        self._seen(name, obj)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -527,7 +523,7 @@ class Soak:
         old = f"{node}-gpu" if gen == 1 else f"{node}-gpu-{gen}"
         with contextlib.suppress(client.ApiException):
             await custom.delete_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", old)
-        self.republished += 1
+        self.run.republished += 1
 
     async def _relist(self, raw: RawClient) -> str:
         """The pods as they are now: bindings the watch missed recorded, and fillers and
@@ -539,16 +535,20 @@ class Soak:
         for obj in listed:
             name = obj["metadata"]["name"]
             present.add(name)
-            if (obj.get("spec") or {}).get("nodeName") and name not in self.bound_at:
-                self.bound_at[name] = at = time.monotonic()
-                if name in self.preemptors:
-                    self.preempt_latency.append(at - self.created_at.get(name, at))
+            self._seen(name, obj)
         for name in [*self.fillers, *self.preemptors]:
             # one created just before the listing may be missing from it only because its
             # create was still on its way
             if name not in present and self.created_at.get(name, started) < started - 5.0:
                 self._gone(name)
         return listed.resource_version
+
+    def _seen(self, name: str, pod: dict[str, Any]) -> None:
+        """A pod as the watch or a listing shows it: its binding recorded the first time."""
+        if (pod.get("spec") or {}).get("nodeName") and name not in self.bound_at:
+            self.bound_at[name] = at = time.monotonic()
+            if name in self.preemptors:
+                self.preempt_latency.append(at - self.created_at.get(name, at))
 
     def _gone(self, name: str) -> None:
         """A pod deleted: a filler the harness did not delete was a preemption victim."""
@@ -866,6 +866,9 @@ def write_doc(s: dict[str, Any]) -> None:
     def count(v: Any) -> str:
         return "n/a" if v is None else f"{v:,}"
 
+    def pair(a: str, b: str) -> str:
+        return f"| {count(s.get(a))} / {count(s.get(b))} | {count(s.get(a + '_kube'))} / {count(s.get(b + '_kube'))} |"
+
     def seconds(v: Any) -> str:
         return "n/a" if v is None else f"{v:.1f} s"
 
@@ -907,17 +910,15 @@ def write_doc(s: dict[str, Any]) -> None:
         "| | shoal | kube-scheduler |",
         "|---|---:|---:|",
         "| pods created " + both("created", count),
-        f"| RSS growth after the warm-up | {pct(s.get('rss_growth'))} | {pct(s.get('rss_growth_kube'))} |",
-        f"| p99 create → bound, last window ÷ first | {ratio(s.get('p99_drift'))} | {ratio(s.get('p99_drift_kube'))} |",
+        "| RSS growth after the warm-up " + both("rss_growth", pct),
+        "| p99 create → bound, last window ÷ first " + both("p99_drift", ratio),
         "| invariant violations " + both("violations"),
         "| lost pods " + both("lost_pods"),
         *_fault_rows(s),
         "| replicas restarted (killed, or exited on a lost Lease) " + both("replica_restarts", count),
-        "| GPU pods created / bound " + f"| {count(s.get('gpu_pods'))} / {count(s.get('gpu_bound'))} "
-        f"| {count(s.get('gpu_pods_kube'))} / {count(s.get('gpu_bound_kube'))} |",
+        "| GPU pods created / bound " + pair("gpu_pods", "gpu_bound"),
         "| slices republished " + both("republished", count),
-        "| preemptors bound / victims " + f"| {count(s.get('preemptors_bound'))} / {count(s.get('victims'))} "
-        f"| {count(s.get('preemptors_bound_kube'))} / {count(s.get('victims_kube'))} |",
+        "| preemptors bound / victims " + pair("preemptors_bound", "victims"),
         "| preemptor create → bound, median " + both("preempt_p50_s", seconds),
         "| preemptor create → bound, worst " + both("preempt_max_s", seconds),
         "",

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from bench.e2e_schedulers import process_status_kb
 from shoal.testing.cluster import create, create_many, list_all, wait_for
 from shoal.testing.controlplane import ControlPlane
 from shoal.testing.objects import make_node, make_pod
@@ -20,12 +21,8 @@ MAX_RSS_MB = 600
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
-    values = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(("VmRSS:", "VmHWM:")):
-                values[line.split(":")[0]] = int(line.split()[1]) / 1024
-    return values["VmRSS"], values["VmHWM"]
+    kb = process_status_kb(pid, "VmRSS", "VmHWM")
+    return kb["VmRSS"] / 1024, kb["VmHWM"] / 1024
 
 
 # pytest's global timeout (300 s) would end the test before its own 300 s wait could report which
