@@ -20,7 +20,7 @@ endif
 export PYTHONSAFEPATH := 1
 
 .PHONY: help venv cluster-bin lint test test-next unit integration demo cluster-up cluster-down crds \
-        bench-core bench-fleet bench-viewers soak bench bench-large bench-profile clean chart-readme image image-test image-lock
+        bench-core bench-fleet bench-viewers soak bench bench-next bench-large bench-profile clean chart-readme image image-test image-lock
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -87,8 +87,13 @@ bench-viewers: $(BENCH_STAMP) cluster-bin ## shoal's basic throughput with the f
 soak: $(BENCH_STAMP) cluster-bin ## SOAK_MINUTES (default 60) of churn and faults on KWOK nodes, shoal and kube-scheduler at once: RSS, p99, invariants, lost pods
 	$(PY) bench/soak.py --minutes $(or $(SOAK_MINUTES),60)
 
-bench: $(BENCH_STAMP) cluster-bin ## shoal vs kube-scheduler on the real control plane
+bench: $(BENCH_STAMP) cluster-bin ## shoal vs kube-scheduler on the real control plane, then the race against the next release
 	$(PY) bench/e2e.py
+	$(MAKE) --no-print-directory bench-next
+
+bench-next: $(BENCH_STAMP) cluster-bin ## the race against kube-scheduler of the next release (KUBE_VERSION_NEXT): its topology gang workloads, gang preemption in one rack, basic
+	SHOAL_KUBE_VERSION=$(KUBE_VERSION_NEXT) hack/k8s/build.sh kube-apiserver kube-scheduler kube-controller-manager
+	SHOAL_KUBE_VERSION=$(KUBE_VERSION_NEXT) $(PY) bench/e2e_next.py
 
 bench-large: $(BENCH_STAMP) cluster-bin ## bench plus scale (5,000 nodes / 50,000 pods: unpaced, paced at 200/s, with a CPU hog) and 15,000 / 100,000; the backlog in 5 rounds
 	$(PY) bench/e2e.py --large --backlog-rounds 5

@@ -94,6 +94,12 @@ RESULTS = HERE / "results" / "e2e.json"
 PROFILE_RESULTS = HERE / "results" / "profiles.json"
 PROFILE_DOC = ROOT / "docs" / "profiles.md"
 NS = "bench"
+#: kube-scheduler 1.38's setting that scores every placement a gang's generators give (its default
+#: is adaptive: max(5, 100 - nodes * 9 / 500) % of them)
+ALL_PLACEMENTS = {"percentageOfPlacementsToScore": 100}
+#: the keys bench/e2e_next.py writes into e2e.json (the race against the next release), by prefix
+NEXT_PREFIX = "k138_"
+NEXT_KEYS = (NEXT_PREFIX, "gang_topology_preemption_")
 #: --profile: scenario -> summary of py-spy's samples of shoal (bench/profiles.py); None: no profiling
 PROFILES: dict[str, dict[str, Any]] | None = None
 
@@ -176,6 +182,8 @@ class Bench:
             self.scheduler = NullScheduler(self.cp, self.dir, events=self.kind == "null-events")
         elif self.kind == "kube-scheduler":
             self.scheduler = KubeScheduler(self.cp, self.dir, args=self.kube_args)
+        elif self.kind == "kube-all-placements":  # 1.38+: every placement scored, as 1.37 did
+            self.scheduler = KubeScheduler(self.cp, self.dir, args=self.kube_args, settings=ALL_PLACEMENTS)
         elif self.kind == "kube-same-work":
             self.scheduler = KubeScheduler(self.cp, self.dir, same_work_profiles(), args=self.kube_args)
         elif self.kind == "shoal-viewed":
@@ -1067,11 +1075,18 @@ async def main_async(args: argparse.Namespace) -> int:
     print(json.dumps(summary, indent=2))
     if not args.no_write and every:
         RESULTS.parent.mkdir(exist_ok=True)
-        RESULTS.write_text(json.dumps({**summary, "results": results}, indent=2, default=str) + "\n")
+        # the race against the next release (bench/e2e_next.py) keeps its figures here
+        kept = {k: v for k, v in previous_results().items() if k.startswith(NEXT_KEYS)}
+        RESULTS.write_text(json.dumps({**summary, **kept, "results": results}, indent=2, default=str) + "\n")
         write_doc(results, summary, plot(results), settle_s=SETTLE_S)
         write_summary()
         print(f"bench: wrote {RESULTS.relative_to(ROOT)} and docs/benchmarks.md")
     return 0
+
+
+def previous_results() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    return data
 
 
 def arg_parser() -> argparse.ArgumentParser:

@@ -129,3 +129,106 @@ async def run_gang(b: Harness, namespace: str, native: bool, timeout: float = 90
         "minimum": GANG_MIN_VICTIMS,
         "excess_victims": evicted - GANG_MIN_VICTIMS if ok else None,
     }
+
+
+# -- a gang required in one rack preempts (bench/e2e_next.py races it against 1.38) ----------------
+#: 4 racks of 4 nodes of 4 cpu, every node full; the preemptor: a native gang of 4 members of 4 cpu
+#: required in one rack. The cheapest rack is rack-1 (4 pods of priority 10). rack-3 looks as cheap
+#: to a scheduler blind to victim gangs (2 members of the priority-5 gang ``vg`` + 2 pods of
+#: priority 10: a lower priority sum) but evicting there breaks ``vg``, whose other 2 members run in
+#: rack-2, below its minCount: done right it costs 6 victims.
+TOPO_RACK_KEY = "topology.kubernetes.io/rack"
+TOPO_RACKS, TOPO_PER_RACK = 4, 4
+TOPO_MEMBERS = 4
+TOPO_MIN_VICTIMS = 4
+TOPO_BEST_RACK = "rack-1"
+TOPO_CLASSES = {"topo-p5": 5, "topo-p10": 10, "topo-p100": 100}
+
+
+def topo_priority_classes() -> list[dict[str, Any]]:
+    return [make_priority_class(n, v) for n, v in TOPO_CLASSES.items()] + [make_priority_class(HIGH, 9999999)]
+
+
+def topo_nodes() -> list[dict[str, Any]]:
+    out = []
+    for i in range(TOPO_RACKS * TOPO_PER_RACK):
+        node = make_node(f"tnode-{i:02d}", cpu="4", memory="32Gi", gfd_labels=False)
+        node["metadata"]["labels"][TOPO_RACK_KEY] = f"rack-{i // TOPO_PER_RACK}"
+        out.append(node)
+    return out
+
+
+def native_group(name: str, namespace: str, min_count: int, klass: str, rack: bool = False) -> dict[str, Any]:
+    """A native PodGroup of priority class ``klass`` (1.38 refuses a gang whose members' priority
+    is not its own)."""
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}, "priorityClassName": klass}
+    if rack:
+        spec["schedulingConstraints"] = {"topology": [{"key": TOPO_RACK_KEY}]}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def topo_victims(namespace: str, grace_s: int = 0) -> list[dict[str, Any]]:
+    """Bound beforehand (see above); ``grace_s``: their terminationGracePeriodSeconds (a kubelet,
+    KWOK here, lets them terminate gracefully)."""
+
+    def pod(name: str, node: int, cpu: str, klass: str, group: str | None = None) -> dict[str, Any]:
+        p = _pod(name, namespace, cpu, klass, node_name=f"tnode-{node:02d}", scheduling_group=group)
+        p["spec"]["terminationGracePeriodSeconds"] = grace_s
+        return p
+
+    out: list[dict[str, Any]] = [native_group("vg", namespace, 4, "topo-p5")]
+    for n in range(0, 4):  # rack-0: 2 pods of 2 cpu per node
+        out += [pod(f"tv-{n:02d}-{j}", n, "2", "topo-p10") for j in range(2)]
+    for n in range(4, 8):  # rack-1: the cheapest, 4 pods of priority 10
+        out.append(pod(f"tv-{n:02d}", n, "4", "topo-p10"))
+    for n in (8, 9, 12, 13):  # the victim gang, across rack-2 and rack-3
+        out.append(pod(f"vg-{n:02d}", n, "4", "topo-p5", group="vg"))
+    for n in (10, 11):  # rack-2's others: priority 100
+        out.append(pod(f"tv-{n:02d}", n, "4", "topo-p100"))
+    for n in (14, 15):  # rack-3's others: priority 10
+        out.append(pod(f"tv-{n:02d}", n, "4", "topo-p10"))
+    return out
+
+
+def topo_preemptors(namespace: str, scheduler_name: str) -> list[dict[str, Any]]:
+    pods = [
+        _pod(f"tg-{i}", namespace, "4", HIGH, scheduler_name=scheduler_name, scheduling_group="tg")
+        for i in range(TOPO_MEMBERS)
+    ]
+    return [native_group("tg", namespace, TOPO_MEMBERS, HIGH, rack=True), *pods]
+
+
+def topo_outcome(victims: list[str], remaining: set[str], bound: dict[str, str]) -> dict[str, Any]:
+    """What a run did: victims evicted (beyond the minimum), whether ``vg`` was left partial, and
+    the racks the gang's members went to."""
+    evicted = [v for v in victims if v not in remaining]
+    vg = [v for v in victims if v.startswith("vg-")]
+    vg_gone = sum(v not in remaining for v in vg)
+    racks = sorted({f"rack-{int(n.removeprefix('tnode-')) // TOPO_PER_RACK}" for n in bound.values()})
+    whole = len(bound) == TOPO_MEMBERS
+    return {
+        "all_bound": whole,
+        "bound": len(bound),
+        "evicted": len(evicted),
+        "minimum": TOPO_MIN_VICTIMS,
+        "excess_victims": len(evicted) - TOPO_MIN_VICTIMS if whole else None,
+        "partial_victim_gangs": int(0 < vg_gone < len(vg)),
+        "racks": racks,
+        "one_rack": whole and len(racks) == 1,
+        "best_rack": racks == [TOPO_BEST_RACK],
+    }
+
+
+async def run_topology_gang(b: Harness, namespace: str, timeout: float = 90.0) -> dict[str, Any]:
+    victims = [o["metadata"]["name"] for o in topo_victims(namespace) if o["kind"] == "Pod"]
+    objs = topo_preemptors(namespace, b.scheduler_name)
+    created = await b.create_all(objs, label="topology gang preemption")
+    names = list(created)
+    await b.wait_bound(names, timeout, "topology gang preemption")
+    bound = {n: node for n, node in b.bound_nodes().items() if n in created}
+    return topo_outcome(victims, await b.pod_names(), bound)

@@ -181,17 +181,20 @@ class KubeScheduler:
         workdir: Path,
         profiles: list[dict[str, Any]] | None = None,
         args: Sequence[str] = (),
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.cp, self.workdir = cp, workdir
         self.profiles = profiles
         self.args = args
+        #: more top-level KubeSchedulerConfiguration fields
+        self.settings = settings
         self.proc: KubeSchedulerProcess | None = None
 
     async def start(self, api: client.ApiClient) -> None:
         # kube-scheduler's default profile (or ``profiles``), qps/burst 5000, no leader election;
         # /readyz turns 200 once informers and event handlers have synced, and scheduling starts then
         self.proc = KubeSchedulerProcess(
-            self.cp.kubeconfig, self.workdir, profiles=self.profiles, args=self.args
+            self.cp.kubeconfig, self.workdir, profiles=self.profiles, args=self.args, settings=self.settings
         )
         await asyncio.to_thread(self.proc.start, 60.0)
         await asyncio.sleep(SETTLE_S)

@@ -171,12 +171,23 @@ def _install_tracemalloc(out: Path) -> None:
 
     tracemalloc.start(8)
 
+    taken: list[tracemalloc.Snapshot] = []
+
     def dump(signum: int, frame: object) -> None:
         snapshot = tracemalloc.take_snapshot()
-        stats = snapshot.statistics("traceback")[:40]
+        # the first dump lists the top allocations; every later one what grew since the first
+        stats = (
+            snapshot.compare_to(taken[0], "traceback")[:40]
+            if taken
+            else snapshot.statistics("traceback")[:40]
+        )
+        taken[:] = taken or [snapshot]
         lines = []
         for stat in stats:
-            lines.append(f"{stat.size / 2**20:.1f} MiB in {stat.count} blocks")
+            grew = (
+                f" (+{stat.size_diff / 2**20:.2f} MiB)" if isinstance(stat, tracemalloc.StatisticDiff) else ""
+            )
+            lines.append(f"{stat.size / 2**20:.1f} MiB in {stat.count} blocks{grew}")
             lines.extend("    " + line for line in stat.traceback.format()[-8:])
         current, peak = tracemalloc.get_traced_memory()
         lines.insert(0, f"traced now {current / 2**20:.1f} MiB, peak {peak / 2**20:.1f} MiB")

@@ -16,7 +16,7 @@ default, longer than a test waits. Benchmarks keep the default, as users run it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +39,11 @@ class KubeSchedulerProcess(ComponentProcess):
         args: Sequence[str] = (),
         feature_gates: Sequence[str] = (),
         leader_elect: bool = False,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(kubeconfig, workdir)
+        #: more top-level KubeSchedulerConfiguration fields (``percentageOfPlacementsToScore``)
+        self.settings = dict(settings or {})
         #: compete for the Lease ``kube-system/kube-scheduler`` (its defaults: 15 s, renewed by
         #: 10 s): replicas of one control plane elect one leader, as in a real cluster
         self.leader_elect = leader_elect
@@ -55,6 +58,7 @@ class KubeSchedulerProcess(ComponentProcess):
             "kind": "KubeSchedulerConfiguration",
             "clientConnection": {"kubeconfig": str(self.kubeconfig), "qps": 5000, "burst": 5000},
             "leaderElection": {"leaderElect": self.leader_elect},
+            **self.settings,
         }
         if self.profiles is not None:
             cfg["profiles"] = self.profiles

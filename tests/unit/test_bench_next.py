@@ -1,0 +1,145 @@
+"""bench/e2e_next.py (the race against the next release) and its gang preemption in one rack:
+the objects match scheduler_perf's templates, and the figures come out of the results as said."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import e2e, e2e_next, e2e_preemption
+
+
+def test_nodes_and_gangs_follow_scheduler_perfs_templates() -> None:
+    nodes = e2e_next.nodes(250)
+    assert nodes[0]["metadata"]["labels"][e2e_next.RACK] == "rack-0"
+    assert nodes[199]["metadata"]["labels"][e2e_next.RACK] == "rack-1"
+    assert nodes[249]["metadata"]["labels"]["topology.kubernetes.io/zone"] == "zone-2"
+    assert nodes[0]["status"]["allocatable"]["cpu"] == "4"
+    groups, pods = e2e_next.gangs(3, 4, "gpu-scheduler")
+    assert [g["spec"]["schedulingPolicy"]["gang"]["minCount"] for g in groups] == [4, 4, 4]
+    assert groups[0]["spec"]["schedulingConstraints"]["topology"] == [{"key": e2e_next.RACK}]
+    assert len(pods) == 12
+    assert pods[5]["spec"]["schedulingGroup"] == {"podGroupName": "group-1"}
+    assert pods[5]["spec"]["schedulerName"] == "gpu-scheduler"
+    assert pods[5]["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "100m"
+
+
+def test_quality_counts_gangs_in_one_rack_and_untouched_racks() -> None:
+    bound = {
+        "test-tas-scheduling-0": "node-0",
+        "test-tas-scheduling-1": "node-99",  # gang 0: rack 0 only
+        "test-tas-scheduling-2": "node-100",
+        "test-tas-scheduling-3": "node-250",  # gang 1: racks 1 and 2
+    }
+    q = e2e_next.quality(bound, count=3, members=2, nodes_count=500)
+    assert q == {"gangs": 3, "gangs_placed": 2, "one_rack": 0.5, "free_racks": 2}
+    assert e2e_next.quality({}, 1, 2, 500)["one_rack"] is None
+
+
+def _run(per_s: float, one_rack: float = 1.0, bound: bool = True) -> dict[str, Any]:
+    return {
+        "pods_per_s": per_s,
+        "one_rack": one_rack,
+        "free_racks": 3,
+        "all_bound": bound,
+        "p50_s": None,
+        "p99_s": None,
+        "cpu_s": 1.0,
+        "peak_rss_mb": 100.0,
+    }
+
+
+def test_summary_is_the_geometric_mean_of_backlog_ratios_against_kube_as_it_ships() -> None:
+    results = {
+        "gangs": {
+            "750x4-backlog": {
+                "shoal": _run(800),
+                "kube-scheduler": _run(400),
+                "kube-all-placements": _run(100),
+            },
+            "3x1000-backlog": {
+                "shoal": _run(1000, one_rack=1.0),
+                "kube-scheduler": _run(500, one_rack=0.5),
+                "kube-all-placements": _run(250),
+            },
+            # the streamed run is not a backlog ratio
+            "750x4-stream": {"shoal": _run(1), "kube-scheduler": _run(1000), "kube-all-placements": _run(1)},
+        },
+        "basic": {"shoal": _run(300), "kube-scheduler": _run(200)},
+        "topology_gang_preemption": {
+            "shoal": e2e_preemption.topo_outcome(["a", "b"], {"b"}, {"tg-0": "tnode-04"}),
+            "kube-scheduler": e2e_preemption.topo_outcome(["a", "b"], set(), {}),
+        },
+    }
+    s = e2e_next.summary(results)
+    assert s["k138_topology_ratio"] == pytest.approx(2.0)
+    assert s["k138_topology_ratio_all_placements"] == pytest.approx(4.0 * 2**0.5)  # sqrt(8 * 4)
+    assert s["k138_topology_quality"] == pytest.approx(2**0.5)  # sqrt(1 * 2)
+    assert s["k138_basic_ratio"] == pytest.approx(1.5)
+    assert s["k138_topology_all_bound"] is True
+    assert s["k138_topology_free_racks"]["750x4-backlog"]["shoal"] == 3
+    assert s["gang_topology_preemption_racks"] == ["rack-1"]
+    assert s["gang_topology_preemption_excess_victims_kube"] is None  # the gang never bound
+    lines = "\n".join(
+        e2e_next.doc_lines(
+            {
+                "results": results,
+                "summary": s,
+                "kube_version": "v1.38.0-beta.0",
+                "date": "2026-12-06",
+                "commit": "abc",
+                "machine": "m",
+            }
+        )
+    )
+    assert "| 750x4-backlog | shoal | 800 |" in lines
+    assert "| basic-stream | kube | 200 |" in lines
+    assert "victim gangs left partial" in lines
+
+
+def test_the_topology_preemption_fleet_has_one_cheapest_rack() -> None:
+    """rack-1 costs 4 victims; rack-3 costs 4 only if the victim gang is left partial."""
+    victims = [o for o in e2e_preemption.topo_victims("ns") if o["kind"] == "Pod"]
+    per_node: dict[str, float] = {}
+    for v in victims:
+        cpu = float(v["spec"]["containers"][0]["resources"]["requests"]["cpu"])
+        per_node[v["spec"]["nodeName"]] = per_node.get(v["spec"]["nodeName"], 0.0) + cpu
+    assert per_node == {f"tnode-{i:02d}": 4.0 for i in range(16)}  # every node full
+    rack1 = [v for v in victims if v["spec"]["nodeName"] in {f"tnode-{i:02d}" for i in range(4, 8)}]
+    assert len(rack1) == e2e_preemption.TOPO_MIN_VICTIMS
+    gang = [v for v in victims if v["spec"].get("schedulingGroup") == {"podGroupName": "vg"}]
+    assert sorted(v["spec"]["nodeName"] for v in gang) == ["tnode-08", "tnode-09", "tnode-12", "tnode-13"]
+    group = e2e_preemption.topo_victims("ns")[0]
+    assert group["spec"]["priorityClassName"] == "topo-p5"  # 1.38: the gang's priority is its members'
+
+
+def test_topo_outcome_names_a_partial_victim_gang() -> None:
+    victims = ["vg-08", "vg-09", "vg-12", "vg-13", "tv-14", "tv-15"]
+    remaining = {"vg-08", "vg-09"}
+    bound = {f"tg-{i}": f"tnode-{12 + i}" for i in range(4)}
+    out = e2e_preemption.topo_outcome(victims, remaining, bound)
+    assert out["partial_victim_gangs"] == 1
+    assert out["racks"] == ["rack-3"]
+    assert out["excess_victims"] == 0 and not out["best_rack"]
+
+
+def test_bench_e2e_keeps_the_next_releases_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    results = tmp_path / "e2e.json"
+    results.write_text(
+        '{"k138_topology_ratio": 2.5, "gang_topology_preemption_excess_victims": 0, "basic_ratio": 1}'
+    )
+    monkeypatch.setattr(e2e, "RESULTS", results)
+    kept = {k: v for k, v in e2e.previous_results().items() if k.startswith(e2e.NEXT_KEYS)}
+    assert kept == {"k138_topology_ratio": 2.5, "gang_topology_preemption_excess_victims": 0}
+
+
+def test_the_race_needs_a_release_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("SHOAL_KUBE_VERSION", raising=False)
+    assert e2e_next.main([]) == 2
+    assert "SHOAL_KUBE_VERSION" in capsys.readouterr().out
+    assert e2e_next.main(["--workloads", "nope"]) == 2
+    assert "unknown workload nope" in capsys.readouterr().out
