@@ -36,7 +36,7 @@ their gates), after scheduler-plugins' ``pkg/coscheduling``:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 from pydantic import Field
@@ -118,13 +118,20 @@ class Coscheduling:
         group = self.cache.pod_groups.get(key)
         if group is None:  # kube-scheduler's GangScheduling waits for a native one too
             return Status.unschedulable(f"PodGroup {key} not found", plugin=NAME, resolvable=False)
-        total, _ = self.cache.group_counts(key)
+        total = self.cache.group_size(key)
         if group.gang and total < group.min_member:
             return Status.unschedulable(
                 f"{named(group)} has {total} of the {group.min_member} pods it needs ({group.min_field})",
                 plugin=NAME,
             )
         return SUCCESS
+
+    def _quorum_known(self, pod: PodInfo) -> bool:
+        """Whether a gated member's gang now has the members its PreEnqueue waits for: until then
+        another member's arrival changes nothing for it (the gang's last arrival releases them
+        all; with a gang of a thousand, asking each at every arrival was cubic in its size)."""
+        group = self.cache.pod_groups.get(pod.group_key) if pod.group_key else None
+        return group is None or not group.gang or self.cache.group_size(group.key) >= group.min_member
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
         return self._check(pod)
@@ -200,15 +207,26 @@ class Coscheduling:
             if isinstance(obj, PodGroupInfo):
                 return obj.key == pod.group_key
             if isinstance(obj, PodInfo):
-                return obj.group_key is not None and obj.group_key == pod.group_key
+                return (
+                    obj.group_key is not None and obj.group_key == pod.group_key and self._quorum_known(pod)
+                )
             return False
+
+        def group_of_the_pod(event: ClusterEvent) -> Collection[str] | None:
+            """A member's arrival concerns its own group's members only (with a gang of thousands
+            pending, asking every gated pod about every arrival was quadratic)."""
+            obj = event.obj
+            if isinstance(obj, PodInfo):
+                return self.cache.group_member_uids(obj.group_key) if obj.group_key else ()
+            return None
 
         def has_min_resources(pod: PodInfo, event: ClusterEvent) -> bool:
             group = self.pod_group(pod)
             return group is not None and bool(group.min_resources)
 
         return (
-            EventRegistration(EventKind.POD_ADD | EventKind.POD_GROUP_CHANGE, same_group),
+            EventRegistration(EventKind.POD_ADD, same_group, group_of_the_pod),
+            EventRegistration(EventKind.POD_GROUP_CHANGE, same_group),
             EventRegistration(EventKind.POD_DELETE),
             # a gang refused for minResources may fit once nodes are added or change
             EventRegistration(EventKind.NODE_ADD | EventKind.NODE_UPDATE, has_min_resources),

@@ -14,7 +14,7 @@ counted when the node arrives.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -273,6 +273,14 @@ class ClusterCache:
 
     def group_members(self, key: str) -> list[PodInfo]:
         return [self.pods[u] for u in self._group_members.get(key, ())]
+
+    def group_size(self, key: str) -> int:
+        """Members known and not terminated (O(1): PreEnqueue asks it for every gated member)."""
+        return len(self._group_members.get(key, ()))
+
+    def group_member_uids(self, key: str) -> Collection[str]:
+        """The UIDs of the group's members known and not terminated (a view, not a copy)."""
+        return self._group_members.get(key, ())
 
     def group_counts(self, key: str) -> tuple[int, int]:
         """(members known and not terminated, members counted on a node: bound or assumed)."""

@@ -4,10 +4,12 @@ import pytest
 from pydantic import ValidationError
 
 from shoal.core.framework.gates import PermitGate
-from shoal.core.state.objects import PodGroupInfo
-from shoal.core.state.status import Code
+from shoal.core.framework.interfaces import ClusterEvent, EventKind
+from shoal.core.state.objects import PodGroupInfo, PodInfo
+from shoal.core.state.status import Code, Status
 from shoal.plugins import coscheduling
-from shoal.testing.objects import make_node, make_pod_group
+from shoal.sim.cluster import InMemoryCluster, Simulation
+from shoal.testing.objects import make_native_pod_group, make_node, make_pod, make_pod_group
 from tests.unit.helpers import cache_with, handle_for, pod, state
 
 
@@ -149,3 +151,45 @@ def test_min_resources_checked_at_prefilter(
         assert status.code is Code.UNSCHEDULABLE and short in status.message, status.message
     else:
         assert status.ok, status.message
+
+
+def test_a_members_arrival_concerns_its_own_gang_and_only_once_it_is_whole() -> None:
+    """POD_ADD asks only the arriving member's gang, and says yes only once the gang has the
+    members its PreEnqueue waits for."""
+    cache, _, plugin, pods = setup(min_member=3, members=2)
+    cache.set_pod_group(PodGroupInfo.from_dict(make_pod_group("other", min_member=2)))
+    stranger = pod("s0", pod_group="other", gpus=1)
+    cache.upsert_pod(stranger)
+    (add, *_) = (r for r in plugin.events_to_register() if r.kind & EventKind.POD_ADD)
+    assert add.hint is not None and add.targets is not None
+    arrival = ClusterEvent(EventKind.POD_ADD, pods[1])
+    assert set(add.targets(arrival)) == {p.uid for p in pods}  # not the other gang's member
+    assert not add.hint(pods[0], arrival)  # 2 of 3: the gang is still short
+    third = pod("m2", pod_group="g", gpus=1)
+    cache.upsert_pod(third)
+    assert add.hint(pods[0], ClusterEvent(EventKind.POD_ADD, third))  # whole: release it
+    assert not add.hint(stranger, ClusterEvent(EventKind.POD_ADD, third))  # another gang
+
+
+async def test_a_gang_of_hundreds_arriving_one_by_one_costs_preenqueue_calls_in_proportion(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each arrival used to re-run PreEnqueue for every gated member, each counting the gang
+    (cubic in the gang's size: a gang of 1,000 kept shoal from starting for a minute)."""
+    members = 400
+    calls = 0
+    original = coscheduling.Coscheduling.pre_enqueue
+
+    def counted(self: coscheduling.Coscheduling, p: PodInfo) -> Status:
+        nonlocal calls
+        calls += 1
+        return original(self, p)
+
+    monkeypatch.setattr(coscheduling.Coscheduling, "pre_enqueue", counted)
+    gang = [make_native_pod_group("big", min_count=members)] + [
+        make_pod(f"big-{i}", cpu="100m", scheduling_group="big") for i in range(members)
+    ]
+    s = Simulation(InMemoryCluster([make_node("n0", cpu="64", pods=500), *gang]), [])
+    await s.run()
+    assert sum(1 for v in s.placements().values() if v) == members
+    assert calls <= 3 * members
