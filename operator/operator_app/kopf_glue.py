@@ -4,7 +4,7 @@ Why ``on.event`` rather than ``on.create/update/resume/delete``: the latter keep
 progress in annotations, written by every replica; event handlers are stateless and idempotent,
 and only the leader writes status.
 
-Four changes to how kopf runs, each the same result by less work, each applied only when kopf's
+Five changes to how kopf runs, each the same result by less work, each applied only when kopf's
 code is the one it was written against (else kopf is left as it is, and a log line says so; a unit
 test fails on a kopf that changed it):
 
@@ -32,6 +32,13 @@ test fails on a kopf that changed it):
   through its per-event machinery, after shoal has just listed them all to prime its cache; the
   first watch of a primed kind now starts from the priming's resourceVersion instead (when kopf's
   watch selects what the priming listed: the same field selector, no label or shard selector).
+* :func:`stream_relists`: a later listing (a re-list after a 410, as after every API server restart)
+  is a watch that sends its initial events (``sendInitialEvents``, as client-go's WatchListClient
+  lists) read one line at a time and handed on a hundred objects at a time, instead of one response
+  of every object decoded at once; a server that does not stream it is listed as kopf does. With
+  kopf's per-object workers exiting 0.5 s after an object's last event (kopf: 5 s, holding the
+  body), a re-list no longer holds every object of a kind twice: the peak the allocator kept after
+  each API server restart (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -43,9 +50,11 @@ import os
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from typing import Any
 
+import aiohttp
 import kopf
 from kopf._cogs.aiokits import aiotasks
 from kopf._cogs.clients import api as kopf_api
+from kopf._cogs.clients import errors as kopf_errors
 from kopf._cogs.clients import fetching as kopf_fetching
 from kopf._cogs.clients import watching as kopf_watching
 from kopf._core.intents import registries as kopf_registries
@@ -70,11 +79,17 @@ def configure(
     settings.watching.server_timeout = int(watch_timeout)  # the API wants an integer
     settings.watching.client_timeout = watch_timeout + 30
     settings.networking.request_timeout = 60
+    # kopf's per-object worker waits this long for the object's next event before it exits, holding
+    # the last event's body all that time; shoal's handlers write nothing kopf must see come back,
+    # so a worker need not linger: after a re-list, 5 s (kopf's default) kept a worker and a body
+    # alive for every object of the kind at once
+    settings.queueing.idle_timeout = IDLE_TIMEOUT_S
     lean_spawn()
     lean_json()
     lean_events()
     if primed is not None:
         continue_from_prime(settings, primed)
+    stream_relists(settings)
 
 
 #: kopf's own code that was replaced, by what it is ("spawn", "json", "fetching"), for tests
@@ -287,6 +302,8 @@ _WATCH_MARKERS = (
 )
 #: the attribute of kopf's settings holding the informer's primed versions
 _PRIMED = "shoal_primed_versions"
+#: set on kopf's settings by :func:`stream_relists`
+_STREAMED = "shoal_streamed_relists"
 
 
 class _KopfFetching:
@@ -312,6 +329,19 @@ class _KopfFetching:
                 yield [], entry.resource_version
                 return
             log.info("kopf watches %s with other selectors than the priming's: it lists them again", resource)
+        if getattr(settings, _STREAMED, False):
+            streamed = 0
+            try:
+                async for chunk, listed in _stream_list(settings, resource, namespace, logger):
+                    streamed += len(chunk)
+                    yield chunk, listed
+                logger.debug(f"Streamed the listing of {resource}: {streamed} objects, version {listed}.")
+                return
+            except _NotStreamed as exc:
+                # the objects streamed so far come again in the listing: the handlers are idempotent
+                log.info(
+                    "%s: listed instead of streamed (%s; %d objects streamed first)", resource, exc, streamed
+                )
         async for chunk, listed in self._real.fetch_objs(
             settings=settings, resource=resource, namespace=namespace, logger=logger
         ):
@@ -319,6 +349,68 @@ class _KopfFetching:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
+
+
+#: kopf's per-object worker exits this long after the object's last event (kopf's default: 5 s)
+IDLE_TIMEOUT_S = 0.5
+#: objects handed to kopf at a time from a streamed listing
+STREAM_CHUNK = 100
+#: the bookmark that ends a streamed listing's initial events
+_INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+class _NotStreamed(Exception):
+    """The API server did not stream the listing (refused, an error event, or no end bookmark)."""
+
+
+async def _stream_list(
+    settings: kopf.OperatorSettings, resource: Any, namespace: Any, logger: Any
+) -> AsyncIterator[tuple[list[Any], str]]:
+    """A kind's listing as a watch that sends its initial events (``sendInitialEvents``, the API
+    server's streaming list, as client-go's WatchListClient): objects arrive one watch line at a
+    time and are handed to kopf ``STREAM_CHUNK`` at a time, so a re-list never holds a whole
+    listing's response and its decoded objects at once (a listing of every pod decoded in one piece
+    was the scheduler's memory peak after each API server restart). The last chunk carries the
+    resourceVersion of the bookmark that ends the initial events, from which kopf watches on."""
+    params = {
+        "watch": "true",
+        "sendInitialEvents": "true",
+        "resourceVersionMatch": "NotOlderThan",
+        "allowWatchBookmarks": "true",
+    }
+    watching = settings.watching
+    for key, selectors in (
+        ("labelSelector", watching.label_selectors.collect(resource)),
+        ("fieldSelector", watching.field_selectors.collect(resource)),
+    ):
+        if selectors:
+            params[key] = ",".join(sorted(set(selectors)))
+    if watching.server_timeout is not None:
+        params["timeoutSeconds"] = str(watching.server_timeout)
+    chunk: list[Any] = []
+    try:
+        async for event in kopf_api.stream(
+            url=resource.get_url(namespace=namespace, params=params),
+            settings=settings,
+            logger=logger,
+            timeout=aiohttp.ClientTimeout(total=watching.client_timeout),
+        ):
+            kind, obj = event.get("type"), event.get("object") or {}
+            if kind == "BOOKMARK":
+                meta = obj.get("metadata") or {}
+                if (meta.get("annotations") or {}).get(_INITIAL_EVENTS_END) == "true":
+                    yield chunk, meta.get("resourceVersion") or ""
+                    return
+            elif kind in ("ADDED", "MODIFIED"):
+                chunk.append(obj)
+                if len(chunk) >= STREAM_CHUNK:
+                    yield chunk, ""
+                    chunk = []
+            elif kind == "ERROR":
+                raise _NotStreamed(f"error event: {obj.get('message') or obj}")
+    except kopf_errors.APIError as exc:
+        raise _NotStreamed(f"refused: {exc}") from exc
+    raise _NotStreamed("the stream ended before its initial events did")
 
 
 def _selects_as_primed(settings: kopf.OperatorSettings, resource: Any, field_selector: str) -> bool:
@@ -344,14 +436,33 @@ def continue_from_prime(settings: kopf.OperatorSettings, primed: dict[tuple[str,
     read when kopf first watches (after the start-up handler that primes), and each entry is
     taken once. Idempotent; False (and kopf untouched) when kopf's watch is not the one this was
     written against."""
-    current = kopf_watching.fetching  # type: ignore[attr-defined]
-    if not isinstance(current, _KopfFetching):
-        if current is not kopf_fetching or not _matches(kopf_watching.continuous_watch, _WATCH_MARKERS):
-            log.info("kopf's watch is not the one shoal knows: it lists every kind again after priming")
-            return False
-        KOPF_OWN["fetching"] = current
-        kopf_watching.fetching = _KopfFetching(current)  # type: ignore[attr-defined,assignment]
+    if not _install_fetching():
+        log.info("kopf's watch is not the one shoal knows: it lists every kind again after priming")
+        return False
     setattr(settings, _PRIMED, primed)
+    return True
+
+
+def stream_relists(settings: kopf.OperatorSettings) -> bool:
+    """kopf's listings after the first (a re-list after a 410) are streamed (:func:`_stream_list`)
+    instead of fetched whole; a server that does not stream them is listed as kopf does. Idempotent;
+    False (and kopf untouched) when kopf's watch is not the one this was written against."""
+    if not _install_fetching():
+        log.info("kopf's watch is not the one shoal knows: its re-lists are kopf's own")
+        return False
+    setattr(settings, _STREAMED, True)
+    return True
+
+
+def _install_fetching() -> bool:
+    """kopf's watching module reads ``fetching`` through :class:`_KopfFetching` (once)."""
+    current = kopf_watching.fetching  # type: ignore[attr-defined]
+    if isinstance(current, _KopfFetching):
+        return True
+    if current is not kopf_fetching or not _matches(kopf_watching.continuous_watch, _WATCH_MARKERS):
+        return False
+    KOPF_OWN["fetching"] = current
+    kopf_watching.fetching = _KopfFetching(current)  # type: ignore[attr-defined,assignment]
     return True
 
 

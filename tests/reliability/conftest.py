@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from pathlib import Path
@@ -33,7 +34,13 @@ __all__ = [
 ROOT = Path(__file__).resolve().parents[2]
 # The plugin modules' own folder goes on PYTHONPATH (never the repository root, where operator/
 # would shadow the standard library's operator module).
-FAULT_ENV = {"SHOAL_PLUGINS": "fault_plugins,hold_permit", "PYTHONPATH": str(ROOT / "tests" / "reliability")}
+#: the fault plugins on the operator's path, after whatever path the tests run with
+FAULT_ENV = {
+    "SHOAL_PLUGINS": "fault_plugins,hold_permit",
+    "PYTHONPATH": os.pathsep.join(
+        p for p in (os.environ.get("PYTHONPATH"), str(ROOT / "tests" / "reliability")) if p
+    ),
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

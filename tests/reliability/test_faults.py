@@ -148,6 +148,13 @@ async def test_expired_watch_relists_without_losing_pods(tmp_path: Path) -> None
                 # the whole log: a slow relist can be followed by more lines than any tail holds
                 log = op.log.read_text(errors="replace")
                 assert "Restarting the watch-stream for pods" in log, op.tail()
+                # the re-list is streamed (sendInitialEvents), not fetched whole
+                await wait_for(
+                    lambda: "Streamed the listing of pods.v1: " in op.log.read_text(errors="replace"),
+                    30,
+                    what="the pods re-listed as a stream",
+                )
+                assert "listed instead of streamed" not in op.log.read_text(errors="replace"), op.tail()
                 record(
                     "watch expired (410) during a 6 s pause",
                     relisted=True,

@@ -281,3 +281,95 @@ def test_an_unknown_kopf_watch_lists_after_priming_as_before(
         )
     assert kopf_watching.fetching is kopf_fetching  # type: ignore[attr-defined]
     assert "lists every kind again" in caplog.text
+
+
+def _watch_line(kind: str, name: str, version: str = "1", **annotations: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "resourceVersion": version}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"type": kind, "object": {"metadata": meta}}
+
+
+END = {"k8s.io/initial-events-end": "true"}
+
+
+async def _relist(
+    monkeypatch: pytest.MonkeyPatch, lines: list[Any], *, streamed: bool = True
+) -> tuple[list[tuple[list[str], str]], list[str], _Listing]:
+    """One re-list of pods through :class:`kopf_glue._KopfFetching`, kopf's ``api.stream``
+    answering ``lines`` (an exception in them is raised there); returns the chunks (names,
+    version), the URLs asked for, and the listing fallback."""
+    urls: list[str] = []
+
+    async def stream(url: str, **_: Any) -> Any:
+        urls.append(url)
+        for line in lines:
+            if isinstance(line, BaseException):
+                raise line
+            yield line
+
+    monkeypatch.setattr(kopf_api, "stream", stream)
+    real = _Listing()
+    settings = kopf.OperatorSettings()
+    settings.watching.field_selectors["", "v1", "pods"] = "spec.schedulerName=x"
+    setattr(settings, kopf_glue._STREAMED, streamed)
+    pods = references.Resource("", "v1", "pods", namespaced=True)
+    chunks = [
+        ([o["metadata"]["name"] for o in chunk], version)
+        async for chunk, version in kopf_glue._KopfFetching(real).fetch_objs(
+            settings=settings, resource=pods, namespace=None, logger=logging.getLogger("test")
+        )
+    ]
+    return chunks, urls, real
+
+
+async def test_a_relist_is_streamed_in_chunks_up_to_the_bookmark_that_ends_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(kopf_glue, "STREAM_CHUNK", 2)
+    lines = [_watch_line("ADDED", n) for n in "abc"] + [
+        _watch_line("BOOKMARK", "", "77"),  # a bookmark that does not end the initial events
+        _watch_line("ADDED", "d"),
+        _watch_line("BOOKMARK", "", "99", **END),
+        _watch_line("ADDED", "after"),  # a change after the listing: kopf's watch, from 99
+    ]
+    chunks, urls, real = await _relist(monkeypatch, lines)
+    assert chunks == [(["a", "b"], ""), (["c", "d"], ""), ([], "99")]
+    assert real.calls == []
+    assert "sendInitialEvents=true" in urls[0] and "resourceVersionMatch=NotOlderThan" in urls[0]
+    assert "fieldSelector=spec.schedulerName" in urls[0] and "watch=true" in urls[0]
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [_watch_line("ADDED", "a"), {"type": "ERROR", "object": {"code": 410, "message": "too old"}}],
+        [_watch_line("ADDED", "a")],  # the stream ended without the end bookmark
+        [RuntimeError("never raised: replaced below")],
+    ],
+    ids=["error event", "no end bookmark", "refused"],
+)
+async def test_a_relist_the_server_does_not_stream_is_listed_as_kopf_does(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, lines: list[Any]
+) -> None:
+    from kopf._cogs.clients import errors as kopf_errors
+
+    if isinstance(lines[0], RuntimeError):
+        lines = [kopf_errors.APIClientError("unknown parameter", status=400, headers={})]
+    with caplog.at_level("INFO", logger="shoal.kopf"):
+        chunks, _, real = await _relist(monkeypatch, lines)
+    assert chunks[-1] == (["a", "b"], "500")  # kopf's own listing, with its version
+    assert real.calls == [("pods", None)]
+    assert "listed instead of streamed" in caplog.text
+
+
+async def test_relists_are_kopfs_own_unless_streaming_is_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    chunks, urls, real = await _relist(monkeypatch, [], streamed=False)
+    assert chunks == [(["a", "b"], "500")] and urls == [] and real.calls == [("pods", None)]
+
+
+def test_configure_streams_relists(kopf_fetching: Any) -> None:
+    settings = kopf.OperatorSettings()
+    kopf_glue.configure(settings, 300.0)
+    assert getattr(settings, kopf_glue._STREAMED) is True
+    assert isinstance(kopf_watching.fetching, kopf_glue._KopfFetching)  # type: ignore[attr-defined]
