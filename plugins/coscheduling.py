@@ -142,6 +142,17 @@ class Coscheduling:
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         status = self._check(pod)
+        group = self.cache.pod_groups.get(pod.group_key) if status.ok and pod.group_key else None
+        if group is not None and group.priority is not None and pod.priority != group.priority:
+            # kube-scheduler (1.37 and 1.38) refuses the whole group in its pod-group cycle; a
+            # pod's priority and a PodGroup's are immutable, so only new objects change it
+            return None, Status.unschedulable(
+                f"{named(group)} has priority {group.priority} (spec.priority, from its priorityClassName) "
+                f"and pod {pod.name} has {pod.priority} (spec.priority): every pod of a pod group must "
+                "have the group's priority",
+                plugin=NAME,
+                resolvable=False,
+            )
         if status.ok and pod.group_key is not None:
             group = self.cache.pod_groups[pod.group_key]
             if group.unevaluated:  # never silently wrong: a Volcano queue, its HyperNode topology, ...

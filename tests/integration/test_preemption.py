@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from bench import e2e_preemption
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, create, create_many, wait_for
 from shoal.testing.controlplane import ControlPlane, python_env
@@ -201,3 +202,77 @@ async def test_a_gang_preempts_only_what_it_needs_and_binds_whole(
     await wait_for(lambda: phase("train-", "Running", 4), 90, what="the gang bound whole and running")
     left = [p.metadata.name for p in (await core.list_namespaced_pod(namespace)).items]
     assert sum(1 for n in left if n.startswith("low-")) == 4, left  # 4 cpus needed, 4 pods evicted
+
+
+async def test_a_gang_required_in_one_rack_preempts_the_cheapest_rack_and_its_nominations_hold(
+    clean: client.ApiClient, namespace: str, operator: OperatorProcess, kwok: KwokProcess
+) -> None:
+    """bench/e2e_preemption.py's fleet on KWOK nodes (4 racks of 4 full nodes): a native gang of 4
+    required in one rack evicts rack-1's 4 pods (the fewest and lowest-priority victims; rack-3
+    looks as cheap only if the victim gang ``vg`` is broken, and it is not), its members are
+    nominated there while the victims terminate gracefully, and a lower-priority pod created
+    meanwhile leaves that room alone."""
+    run = uuid.uuid4().hex[:6]
+    core: Any = client.CoreV1Api(clean)
+    sched = f"s-{run}"
+    await create(clean, make_profile(sched, {**DEFAULT_PROFILE_SPEC}, scheduler_name=sched))
+
+    def renamed(obj: dict[str, Any]) -> dict[str, Any]:
+        """The fleet's PriorityClasses with this run's names (they are cluster-wide)."""
+        if obj["kind"] == "PriorityClass":
+            obj["metadata"]["name"] += f"-{run}"
+        elif obj["spec"].get("priorityClassName"):
+            obj["spec"]["priorityClassName"] += f"-{run}"
+        return obj
+
+    await create_many(clean, [renamed(c) for c in e2e_preemption.topo_priority_classes()])
+    nodes = e2e_preemption.topo_nodes()
+    for node in nodes:
+        node["metadata"].setdefault("annotations", {})[KWOK_ANNOTATION] = "fake"
+    await create_many(clean, nodes)
+    victims = [renamed(o) for o in e2e_preemption.topo_victims(namespace, grace_s=30)]
+    for obj in victims:
+        if obj["kind"] == "Pod":
+            terminating(obj, 30, 8)  # each victim takes 8 s to go
+    await create_many(clean, victims)
+    victim_names = {o["metadata"]["name"] for o in victims if o["kind"] == "Pod"}
+
+    async def pods() -> dict[str, Any]:
+        return {p.metadata.name: p for p in (await core.list_namespaced_pod(namespace)).items}
+
+    async def running(names: set[str]) -> bool:
+        now = await pods()
+        return all(n in now and now[n].status.phase == "Running" for n in names)
+
+    await wait_for(lambda: running(victim_names), 60, what="the 24 victims running (kwok)")
+    gang = [renamed(o) for o in e2e_preemption.topo_preemptors(namespace, sched)]
+    await create_many(clean, gang)
+    members = {o["metadata"]["name"] for o in gang if o["kind"] == "Pod"}
+    rack1 = {f"tnode-{i:02d}" for i in range(4, 8)}
+
+    async def nominated_in_rack1() -> bool:
+        now = await pods()
+        return all(n in now and now[n].status.nominated_node_name in rack1 for n in members)
+
+    await wait_for(nominated_in_rack1, 30, what="the gang's members nominated to rack-1's nodes")
+    now = await pods()
+    terminating_now = {n for n in victim_names if n in now and now[n].metadata.deletion_timestamp}
+    assert terminating_now == {f"tv-{i:02d}" for i in range(4, 8)}, terminating_now
+    # a pod of lower priority than the gang that rack-1's freed nodes would hold, and that can
+    # evict nothing itself (nothing runs below its priority; vg has the same)
+    thief = make_pod(
+        "thief",
+        namespace=namespace,
+        cpu="4",
+        memory=None,
+        scheduler_name=sched,
+        priority_class=f"topo-p5-{run}",
+    )
+    await create(clean, thief)
+    await wait_for(lambda: notes(core, namespace, "thief", "FailedScheduling"), 30, what="the thief refused")
+    await wait_for(lambda: running(members), 90, what="the gang bound whole and running")
+    now = await pods()
+    assert {now[n].spec.node_name for n in members} == rack1
+    assert now["thief"].spec.node_name is None
+    gone = victim_names - set(now)
+    assert gone == {f"tv-{i:02d}" for i in range(4, 8)}, gone  # 4 victims; vg whole

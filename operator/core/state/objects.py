@@ -454,6 +454,10 @@ class PodGroupInfo:
     #: a native PodGroup's ``spec.resourceClaims`` (DRAWorkloadResourceClaims): claims its members
     #: share, reserved for the PodGroup rather than for each pod
     resource_claims: tuple[PodClaim, ...] = ()
+    #: a native PodGroup's ``spec.priority`` (set by admission from its ``priorityClassName``; 0
+    #: when neither): kube-scheduler refuses a gang whose members' priority is another; None for
+    #: the other APIs, which have no priority of their own
+    priority: int | None = None
 
     @property
     def key(self) -> str:

@@ -12,6 +12,7 @@ native (1.37)                             ``PodGroupInfo``
 ``spec.schedulingPolicy.basic``           ``min_member=1``, ``gang=False``: not a gang
 ``spec.schedulingConstraints.topology``   ``topology_required`` (its one key)
 ``spec.workloadRef``                      ``workload`` (``workload/template``, for messages)
+``spec.priority``                         ``priority`` (every member must have it)
 pod ``spec.schedulingGroup.podGroupName`` ``PodInfo.pod_group`` (``pod_group_api`` native)
 ========================================  ==============================================
 
@@ -71,6 +72,7 @@ def native_pod_group(obj: Mapping[str, Any]) -> PodGroupInfo:
         gang=is_gang,
         workload=workload if ref else "",
         resource_claims=pod_claims(spec, obj.get("status") or {}),
+        priority=int(spec["priority"]) if isinstance(spec.get("priority"), int) else 0,
     )
 
 

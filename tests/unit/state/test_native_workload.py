@@ -272,3 +272,31 @@ async def test_the_status_loop_patches_native_conditions_and_leaves_plugins_stat
     assert [(c["type"], c["status"], c["reason"]) for s in native_writes for c in s["conditions"]] == [
         (SATISFIED, "False", "BelowMinCount")
     ]
+
+
+# -- a native gang's members have its priority ----------------------------------------------------
+def test_a_native_group_reads_its_priority_and_other_apis_have_none() -> None:
+    group = make_native_pod_group("g", min_count=2)
+    group["spec"]["priority"] = 1000
+    assert native_pod_group(group).priority == 1000
+    assert native_pod_group(make_native_pod_group("h", min_count=2)).priority == 0  # no class: 0
+    assert PodGroupInfo.from_dict(make_pod_group("p", min_member=2)).priority is None
+
+
+async def test_members_whose_priority_is_not_their_groups_are_refused_naming_both() -> None:
+    """kube-scheduler 1.37 and 1.38 refuse such a group in its pod-group cycle ("all pods in a
+    single pod group should have the same priority as the pod group's priority")."""
+    group = make_native_pod_group("mixed", min_count=2)
+    group["spec"]["priority"] = 100
+    pods = [
+        make_pod(f"mixed-{i}", gpus=1, scheduling_group="mixed", priority=p) for i, p in enumerate((100, 5))
+    ]
+    same = make_native_pod_group("same", min_count=2)
+    same["spec"]["priority"] = 100
+    peers = [make_pod(f"same-{i}", gpus=1, scheduling_group="same", priority=100) for i in range(2)]
+    s = sim([make_node("n0", gpus=8), group, *pods, same, *peers])
+    outcomes = await s.run()
+    assert bound(s, "mixed") == 0 and bound(s, "same") == 2
+    message = next(o.message for o in outcomes.values() if o.pod == "default/mixed-1")
+    assert "has priority 100 (spec.priority, from its priorityClassName)" in message
+    assert "pod mixed-1 has 5 (spec.priority)" in message
