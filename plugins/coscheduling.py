@@ -87,6 +87,18 @@ WAITING_FOR_GANG = "WaitingForGang"
 POD_GROUP_MISSING = "PodGroupMissing"
 
 
+def _priority_error(group: PodGroupInfo, pod: PodInfo) -> Status:
+    """kube-scheduler (1.37 and 1.38) fails a pod group whose pods' priority is not the group's
+    with an error, retried with backoff (PodScheduled and PodGroupInitiallyScheduled say
+    SchedulerError): so does shoal. Both priorities are immutable: only new objects change it."""
+    return Status.error(
+        f"{named(group)} has priority {group.priority} (spec.priority, from its priorityClassName) "
+        f"and pod {pod.name} has {pod.priority} (spec.priority): every pod of a pod group must "
+        "have the group's priority",
+        plugin=NAME,
+    )
+
+
 def quorum_reached(placed: int, min_member: int) -> bool:
     """The pure rule: the gang may bind once ``min_member`` members are placed."""
     return placed >= min_member
@@ -133,6 +145,20 @@ class Coscheduling:
         group = self.cache.pod_groups.get(pod.group_key) if pod.group_key else None
         return group is None or not group.gang or self.cache.group_size(group.key) >= group.min_member
 
+    def check_group(self, group: PodGroupInfo, members: Sequence[PodInfo]) -> Status:
+        """A native group whose pending or placed members do not all have its priority fails as
+        a whole (kube-scheduler's pod-group validation), and so does one that shoal does not
+        evaluate: before any placement, so no topology domain or preemption is tried for it."""
+        if group.unevaluated:
+            why = f"{named(group)} uses {', '.join(group.unevaluated)}, which shoal does not evaluate"
+            return Status.unschedulable(why, plugin=NAME, resolvable=False)
+        if group.priority is not None:
+            placed = self.cache.group_members(group.key)
+            odd = next((p for p in (*members, *placed) if p.priority != group.priority), None)
+            if odd is not None:
+                return _priority_error(group, odd)
+        return SUCCESS
+
     def pre_enqueue(self, pod: PodInfo) -> Status:
         return self._check(pod)
 
@@ -144,15 +170,7 @@ class Coscheduling:
         status = self._check(pod)
         group = self.cache.pod_groups.get(pod.group_key) if status.ok and pod.group_key else None
         if group is not None and group.priority is not None and pod.priority != group.priority:
-            # kube-scheduler (1.37 and 1.38) refuses the whole group in its pod-group cycle; a
-            # pod's priority and a PodGroup's are immutable, so only new objects change it
-            return None, Status.unschedulable(
-                f"{named(group)} has priority {group.priority} (spec.priority, from its priorityClassName) "
-                f"and pod {pod.name} has {pod.priority} (spec.priority): every pod of a pod group must "
-                "have the group's priority",
-                plugin=NAME,
-                resolvable=False,
-            )
+            return None, _priority_error(group, pod)
         if status.ok and pod.group_key is not None:
             group = self.cache.pod_groups[pod.group_key]
             if group.unevaluated:  # never silently wrong: a Volcano queue, its HyperNode topology, ...

@@ -27,7 +27,7 @@ from shoal.core.scheduling.schedule_one import Placement
 from shoal.core.scheduling.scheduler import Scheduler
 from shoal.core.state.disruption import PDBInfo
 from shoal.core.state.nodetable import NodeTable
-from shoal.core.state.objects import NodeSpec, PodInfo
+from shoal.core.state.objects import NATIVE_GROUP_API, NodeSpec, PodInfo
 from shoal.core.state.spreadselectors import OWNER_KINDS, SelectorOwner
 from shoal.core.state.status import Status
 from shoal.core.state.workloads import decode_pod_group
@@ -359,7 +359,11 @@ class InMemoryCluster:
         """What the API server's Priority admission does to a pod created without ``spec.priority``:
         its ``priorityClassName`` (or the ``globalDefault`` class) gives the priority and, unless the
         pod sets one, the preemption policy. A pod naming a class the snapshot lacks is refused, as
-        the API server refuses it. A pod with ``spec.priority`` (any pod of a dump) is kept as is."""
+        the API server refuses it. A pod with ``spec.priority`` (any pod of a dump) is kept as is.
+        A native PodGroup (``scheduling.k8s.io``) is admitted the same way (its members must have
+        its priority); other objects are left alone."""
+        if pod.get("kind") == "PodGroup" and not str(pod.get("apiVersion", "")).startswith(NATIVE_GROUP_API):
+            return
         spec = pod.setdefault("spec", {})
         if spec.get("priority") is not None:
             return
@@ -369,8 +373,8 @@ class InMemoryCluster:
             if cls is None:
                 meta = pod.get("metadata") or {}
                 raise ValueError(
-                    f"Pod {meta.get('namespace', 'default')}/{meta.get('name')}: no PriorityClass "
-                    f"{name!r} in the snapshot (the API server refuses such a pod)"
+                    f"{pod.get('kind', 'Pod')} {meta.get('namespace', 'default')}/{meta.get('name')}: no "
+                    f"PriorityClass {name!r} in the snapshot (the API server refuses such an object)"
                 )
         else:
             defaults = [c for c in self.priority_classes.values() if c.get("globalDefault")]
@@ -435,6 +439,7 @@ class Simulation:
         for pdb in cluster.pdbs:
             self.scheduler.cache.pdbs[pdb.key] = pdb
         for group in cluster.pod_groups.values():
+            cluster.resolve_priority(group)
             self.scheduler.on_pod_group(decode_pod_group(group))
         for pod in cluster.pods.values():
             cluster.resolve_priority(pod)
@@ -453,6 +458,7 @@ class Simulation:
         elif kind == "Node":
             self.scheduler.on_node(NodeSpec.from_dict(stored))
         elif kind == "PodGroup":
+            self.cluster.resolve_priority(stored)
             self.scheduler.on_pod_group(decode_pod_group(stored))
         elif kind == "Namespace":
             self.scheduler.on_namespace(stored["metadata"]["name"], stored["metadata"].get("labels"))

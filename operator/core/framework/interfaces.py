@@ -341,6 +341,13 @@ class GangPlugin(Plugin, Protocol):
         all-or-nothing (at least ``min_member`` placed, or none)."""
         ...
 
+    def check_group(self, group: PodGroupInfo, members: Sequence[PodInfo]) -> Status:
+        """When: at the start of the gang's cycle, before any placement, with its pending
+        ``members`` (those already placed are in the cache). Not SUCCESS: the whole gang fails
+        this cycle with that status (an error is retried after the backoff, as kube-scheduler
+        retries a pod group it finds invalid), no member is placed and nothing is preempted."""
+        ...
+
 
 @runtime_checkable
 class GangPlacementPlugin(Plugin, Protocol):

@@ -293,6 +293,15 @@ class Framework:
             return None
         return self._gang.pod_group(pod)
 
+    def check_group(self, group: PodGroupInfo, members: Sequence[PodInfo]) -> Status:
+        """The gang plugin's verdict on the whole group before its cycle places anything."""
+        if self._gang is None:
+            return SUCCESS
+        _, status = self.invoker.call(
+            "CheckGroup", self._gang.name, False, status_shape, self._gang.check_group, group, members
+        )
+        return status
+
     # -- queue side ----------------------------------------------------------------------------
     def run_pre_enqueue(self, pod: PodInfo) -> Status:
         """A failing (or crashing) gate keeps the pod gated, with the reason and the plugin."""

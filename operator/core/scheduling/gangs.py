@@ -69,6 +69,11 @@ class GangCycles:
         cycle.add_members(members[1:])
         members = [m for m in members if m.uid in cache.pods and not cache.placed_node(m.uid)]
         members.sort(key=lambda m: fw.sort_key(m.pod, m.enqueued))
+        checked = fw.check_group(group, [m.pod for m in members])
+        if not checked.ok:  # the group itself is refused: every pending member, nothing placed
+            for m in members:
+                self.cycles.failed(fw, m, Placement(status=checked, diagnosis=None), began)
+            return
         _, already = cache.group_counts(group.key)
         need = max(group.min_member - already, 0)
         plan = _plan(fw, group, members, need)

@@ -17,6 +17,7 @@ from shoal.core.state.objects import (
     pod_group_key,
 )
 from shoal.core.state.workloads import (
+    COMPOSITE_PARENT,
     INITIALLY_SCHEDULED,
     SATISFIED,
     decode_pod_group,
@@ -31,7 +32,13 @@ from shoal.operator_app.app import ShoalOperator
 from shoal.operator_app.settings import RunSettings
 from shoal.plugins.registry import DEFAULT_PLUGINS, DEFAULT_PROFILE_SPEC, load_registry
 from shoal.sim.cluster import InMemoryCluster, Simulation
-from shoal.testing.objects import make_native_pod_group, make_node, make_pod, make_pod_group
+from shoal.testing.objects import (
+    make_native_pod_group,
+    make_node,
+    make_pod,
+    make_pod_group,
+    make_priority_class,
+)
 from tests.unit.helpers import refusal
 from tests.unit.test_operator_lifecycle import RecordingWriter, SlowBinder
 
@@ -289,7 +296,9 @@ async def test_members_whose_priority_is_not_their_groups_are_refused_naming_bot
     group = make_native_pod_group("mixed", min_count=2)
     group["spec"]["priority"] = 100
     pods = [
-        make_pod(f"mixed-{i}", gpus=1, scheduling_group="mixed", priority=p) for i, p in enumerate((100, 5))
+        # two members of the group's priority make the quorum; the third still fails the group
+        make_pod(f"mixed-{i}", gpus=1, scheduling_group="mixed", priority=p)
+        for i, p in enumerate((100, 5, 100))
     ]
     same = make_native_pod_group("same", min_count=2)
     same["spec"]["priority"] = 100
@@ -297,6 +306,59 @@ async def test_members_whose_priority_is_not_their_groups_are_refused_naming_bot
     s = sim([make_node("n0", gpus=8), group, *pods, same, *peers])
     outcomes = await s.run()
     assert bound(s, "mixed") == 0 and bound(s, "same") == 2
-    message = next(o.message for o in outcomes.values() if o.pod == "default/mixed-1")
-    assert "has priority 100 (spec.priority, from its priorityClassName)" in message
-    assert "pod mixed-1 has 5 (spec.priority)" in message
+    for name in ("mixed-0", "mixed-1", "mixed-2"):
+        message = next(o.message for o in outcomes.values() if o.pod == f"default/{name}")
+        assert "has priority 100 (spec.priority, from its priorityClassName)" in message
+        assert "pod mixed-1 has 5 (spec.priority)" in message
+
+
+async def test_a_pod_group_inside_a_composite_hierarchy_is_refused_naming_the_field() -> None:
+    """1.38's CompositePodGroup (gate CompositePodGroup): its children are placed with their
+    siblings in their parent's domain, which shoal does not evaluate: never silently alone."""
+    child = make_native_pod_group("replica-0", min_count=2, workload=("job", "replica"), topology_key="rack")
+    child["spec"]["parentCompositePodGroupName"] = "job"
+    assert native_pod_group(child).unevaluated == (COMPOSITE_PARENT,)
+    assert native_pod_group(make_native_pod_group("root", min_count=2)).unevaluated == ()
+    members = [make_pod(f"replica-0-{i}", gpus=1, scheduling_group="replica-0") for i in range(2)]
+    s = sim([make_node("n0", gpus=8), child, *members])
+    outcomes = await s.run()
+    assert bound(s, "replica-0") == 0
+    message = next(iter(outcomes.values())).message
+    assert (
+        "uses spec.parentCompositePodGroupName (a CompositePodGroup hierarchy), which shoal does not evaluate"
+        in message
+    )
+
+
+async def test_the_simulator_admits_a_native_groups_priority_class_as_the_api_server_does() -> None:
+    """A hand-written PodGroup naming a class gets its value, as its members do: the gang binds."""
+    group = make_native_pod_group("hi", min_count=2)
+    group["spec"]["priorityClassName"] = "high"
+    members = [make_pod(f"hi-{i}", gpus=1, scheduling_group="hi", priority_class="high") for i in range(2)]
+    s = sim([make_node("n0", gpus=8), make_priority_class("high", 1000), group, *members])
+    await s.run()
+    assert bound(s, "hi") == 2
+
+
+async def test_a_deleted_gang_leaves_nothing_behind_even_when_its_members_go_after_it() -> None:
+    """The soak's leak: a native gang's owner (and finished members) stayed after the group was
+    deleted, and a member's event after the group's DELETED brought them back."""
+    op = ShoalOperator(RunSettings())
+    scheduler = Scheduler(load_registry(third_party=False), SlowBinder(0), defaults=DEFAULT_PLUGINS)
+    op.compose(scheduler, RecordingWriter())
+    assert op.podgroups is not None
+    group = make_native_pod_group("job", min_count=1)
+    member = make_pod("job-0", node_name="n0", scheduling_group="job")
+    member["metadata"]["ownerReferences"] = [
+        {"kind": "Job", "name": "job", "uid": "j", "apiVersion": "batch/v1"}
+    ]
+    await op.informer.deliver(KIND_NATIVE_PODGROUPS, LISTED, group)
+    op.podgroups.note_member(PodInfo.from_dict(member), member)
+    assert op.podgroups._owner
+    await op.informer.deliver(KIND_NATIVE_PODGROUPS, "DELETED", group)
+    done = {**member, "status": {"phase": "Succeeded"}}
+    op.podgroups.note_member(PodInfo.from_dict(done), done)  # the member's late event
+    assert not op.podgroups._owner and not op.podgroups._terminal
+    await op.informer.deliver(KIND_NATIVE_PODGROUPS, LISTED, group)  # created again: noted again
+    op.podgroups.note_member(PodInfo.from_dict(member), member)
+    assert op.podgroups._owner
