@@ -80,7 +80,9 @@ class KubeReporter:
         self._tasks: list[asyncio.Task[None]] = []
         self._recent: OrderedDict[tuple[str, str, str], float] = OrderedDict()
         self._conditions: OrderedDict[str, str] = OrderedDict()
-        self._settled: OrderedDict[str, None] = OrderedDict()  # uids bound or gone
+        #: uids bound or gone -> when: a write still queued for one is stale (kept ``dedup_seconds``,
+        #: far longer than a queued write waits; every pod ever bound stayed here until 50,000)
+        self._settled: OrderedDict[str, float] = OrderedDict()
         #: PodScheduled=False conditions queued and not written yet (pod uid -> reason, message, when)
         self._unsent: dict[str, tuple[str, str, float]] = {}
         #: pods held before the queue: when each is worth an event (``core.reporting.HeldPacer``)
@@ -140,6 +142,9 @@ class KubeReporter:
         if last is not None and now - last < self.dedup_seconds:
             return False
         _remember(self._recent, key, now)
+        # an entry older than the dedup window says nothing any more: without this, one per
+        # FailedScheduling message of every pod ever seen stayed (up to 50,000, messages included)
+        _expire(self._recent, now - self.dedup_seconds)
         return True
 
     # -- the Reporter protocol ------------------------------------------------------------------
@@ -217,7 +222,9 @@ class KubeReporter:
         """The pod is bound (by anyone) or gone: a condition still queued for it is stale."""
         self._conditions.pop(uid, None)
         self._unsent.pop(uid, None)
-        _remember(self._settled, uid, None)
+        now = time.monotonic()
+        _remember(self._settled, uid, now)
+        _expire(self._settled, now - self.dedup_seconds)
 
     # -- writes --------------------------------------------------------------------------------
     async def _event(
@@ -319,6 +326,16 @@ def _condition_body(reason: str, message: str, when: float) -> dict[str, Any]:
         "lastTransitionTime": rfc3339(when),
         "lastProbeTime": None,
     }
+
+
+def _expire(recent: OrderedDict[K, float], before: float) -> None:
+    """Drop the entries stored before ``before`` (the oldest come first: :func:`_remember` moves a
+    stored key to the end)."""
+    while recent:
+        key, when = next(iter(recent.items()))
+        if when >= before:
+            return
+        del recent[key]
 
 
 def _remember(recent: OrderedDict[K, V], key: K, value: V, limit: int = 50_000) -> None:

@@ -32,6 +32,7 @@ import asyncio
 import logging
 import socket
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +70,11 @@ from shoal.kube.wire import (
 log = logging.getLogger("shoal.operator")
 
 FINAL_GROUP_PHASES = ("Finished", "Failed")
+
+
+#: how long a deleted PodGroup's late member events are ignored (its members' deletions follow it
+#: within seconds; a member's finish check may take a request timeout)
+DELETED_KEPT_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -171,11 +177,18 @@ class PodGroupStatus:
         self._volcano: dict[str, dict[str, Any]] = {}
         #: Volcano PodGroup owned by a Volcano Job -> [the Job's name, its schedulerName once read]
         self._volcano_job: dict[str, list[str | None]] = {}
+        #: PodGroups deleted (and not created again): a member's late event must not bring back
+        #: what was forgotten of them (their members are often deleted after them)
+        self._deleted: OrderedDict[str, float] = OrderedDict()
 
     # -- what the watch says ---------------------------------------------------------------------
     def on_group(self, event: Event[PodGroupInfo]) -> None:
         key = event.obj.key
         status = event.raw.get("status")
+        if event.deleted:
+            self._forget(key)
+        else:
+            self._deleted.pop(key, None)
         if event.obj.api == VOLCANO_GROUP_API:
             if event.deleted:
                 self._volcano.pop(key, None)
@@ -219,9 +232,27 @@ class PodGroupStatus:
             else:
                 self._waiting_checks.append(pod)
 
+    def _forget(self, key: str) -> None:
+        """Everything kept of a deleted PodGroup, of any API (the owner, the finished members and
+        the rest were kept for native and Volcano groups, one set per gang ever seen)."""
+        for kept in (
+            self._written, self._terminal, self._started, self._owner, self._conditions,
+            self._volcano, self._volcano_job,
+        ):  # fmt: skip
+            kept.pop(key, None)
+        self._final.discard(key)
+        self._native_ours.discard(key)
+        now = time.monotonic()
+        self._deleted[key] = now
+        self._deleted.move_to_end(key)
+        while self._deleted and next(iter(self._deleted.values())) < now - DELETED_KEPT_S:
+            self._deleted.popitem(last=False)
+
     def note_member(self, pod: PodInfo, raw: Mapping[str, Any]) -> None:
         key = pod.group_key
         assert key is not None
+        if key in self._deleted:
+            return
         if pod.phase in TERMINAL_PHASES:
             bucket = self._terminal.setdefault(key, {"Succeeded": set(), "Failed": set()})
             bucket[pod.phase].add(pod.uid)

@@ -69,6 +69,18 @@ class Matcher:
         #: node (or id(pools)) -> (pools, their usable devices in the allocator's order)
         self._ordered: dict[str | int, tuple[Sequence[NodePool], tuple[Device, ...]]] = {}
 
+    def entries(self) -> int:
+        """How many nodes (or device lists) the per-node lists are kept for, at most."""
+        return max([len(self._ordered), *(len(by_node) for by_node in self._lists.values())])
+
+    def prune(self, alive: Callable[[str], bool]) -> None:
+        """Forget the lists of nodes no longer in the cluster (an autoscaler's nodes come and go
+        under new names: each left its lists behind until 50,000) and of unnamed device lists."""
+        kept_lists: list[dict[str | int, Any]] = [self._ordered, *self._lists.values()]
+        for kept in kept_lists:
+            for key in [k for k in kept if not (isinstance(k, str) and alive(k))]:
+                del kept[key]
+
     def matching(
         self,
         claim: ResourceClaimInfo,

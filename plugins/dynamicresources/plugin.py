@@ -391,6 +391,8 @@ class DynamicResources:
         """The devices the node at ``row`` may allocate from (of its complete, valid pools), in the
         allocator's order: the matcher's list for the node, the one the allocator searches, kept
         while the node's pools are the same objects."""
+        if self.matcher.entries() > 2 * len(table) + 64:  # nodes gone since: their lists go too
+            self.matcher.prune(lambda name: name in table)
         return self.matcher.ordered(self.node_pools(table, row), table.name(row))
 
     def _count_free(

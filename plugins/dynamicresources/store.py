@@ -303,6 +303,13 @@ class DraStore:
             if pool.usable:
                 yield from pool.devices
 
+    def forget_node(self, node: str) -> None:
+        """The node is gone: its pools (and the labels they were gathered for) are not kept; a
+        node of that name that comes back gathers them again."""
+        self._pools.pop(node, None)
+        if not self._by_node.get(node):
+            self._by_node.pop(node, None)
+
     def pools_for(self, node: str, labels: Mapping[str, str]) -> tuple[NodePool, ...]:
         """The pools ``node`` reaches, as the allocator sees them (kube's GatherPools), sorted by
         driver and pool name; kept until a slice or a rule changes, or the node's labels do."""

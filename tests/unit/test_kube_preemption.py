@@ -4,8 +4,13 @@ and wording, against a recording client (no server)."""
 from __future__ import annotations
 
 import asyncio
+import time
+from types import SimpleNamespace
 from typing import Any, cast
 
+import pytest
+
+from shoal.kube import reporter as reporter_module
 from shoal.kube.preemption import KubePreemptionExecutor
 from shoal.kube.reporter import KubeReporter
 from shoal.kube.rest import RawClient
@@ -123,3 +128,27 @@ def test_preemption_metrics_have_kube_schedulers_names() -> None:
     text = m.render().decode()
     assert "scheduler_preemption_attempts_total 2.0" in text
     assert "scheduler_preemption_victims_count 1.0" in text and "scheduler_preemption_victims_sum 3.0" in text
+
+
+async def test_the_reporter_forgets_what_is_older_than_its_dedup_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The soak's leak: one dedup entry per FailedScheduling message and one "settled" uid per
+    pod ever bound stayed until 50,000 of each. Entries older than the window are dropped."""
+    clock = [1000.0]
+    monkeypatch.setattr(reporter_module, "time", SimpleNamespace(monotonic=lambda: clock[0], time=time.time))
+    reporter = KubeReporter(_Api(), instance="t", dedup_seconds=60.0)  # type: ignore[arg-type]
+    reporter.raw = cast(RawClient, Recorder())
+    for i in range(100):
+        p = pod(f"p{i}", scheduler_name="gpu-scheduler")
+        reporter.unschedulable(p, f"0/{i} nodes are available", "gpu-scheduler")
+        reporter.forget(p.uid)
+    assert len(reporter._recent) == 100 and len(reporter._settled) == 100
+    clock[0] += 61.0  # one more of each, past the window: the rest are gone
+    later = pod("later", scheduler_name="gpu-scheduler")
+    reporter.unschedulable(later, "0/1 nodes are available", "gpu-scheduler")
+    reporter.forget(later.uid)
+    assert list(reporter._recent) == [(later.uid, "FailedScheduling", "0/1 nodes are available")]
+    assert list(reporter._settled) == [later.uid]
+    # within the window a repeated message is still deduplicated
+    assert not reporter._fresh(later, "FailedScheduling", "0/1 nodes are available")

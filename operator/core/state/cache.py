@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from shoal.core.state.disruption import Nominator, PDBInfo
 from shoal.core.state.nodetable import NodeTable
@@ -36,6 +36,14 @@ class _Assumed:
 
 class CacheError(RuntimeError):
     """A cache operation that breaks an invariant (e.g. assuming an already assumed pod)."""
+
+
+@runtime_checkable
+class ForgetsNodes(Protocol):
+    """A plugin store that keeps something per node name: told when a node is deleted (autoscaled
+    nodes come and go under new names; what is kept for each must go with it)."""
+
+    def forget_node(self, node: str) -> None: ...
 
 
 class ClusterCache:
@@ -89,8 +97,12 @@ class ClusterCache:
         return new
 
     def remove_node(self, name: str) -> None:
-        """Drop a node; its pods stay known (they are gone from the API soon, or it returns)."""
+        """Drop a node; its pods stay known (they are gone from the API soon, or it returns). A
+        plugin store that keeps something per node (``ForgetsNodes``) forgets it."""
         self.table.remove_node(name)
+        for store in self.stores.values():
+            if isinstance(store, ForgetsNodes):
+                store.forget_node(name)
 
     # -- pods ----------------------------------------------------------------------------------
     def _count(self, pod: PodInfo, node: str) -> None:

@@ -21,7 +21,7 @@ from shoal.cli import main
 from shoal.core.framework.cyclestate import CycleState
 from shoal.core.framework.interfaces import ClusterEvent, EventKind
 from shoal.core.scheduling.schedule_one import schedule_pod
-from shoal.core.state.objects import PodInfo
+from shoal.core.state.objects import NodeSpec, PodInfo
 from shoal.core.state.status import Code, Status
 from shoal.plugins.dynamicresources.objects import DRA_DECODERS, DeviceClassInfo, ResourceClaimInfo
 from shoal.plugins.dynamicresources.plugin import DynamicResources
@@ -1026,3 +1026,28 @@ def test_partitions_taken_one_pod_at_a_time_spend_the_counters_and_a_freed_one_i
     assert out["uid-p2"].node == "n1"
     assert [a.id.device for a in store.claims["default/h2"].allocated or ()] == ["half-0"]
     assert out["uid-w"].node is None
+
+
+def test_what_is_kept_per_node_goes_with_a_deleted_node() -> None:
+    """An autoscaler's nodes come and go under new names: the store's pools and the matcher's
+    lists of a deleted node are not kept (they were, until 20,000 and 50,000 nodes)."""
+    nodes = [node(f"n{i}") for i in range(3)]
+    sim, out = run(*nodes, device_class(), node_slice("n2"), claim("c"), user("p", "c"))
+    assert out["uid-p"].node == "n2"
+    store = sim.scheduler.cache.store(DraStore)
+    assert {"n0", "n1", "n2"} <= set(store._pools)
+    (plugin,) = {
+        p
+        for fw in sim.scheduler.profiles.values()
+        for p in fw.plugins.values()
+        if isinstance(p, DynamicResources)
+    }
+    matcher = plugin.matcher
+    for i in range(3, 200):  # nodes that came and went
+        sim.scheduler.on_node(NodeSpec.from_dict(node(f"n{i}")))
+        plugin.node_devices(sim.scheduler.cache.table, sim.scheduler.cache.table.index[f"n{i}"])
+        sim.scheduler.on_node_deleted(f"n{i}")
+    assert set(store._pools) <= {"n0", "n1", "n2"}
+    plugin.node_devices(sim.scheduler.cache.table, sim.scheduler.cache.table.index["n2"])
+    assert matcher.entries() <= 2 * len(sim.scheduler.cache.table) + 64 + 1
+    assert "n2" in matcher._ordered
