@@ -1075,9 +1075,7 @@ async def main_async(args: argparse.Namespace) -> int:
     print(json.dumps(summary, indent=2))
     if not args.no_write and every:
         RESULTS.parent.mkdir(exist_ok=True)
-        # the race against the next release (bench/e2e_next.py) keeps its figures here
-        kept = {k: v for k, v in previous_results().items() if k.startswith(NEXT_KEYS)}
-        RESULTS.write_text(json.dumps({**summary, **kept, "results": results}, indent=2, default=str) + "\n")
+        RESULTS.write_text(json.dumps(recorded(summary, results), indent=2, default=str) + "\n")
         write_doc(results, summary, plot(results), settle_s=SETTLE_S)
         write_summary()
         print(f"bench: wrote {RESULTS.relative_to(ROOT)} and docs/benchmarks.md")
@@ -1087,6 +1085,13 @@ async def main_async(args: argparse.Namespace) -> int:
 def previous_results() -> dict[str, Any]:
     data: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     return data
+
+
+def recorded(summary: Mapping[str, Any], results: Mapping[str, Any]) -> dict[str, Any]:
+    """What e2e.json holds after a run: its summary and results, and the figures of the race
+    against the next release (bench/e2e_next.py) kept from the file as they were."""
+    kept = {k: v for k, v in previous_results().items() if k.startswith(NEXT_KEYS)}
+    return {**summary, **kept, "results": results}
 
 
 def arg_parser() -> argparse.ArgumentParser:

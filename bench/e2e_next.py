@@ -176,7 +176,8 @@ async def gang_run(
             seconds = bound_at[-1] - bound_at[0] if len(bound_at) > 1 else 0.0
             per_s = (len(bound_at) - 1) / max(seconds, 1e-9)
         latencies = [times[n] - created[n] for n in created if n in times]
-        where = {n: node for n, node in b.bound_nodes().items() if n in set(names)}
+        wanted = set(names)
+        where = {n: node for n, node in b.bound_nodes().items() if n in wanted}
         return {
             "workload": workload,
             "mode": mode,
@@ -210,20 +211,23 @@ def summary(results: Mapping[str, Any]) -> dict[str, Any]:
     (geometric mean of the workloads' ratios), quality likewise, basic from the streamed basic run."""
     backlog = {w: r for w, r in results.get("gangs", {}).items() if w.endswith("-backlog")}
 
-    def geo(values: list[float]) -> float | None:
-        values = [v for v in values if v and v > 0]
-        return statistics.geometric_mean(values) if values else None
+    def geo(values: list[float | None]) -> float | None:
+        """The geometric mean, or None when a workload has no ratio (a scheduler bound nothing):
+        a failure must not drop out of the figure."""
+        if not values or any(v is None or v <= 0 for v in values):
+            return None
+        return statistics.geometric_mean([v for v in values if v is not None])
 
     def ratio(r: Mapping[str, Any], key: str, other: str = "kube-scheduler") -> float | None:
         a, b = r["shoal"].get(key), r[other].get(key)
         return a / b if a and b else None
 
     out: dict[str, Any] = {
-        f"{PREFIX}_topology_ratio": geo([v for r in backlog.values() if (v := ratio(r, "pods_per_s"))]),
+        f"{PREFIX}_topology_ratio": geo([ratio(r, "pods_per_s") for r in backlog.values()]),
         f"{PREFIX}_topology_ratio_all_placements": geo(
-            [v for r in backlog.values() if (v := ratio(r, "pods_per_s", "kube-all-placements"))]
+            [ratio(r, "pods_per_s", "kube-all-placements") for r in backlog.values()]
         ),
-        f"{PREFIX}_topology_quality": geo([v for r in backlog.values() if (v := ratio(r, "one_rack"))]),
+        f"{PREFIX}_topology_quality": geo([ratio(r, "one_rack") for r in backlog.values()]),
         f"{PREFIX}_topology_free_racks": {w: {k: r[k]["free_racks"] for k in r} for w, r in backlog.items()},
         f"{PREFIX}_topology_all_bound": (
             all(x["all_bound"] for r in backlog.values() for x in r.values()) if backlog else None

@@ -84,7 +84,9 @@ def gang_preemptors(namespace: str, scheduler_name: str, native: bool) -> list[d
             "apiVersion": "scheduling.k8s.io/v1beta1",
             "kind": "PodGroup",
             "metadata": {"name": "gang", "namespace": namespace},
-            "spec": {"schedulingPolicy": {"gang": {"minCount": GANG_MEMBERS}}},
+            # the members' priority class: kube-scheduler refuses a gang whose members' priority
+            # is not its PodGroup's (without it, the PodGroup's priority is 0)
+            "spec": {"schedulingPolicy": {"gang": {"minCount": GANG_MEMBERS}}, "priorityClassName": HIGH},
         }
     else:
         group = make_pod_group("gang", namespace=namespace, min_member=GANG_MEMBERS)

@@ -32,10 +32,11 @@ test fails on a kopf that changed it):
   through its per-event machinery, after shoal has just listed them all to prime its cache; the
   first watch of a primed kind now starts from the priming's resourceVersion instead (when kopf's
   watch selects what the priming listed: the same field selector, no label or shard selector).
-* :func:`stream_relists`: a later listing (a re-list after a 410, as after every API server restart)
-  is a watch that sends its initial events (``sendInitialEvents``, as client-go's WatchListClient
-  lists) read one line at a time and handed on a hundred objects at a time, instead of one response
-  of every object decoded at once; a server that does not stream it is listed as kopf does. With
+* :func:`stream_relists`: every listing the priming does not answer (a re-list after a 410, as
+  after every API server restart; a kind not primed) is a watch that sends its initial events
+  (``sendInitialEvents``, as client-go's WatchListClient lists) read one line at a time and handed
+  on a hundred objects at a time, instead of one response of every object decoded at once; a
+  server that does not stream it (or a kind with shard selectors) is listed as kopf does. With
   kopf's per-object workers exiting 0.5 s after an object's last event (kopf: 5 s, holding the
   body), a re-list no longer holds every object of a kind twice: the peak the allocator kept after
   each API server restart (docs/reliability.md).
@@ -329,7 +330,7 @@ class _KopfFetching:
                 yield [], entry.resource_version
                 return
             log.info("kopf watches %s with other selectors than the priming's: it lists them again", resource)
-        if getattr(settings, _STREAMED, False):
+        if getattr(settings, _STREAMED, False) and not settings.watching.shard_selectors.collect(resource):
             streamed = 0
             try:
                 async for chunk, listed in _stream_list(settings, resource, namespace, logger):
@@ -393,7 +394,10 @@ async def _stream_list(
             url=resource.get_url(namespace=namespace, params=params),
             settings=settings,
             logger=logger,
-            timeout=aiohttp.ClientTimeout(total=watching.client_timeout),
+            # a stalled stream is noticed as kopf's own listing notices it, not only at the end
+            timeout=aiohttp.ClientTimeout(
+                total=watching.client_timeout, sock_read=settings.networking.request_timeout
+            ),
         ):
             kind, obj = event.get("type"), event.get("object") or {}
             if kind == "BOOKMARK":
@@ -444,8 +448,9 @@ def continue_from_prime(settings: kopf.OperatorSettings, primed: dict[tuple[str,
 
 
 def stream_relists(settings: kopf.OperatorSettings) -> bool:
-    """kopf's listings after the first (a re-list after a 410) are streamed (:func:`_stream_list`)
-    instead of fetched whole; a server that does not stream them is listed as kopf does. Idempotent;
+    """kopf's listings the priming does not answer (a re-list after a 410, a kind not primed) are
+    streamed (:func:`_stream_list`) instead of fetched whole; a server that does not stream them,
+    and a kind watched with shard selectors, are listed as kopf does. Idempotent;
     False (and kopf untouched) when kopf's watch is not the one this was written against."""
     if not _install_fetching():
         log.info("kopf's watch is not the one shoal knows: its re-lists are kopf's own")

@@ -131,8 +131,13 @@ def test_bench_e2e_keeps_the_next_releases_figures(tmp_path: Path, monkeypatch: 
         '{"k138_topology_ratio": 2.5, "gang_topology_preemption_excess_victims": 0, "basic_ratio": 1}'
     )
     monkeypatch.setattr(e2e, "RESULTS", results)
-    kept = {k: v for k, v in e2e.previous_results().items() if k.startswith(e2e.NEXT_KEYS)}
-    assert kept == {"k138_topology_ratio": 2.5, "gang_topology_preemption_excess_victims": 0}
+    out = e2e.recorded({"basic_ratio": 2.0}, {"basic": {}})
+    assert out == {
+        "basic_ratio": 2.0,  # the new run's figure, not the file's
+        "k138_topology_ratio": 2.5,
+        "gang_topology_preemption_excess_victims": 0,
+        "results": {"basic": {}},
+    }
 
 
 def test_the_race_needs_a_release_named(
@@ -143,3 +148,22 @@ def test_the_race_needs_a_release_named(
     assert "SHOAL_KUBE_VERSION" in capsys.readouterr().out
     assert e2e_next.main(["--workloads", "nope"]) == 2
     assert "unknown workload nope" in capsys.readouterr().out
+
+
+def test_a_workload_without_a_ratio_leaves_no_figure_rather_than_dropping_out() -> None:
+    results = {
+        "gangs": {
+            "750x4-backlog": {
+                "shoal": _run(800),
+                "kube-scheduler": _run(400),
+                "kube-all-placements": _run(100),
+            },
+            "9x1000-backlog": {
+                "shoal": _run(0, bound=False),
+                "kube-scheduler": _run(300),
+                "kube-all-placements": _run(50),
+            },
+        }
+    }
+    s = e2e_next.summary(results)
+    assert s["k138_topology_ratio"] is None and s["k138_topology_all_bound"] is False

@@ -373,3 +373,19 @@ def test_configure_streams_relists(kopf_fetching: Any) -> None:
     kopf_glue.configure(settings, 300.0)
     assert getattr(settings, kopf_glue._STREAMED) is True
     assert isinstance(kopf_watching.fetching, kopf_glue._KopfFetching)  # type: ignore[attr-defined]
+
+
+async def test_a_kind_watched_with_shard_selectors_is_listed_as_kopf_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The streamed listing sends no shard selector: such a kind keeps kopf's own listing."""
+    original = kopf.OperatorSettings
+
+    def sharded() -> kopf.OperatorSettings:
+        settings = original()
+        settings.watching.shard_selectors["", "v1", "pods"] = "shard-a"
+        return settings
+
+    monkeypatch.setattr(kopf, "OperatorSettings", sharded)
+    chunks, urls, real = await _relist(monkeypatch, [_watch_line("BOOKMARK", "", "9", **END)])
+    assert chunks == [(["a", "b"], "500")] and urls == [] and real.calls == [("pods", None)]
