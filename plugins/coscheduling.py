@@ -99,6 +99,12 @@ def _priority_error(group: PodGroupInfo, pod: PodInfo) -> Status:
     )
 
 
+def _unevaluated(group: PodGroupInfo) -> Status:
+    """A group that uses what shoal does not evaluate: its members are refused, naming it."""
+    why = f"{named(group)} uses {', '.join(group.unevaluated)}, which shoal does not evaluate"
+    return Status.unschedulable(why, plugin=NAME, resolvable=False)
+
+
 def quorum_reached(placed: int, min_member: int) -> bool:
     """The pure rule: the gang may bind once ``min_member`` members are placed."""
     return placed >= min_member
@@ -150,11 +156,12 @@ class Coscheduling:
         a whole (kube-scheduler's pod-group validation), and so does one that shoal does not
         evaluate: before any placement, so no topology domain or preemption is tried for it."""
         if group.unevaluated:
-            why = f"{named(group)} uses {', '.join(group.unevaluated)}, which shoal does not evaluate"
-            return Status.unschedulable(why, plugin=NAME, resolvable=False)
+            return _unevaluated(group)
         if group.priority is not None:
-            placed = self.cache.group_members(group.key)
-            odd = next((p for p in (*members, *placed) if p.priority != group.priority), None)
+            # the pending members first (the one named is one of them if any is odd), then every
+            # member the cache knows, placed ones included
+            known = self.cache.group_members(group.key)
+            odd = next((p for p in (*members, *known) if p.priority != group.priority), None)
             if odd is not None:
                 return _priority_error(group, odd)
         return SUCCESS
@@ -168,14 +175,12 @@ class Coscheduling:
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         status = self._check(pod)
-        group = self.cache.pod_groups.get(pod.group_key) if status.ok and pod.group_key else None
-        if group is not None and group.priority is not None and pod.priority != group.priority:
-            return None, _priority_error(group, pod)
         if status.ok and pod.group_key is not None:
             group = self.cache.pod_groups[pod.group_key]
+            if group.priority is not None and pod.priority != group.priority:
+                return None, _priority_error(group, pod)
             if group.unevaluated:  # never silently wrong: a Volcano queue, its HyperNode topology, ...
-                why = f"{named(group)} uses {', '.join(group.unevaluated)}, which shoal does not evaluate"
-                return None, Status.unschedulable(why, plugin=NAME, resolvable=False)
+                return None, _unevaluated(group)
             if group.task_quorums:  # Volcano's minTaskMember, where the one quorum implies it
                 tasks = Counter(
                     m.annotations.get(TASK_SPEC_ANNOTATION, "") for m in self.cache.group_members(group.key)

@@ -144,7 +144,7 @@ class KubeReporter:
         _remember(self._recent, key, now)
         # an entry older than the dedup window says nothing any more: without this, one per
         # FailedScheduling message of every pod ever seen stayed (up to 50,000, messages included)
-        _expire(self._recent, now - self.dedup_seconds)
+        expire_before(self._recent, now - self.dedup_seconds)
         return True
 
     # -- the Reporter protocol ------------------------------------------------------------------
@@ -224,7 +224,7 @@ class KubeReporter:
         self._unsent.pop(uid, None)
         now = time.monotonic()
         _remember(self._settled, uid, now)
-        _expire(self._settled, now - self.dedup_seconds)
+        expire_before(self._settled, now - self.dedup_seconds)
 
     # -- writes --------------------------------------------------------------------------------
     async def _event(
@@ -328,9 +328,9 @@ def _condition_body(reason: str, message: str, when: float) -> dict[str, Any]:
     }
 
 
-def _expire(recent: OrderedDict[K, float], before: float) -> None:
-    """Drop the entries stored before ``before`` (the oldest come first: :func:`_remember` moves a
-    stored key to the end)."""
+def expire_before(recent: OrderedDict[K, float], before: float) -> None:
+    """Drop the entries stored before ``before``, in a map of key -> when it was stored whose
+    oldest entries come first (as :func:`_remember` keeps it: a stored key moves to the end)."""
     while recent:
         key, when = next(iter(recent.items()))
         if when >= before:

@@ -52,7 +52,7 @@ from shoal.core.state.volcano import volcano_phase
 from shoal.core.state.workloads import SATISFIED, find_condition, gang_satisfied, initially_scheduled
 from shoal.kube.informer import Event
 from shoal.kube.listing import list_retrying
-from shoal.kube.reporter import event_body
+from shoal.kube.reporter import event_body, expire_before
 from shoal.kube.rest import RawClient, write_retrying
 from shoal.kube.status import StatusWriter, same_status
 from shoal.kube.wire import (
@@ -245,8 +245,7 @@ class PodGroupStatus:
         now = time.monotonic()
         self._deleted[key] = now
         self._deleted.move_to_end(key)
-        while self._deleted and next(iter(self._deleted.values())) < now - DELETED_KEPT_S:
-            self._deleted.popitem(last=False)
+        expire_before(self._deleted, now - DELETED_KEPT_S)
 
     def note_member(self, pod: PodInfo, raw: Mapping[str, Any]) -> None:
         key = pod.group_key

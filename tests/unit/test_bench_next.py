@@ -51,21 +51,18 @@ def _run(per_s: float, one_rack: float = 1.0, bound: bool = True) -> dict[str, A
     }
 
 
+def _kinds(shoal: dict[str, Any], kube: dict[str, Any], every: dict[str, Any]) -> dict[str, Any]:
+    """One workload's runs: shoal, kube-scheduler as it ships, kube-scheduler scoring every placement."""
+    return {"shoal": shoal, "kube-scheduler": kube, "kube-all-placements": every}
+
+
 def test_summary_is_the_geometric_mean_of_backlog_ratios_against_kube_as_it_ships() -> None:
     results = {
         "gangs": {
-            "750x4-backlog": {
-                "shoal": _run(800),
-                "kube-scheduler": _run(400),
-                "kube-all-placements": _run(100),
-            },
-            "3x1000-backlog": {
-                "shoal": _run(1000, one_rack=1.0),
-                "kube-scheduler": _run(500, one_rack=0.5),
-                "kube-all-placements": _run(250),
-            },
+            "750x4-backlog": _kinds(_run(800), _run(400), _run(100)),
+            "3x1000-backlog": _kinds(_run(1000, one_rack=1.0), _run(500, one_rack=0.5), _run(250)),
             # the streamed run is not a backlog ratio
-            "750x4-stream": {"shoal": _run(1), "kube-scheduler": _run(1000), "kube-all-placements": _run(1)},
+            "750x4-stream": _kinds(_run(1), _run(1000), _run(1)),
         },
         "basic": {"shoal": _run(300), "kube-scheduler": _run(200)},
         "topology_gang_preemption": {
@@ -153,16 +150,8 @@ def test_the_race_needs_a_release_named(
 def test_a_workload_without_a_ratio_leaves_no_figure_rather_than_dropping_out() -> None:
     results = {
         "gangs": {
-            "750x4-backlog": {
-                "shoal": _run(800),
-                "kube-scheduler": _run(400),
-                "kube-all-placements": _run(100),
-            },
-            "9x1000-backlog": {
-                "shoal": _run(0, bound=False),
-                "kube-scheduler": _run(300),
-                "kube-all-placements": _run(50),
-            },
+            "750x4-backlog": _kinds(_run(800), _run(400), _run(100)),
+            "9x1000-backlog": _kinds(_run(0, bound=False), _run(300), _run(50)),
         }
     }
     s = e2e_next.summary(results)
