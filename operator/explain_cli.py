@@ -126,10 +126,12 @@ async def _snapshot(
 
 def _watch_cluster(informer: Informer, sched: Scheduler) -> None:
     """The kinds between profiles and pods, in the operator's priming order, into ``sched``."""
+    from shoal.core.state.hierarchy import CompositeGroupInfo
     from shoal.core.state.objects import NodeSpec, PodGroupInfo
     from shoal.core.state.spreadselectors import SelectorOwner
     from shoal.kube.informer import Event
     from shoal.kube.kinds import (
+        KIND_COMPOSITE_PODGROUPS,
         KIND_NAMESPACES,
         KIND_NODES,
         POD_GROUP_KINDS,
@@ -140,6 +142,9 @@ def _watch_cluster(informer: Informer, sched: Scheduler) -> None:
 
     async def on_group(event: Event[PodGroupInfo]) -> None:
         sched.on_pod_group(event.obj)
+
+    async def on_composite(event: Event[CompositeGroupInfo]) -> None:
+        sched.on_composite(event.obj)
 
     async def on_node(event: Event[NodeSpec]) -> None:
         sched.on_node(event.obj)
@@ -153,6 +158,7 @@ def _watch_cluster(informer: Informer, sched: Scheduler) -> None:
     async def on_spread_selector(event: Event[SelectorOwner]) -> None:
         sched.cache.spread_selectors.upsert(event.obj)
 
+    informer.watch(KIND_COMPOSITE_PODGROUPS, on_composite)
     for group_kind in POD_GROUP_KINDS:  # scheduler-plugins' and native PodGroups
         informer.watch(group_kind, on_group)
     informer.watch(KIND_NAMESPACES, on_namespace)

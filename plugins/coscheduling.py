@@ -53,6 +53,7 @@ from shoal.core.framework.interfaces import (
 )
 from shoal.core.framework.profile import ArgsModel, PluginEntry
 from shoal.core.state import fidelity
+from shoal.core.state.hierarchy import CompositeGroupInfo, min_children, ready, ready_count
 from shoal.core.state.objects import PodGroupInfo, PodInfo
 from shoal.core.state.status import SUCCESS, Code, Status
 from shoal.core.state.volcano import TASK_SPEC_ANNOTATION, short_of_task_quorums
@@ -124,7 +125,7 @@ class Coscheduling:
         one, so its members share the domain, as kube-scheduler's pod-group cycle does)."""
         key = pod.group_key
         group = self.cache.pod_groups.get(key) if key else None
-        return group if group is not None and (group.gang or group.topology_levels) else None
+        return group if group is not None and (group.gang or group.topology_levels or group.parent) else None
 
     def timeout(self, group: PodGroupInfo) -> float:
         return float(group.schedule_timeout_seconds or self.args.default_schedule_timeout_seconds)
@@ -136,10 +137,32 @@ class Coscheduling:
         group = self.cache.pod_groups.get(key)
         if group is None:  # kube-scheduler's GangScheduling waits for a native one too
             return Status.unschedulable(f"PodGroup {key} not found", plugin=NAME, resolvable=False)
+        if group.parent:
+            return self._check_tree(group)
         total = self.cache.group_size(key)
         if group.gang and total < group.min_member:
             return Status.unschedulable(
                 f"{named(group)} has {total} of the {group.min_member} pods it needs ({group.min_field})",
+                plugin=NAME,
+            )
+        return SUCCESS
+
+    def _check_tree(self, group: PodGroupInfo) -> Status:
+        """A member of a CompositePodGroup tree waits until its root is known and *ready*
+        (kube-scheduler 1.38's readiness: ``minGroupCount`` children ready, each PodGroup with
+        ``minCount`` pods); a tree that breaks a rule is refused by :meth:`check_group`."""
+        tree, problem, _ = self.cache.group_tree(group)
+        if problem:
+            return Status.unschedulable(f"{named(group)}: {problem}", plugin=NAME, resolvable=False)
+        if tree is None or tree.composite is None:
+            return SUCCESS
+        if not ready(tree, self.cache.group_size):
+            root = tree.composite
+            field = "minGroupCount" if root.gang else "basic: one"
+            return Status.unschedulable(
+                f"{named(group)} is in {root.named()}, which has {ready_count(tree, self.cache.group_size)} "
+                f"of the {min_children(tree)} ready child groups it needs ({field}; a PodGroup is ready "
+                "with minCount pods)",
                 plugin=NAME,
             )
         return SUCCESS
@@ -149,6 +172,8 @@ class Coscheduling:
         another member's arrival changes nothing for it (the gang's last arrival releases them
         all; with a gang of a thousand, asking each at every arrival was cubic in its size)."""
         group = self.cache.pod_groups.get(pod.group_key) if pod.group_key else None
+        if group is not None and group.parent:
+            return self._check_tree(group).ok
         return group is None or not group.gang or self.cache.group_size(group.key) >= group.min_member
 
     def check_group(self, group: PodGroupInfo, members: Sequence[PodInfo]) -> Status:
@@ -157,6 +182,10 @@ class Coscheduling:
         evaluate: before any placement, so no topology domain or preemption is tried for it."""
         if group.unevaluated:
             return _unevaluated(group)
+        if group.parent:  # kube-scheduler 1.38's validation of the tree, at every cycle
+            _, problem, _ = self.cache.group_tree(group)
+            if problem:
+                return Status.error(f"{named(group)}: {problem}", plugin=NAME)
         if group.priority is not None:
             # the pending members first (the one named is one of them if any is odd), then every
             # member the cache knows, placed ones included
@@ -236,11 +265,21 @@ class Coscheduling:
         return SUCCESS, 0.0
 
     def events_to_register(self) -> Sequence[EventRegistration]:
+        def in_a_tree(pod: PodInfo) -> bool:
+            group = self.cache.pod_groups.get(pod.group_key) if pod.group_key else None
+            return group is not None and group.parent is not None
+
         def same_group(pod: PodInfo, event: ClusterEvent) -> bool:
             obj = event.obj
+            if isinstance(obj, CompositeGroupInfo) or (isinstance(obj, PodGroupInfo) and obj.parent):
+                # a tree's shape changed: its members may be ready (or valid) now, or wait for
+                # something else (PreEnqueue again says what)
+                return in_a_tree(pod)
             if isinstance(obj, PodGroupInfo):
                 return obj.key == pod.group_key
             if isinstance(obj, PodInfo):
+                if in_a_tree(pod):  # targets names the tree's members only
+                    return obj.group_key is not None and self._quorum_known(pod)
                 return (
                     obj.group_key is not None and obj.group_key == pod.group_key and self._quorum_known(pod)
                 )
@@ -250,9 +289,14 @@ class Coscheduling:
             """A member's arrival concerns its own group's members only (with a gang of thousands
             pending, asking every gated pod about every arrival was quadratic)."""
             obj = event.obj
-            if isinstance(obj, PodInfo):
-                return self.cache.group_member_uids(obj.group_key) if obj.group_key else ()
-            return None
+            if not isinstance(obj, PodInfo):
+                return None
+            group = self.cache.pod_groups.get(obj.group_key) if obj.group_key else None
+            if group is not None and group.parent:  # a member of a tree: every member of the tree
+                tree, _, _ = self.cache.group_tree(group)
+                if tree is not None:
+                    return [u for leaf in tree.leaves() for u in self.cache.group_member_uids(leaf.key)]
+            return self.cache.group_member_uids(obj.group_key) if obj.group_key else ()
 
         def has_min_resources(pod: PodInfo, event: ClusterEvent) -> bool:
             group = self.pod_group(pod)

@@ -1,9 +1,9 @@
 """The kinds shoal watches, declared once for the operator, ``shoal explain`` and the benchmarks.
 
 Order matters where a list of kinds is primed: profiles first (a pod is only queued when its
-schedulerName has one), then PodGroups (of the three APIs), namespaces, nodes, the storage kinds and
-the DRA kinds (a pod's claims must be known before it is tried), the selectors of default topology
-spreading (before the pods they spread), and pods last.
+schedulerName has one), then CompositePodGroups and PodGroups (of the three APIs), namespaces,
+nodes, the storage kinds and the DRA kinds (a pod's claims must be known before it is tried),
+the selectors of default topology spreading (before the pods they spread), and pods last.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shoal.core.state.disruption import PDBInfo
+from shoal.core.state.hierarchy import CompositeGroupInfo, composite_pod_group
 from shoal.core.state.objects import NodeSpec, PodGroupInfo, PodInfo, parse_time
 from shoal.core.state.spreadselectors import (
     REPLICA_SET,
@@ -25,6 +26,7 @@ from shoal.core.state.volcano import volcano_pod_group
 from shoal.core.state.workloads import native_pod_group
 from shoal.kube.informer import Kind
 from shoal.kube.wire import (
+    COMPOSITE_PODGROUPS,
     CSI_DRIVERS,
     CSI_NODES,
     CSI_STORAGE_CAPACITIES,
@@ -112,6 +114,10 @@ KIND_NATIVE_PODGROUPS: Kind[PodGroupInfo] = Kind(
 #: Volcano's PodGroups: optional, only where Volcano's CRD is installed
 KIND_VOLCANO_PODGROUPS: Kind[PodGroupInfo] = Kind(
     VOLCANO_PODGROUPS, volcano_pod_group, optional=True, alias="podgroups.scheduling.volcano.sh"
+)
+#: their parents (1.38): optional, served only with the CompositePodGroup gate
+KIND_COMPOSITE_PODGROUPS: Kind[CompositeGroupInfo] = Kind(
+    COMPOSITE_PODGROUPS, composite_pod_group, optional=True
 )
 #: the three gang APIs, in priming order
 POD_GROUP_KINDS: tuple[Kind[PodGroupInfo], ...] = (

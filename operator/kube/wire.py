@@ -77,6 +77,8 @@ PROFILES = Resource(PROFILE_GROUP, PROFILE_VERSION, PROFILE_PLURAL)
 PODGROUPS = Resource(PODGROUP_GROUP, PODGROUP_VERSION, PODGROUP_PLURAL, namespaced=True)
 #: Kubernetes' native PodGroups (1.37 beta; served with the GenericWorkload gate and the version on)
 NATIVE_PODGROUPS = Resource("scheduling.k8s.io", "v1beta1", "podgroups", namespaced=True)
+#: their parents (1.38 beta; served with the CompositePodGroup gate): gangs of gangs
+COMPOSITE_PODGROUPS = Resource("scheduling.k8s.io", "v1beta1", "compositepodgroups", namespaced=True)
 #: Volcano's PodGroups (a CRD, where Volcano was installed); no status subresource: status is
 #: written by patching the object itself, as vc-scheduler updates it
 VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", namespaced=True)

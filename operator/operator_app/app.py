@@ -42,6 +42,7 @@ from kubernetes_asyncio import client
 
 from shoal.core.scheduling.scheduler import Scheduler
 from shoal.core.state.disruption import PDBInfo
+from shoal.core.state.hierarchy import CompositeGroupInfo
 from shoal.core.state.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.state.spreadselectors import SelectorOwner
 from shoal.kube.binder import KubeBinder
@@ -50,6 +51,7 @@ from shoal.kube.delegated_auth import DelegatedAuth
 from shoal.kube.dra import KubeClaimWriter
 from shoal.kube.informer import Event, Informer, Kind
 from shoal.kube.kinds import (
+    KIND_COMPOSITE_PODGROUPS,
     KIND_NAMESPACES,
     KIND_NODES,
     KIND_PDBS,
@@ -97,6 +99,7 @@ class ShoalOperator:
         self.health = Health()
         self.informer = Informer()
         self.informer.watch(KIND_PROFILES, self._on_profile)
+        self.informer.watch(KIND_COMPOSITE_PODGROUPS, self._on_composite)
         for group_kind in POD_GROUP_KINDS:  # scheduler-plugins' and native PodGroups: one gang model
             self.informer.watch(group_kind, self._on_pod_group)
         self.informer.watch(KIND_NAMESPACES, self._on_namespace, gone=self._namespace_gone)
@@ -448,6 +451,12 @@ class ShoalOperator:
     async def _on_profile(self, event: Event[ProfileObject]) -> None:
         if self.profiles is not None:
             await self.profiles.on_event(event)
+
+    async def _on_composite(self, event: Event[CompositeGroupInfo]) -> None:
+        if self.scheduler is None or self.podgroups is None:
+            return
+        self.scheduler.on_composite(event.obj, deleted=event.deleted)
+        self.podgroups.on_composite(event)
 
     async def _on_pod_group(self, event: Event[PodGroupInfo]) -> None:
         if self.scheduler is None or self.podgroups is None:

@@ -18,6 +18,9 @@ has ``minCount`` members scheduled or succeeded (``PodGroupSatisfied``, KEP-6413
 condition: ``gang_satisfied``), with an event when that changes. Its finished members are counted
 as scheduler-plugins' are.
 
+A CompositePodGroup (1.38) gets kube-scheduler's ``CompositePodGroupInitiallyScheduled``, from
+the last cycle shoal ran for its tree (``shoal.core.state.hierarchy.composite_initially_scheduled``).
+
 A Volcano PodGroup (``scheduling.volcano.sh``) gets vc-scheduler's phase and counts
 (``shoal.core.state.volcano.volcano_phase``), merge-patched onto the object itself (Volcano's CRD has no
 status subresource), and only while shoal schedules its members: a group whose pods name another
@@ -40,6 +43,7 @@ from typing import Any
 import aiohttp
 
 from shoal.core.scheduling.scheduler import Scheduler
+from shoal.core.state.hierarchy import CompositeGroupInfo, composite_initially_scheduled
 from shoal.core.state.objects import (
     NATIVE_GROUP_API,
     POD_GROUP_LABEL,
@@ -49,13 +53,20 @@ from shoal.core.state.objects import (
     PodInfo,
 )
 from shoal.core.state.volcano import volcano_phase
-from shoal.core.state.workloads import SATISFIED, find_condition, gang_satisfied, initially_scheduled
+from shoal.core.state.workloads import (
+    REASON_SCHEDULER_ERROR,
+    SATISFIED,
+    find_condition,
+    gang_satisfied,
+    initially_scheduled,
+)
 from shoal.kube.informer import Event
 from shoal.kube.listing import list_retrying
 from shoal.kube.reporter import event_body, expire_before
 from shoal.kube.rest import RawClient, write_retrying
 from shoal.kube.status import StatusWriter, same_status
 from shoal.kube.wire import (
+    COMPOSITE_PODGROUPS,
     EVENTS,
     NATIVE_PODGROUPS,
     PODGROUPS,
@@ -171,6 +182,8 @@ class PodGroupStatus:
         self._waiting_checks: list[PodInfo] = []
         #: native PodGroup -> its status.conditions as last seen or written
         self._conditions: dict[str, list[dict[str, Any]]] = {}
+        #: each CompositePodGroup's conditions, as last seen or written (``namespace/name``)
+        self._composite_conditions: dict[str, list[dict[str, Any]]] = {}
         #: native PodGroups whose members shoal schedules (so still when none is left)
         self._native_ours: set[str] = set()
         #: Volcano PodGroup -> its status as last seen or written
@@ -182,6 +195,14 @@ class PodGroupStatus:
         self._deleted: OrderedDict[str, float] = OrderedDict()
 
     # -- what the watch says ---------------------------------------------------------------------
+    def on_composite(self, event: Event[CompositeGroupInfo]) -> None:
+        key = event.obj.key
+        if event.deleted:
+            self._composite_conditions.pop(key, None)
+            return
+        conditions = (event.raw.get("status") or {}).get("conditions") or []
+        self._composite_conditions[key] = [dict(c) for c in conditions if isinstance(c, Mapping)]
+
     def on_group(self, event: Event[PodGroupInfo]) -> None:
         key = event.obj.key
         status = event.raw.get("status")
@@ -359,6 +380,30 @@ class PodGroupStatus:
                 await self.write(key)
             except Exception:  # one group's trouble must not end the loop (a vital task)
                 log.exception("writing the status of PodGroup %s", key)
+        for key, info in list(self.scheduler.cache.hierarchy.composites.items()):
+            try:
+                await self.write_composite(info)
+            except Exception:
+                log.exception("writing the status of CompositePodGroup %s", key)
+
+    async def write_composite(self, info: CompositeGroupInfo) -> None:
+        """kube-scheduler 1.38's ``CompositePodGroupInitiallyScheduled``, from the last cycle shoal
+        ran for the tree (none: the tree is another scheduler's, or not tried yet): True once it
+        held (final), else False with why (``SchedulerError`` when a plugin failed)."""
+        outcome = self.scheduler.gangs.composite_outcomes.get(info.key)
+        if outcome is None:
+            return
+        held, message, error = outcome
+        current = self._composite_conditions.get(info.key, [])
+        reason = REASON_SCHEDULER_ERROR if error else ""
+        condition = composite_initially_scheduled(info, held, message, current, rfc3339(), reason=reason)
+        if condition is None:
+            return
+        path = COMPOSITE_PODGROUPS.path(info.name, namespace=info.namespace, sub="status")
+        if await self.writer.write(
+            path, {"conditions": [condition]}, f"CompositePodGroup {info.key}", patch=STRATEGIC_MERGE_PATCH
+        ):
+            self._composite_conditions[info.key] = _merged(current, [condition])
 
     async def write(self, key: str) -> None:
         group = self.scheduler.cache.pod_groups.get(key)

@@ -26,6 +26,7 @@ from shoal.core.framework.profile import PluginEntry
 from shoal.core.scheduling.schedule_one import Placement
 from shoal.core.scheduling.scheduler import Scheduler
 from shoal.core.state.disruption import PDBInfo
+from shoal.core.state.hierarchy import composite_pod_group
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import NATIVE_GROUP_API, NodeSpec, PodInfo
 from shoal.core.state.spreadselectors import OWNER_KINDS, SelectorOwner
@@ -266,6 +267,7 @@ _PARSERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
     "Node": NodeSpec.from_dict,
     "Pod": PodInfo.from_dict,
     "PodGroup": decode_pod_group,  # scheduler-plugins' or native, by apiVersion
+    "CompositePodGroup": composite_pod_group,
 }
 
 
@@ -276,6 +278,8 @@ class InMemoryCluster:
         self.nodes: dict[str, JSON] = {}
         self.pods: dict[str, JSON] = {}
         self.pod_groups: dict[str, JSON] = {}
+        #: CompositePodGroups (1.38) by ``namespace/name``
+        self.composites: dict[str, JSON] = {}
         self.namespaces: dict[str, JSON] = {}
         #: what a plugin package's store takes (PersistentVolumes, claims, StorageClasses, CSINodes,
         #: VolumeAttachments, CSIDrivers, DeviceClasses, ResourceSlices, ResourceClaims), parsed
@@ -327,6 +331,9 @@ class InMemoryCluster:
         elif kind == "PodGroup":
             meta.setdefault("namespace", "default")
             self.pod_groups[decode_pod_group(stored).key] = stored
+        elif kind == "CompositePodGroup":
+            meta.setdefault("namespace", "default")
+            self.composites[composite_pod_group(stored).key] = stored
         elif kind == "SchedulingProfile":
             self.profiles.append(stored)
         elif kind == "Namespace":
@@ -360,9 +367,11 @@ class InMemoryCluster:
         its ``priorityClassName`` (or the ``globalDefault`` class) gives the priority and, unless the
         pod sets one, the preemption policy. A pod naming a class the snapshot lacks is refused, as
         the API server refuses it. A pod with ``spec.priority`` (any pod of a dump) is kept as is.
-        A native PodGroup (``scheduling.k8s.io``) is admitted the same way (its members must have
-        its priority); other objects are left alone."""
-        if pod.get("kind") == "PodGroup" and not str(pod.get("apiVersion", "")).startswith(NATIVE_GROUP_API):
+        A native PodGroup or CompositePodGroup (``scheduling.k8s.io``) is admitted the same way
+        (its members must have its priority); other objects are left alone."""
+        if pod.get("kind") in ("PodGroup", "CompositePodGroup") and not str(
+            pod.get("apiVersion", "")
+        ).startswith(NATIVE_GROUP_API):
             return
         spec = pod.setdefault("spec", {})
         if spec.get("priority") is not None:
@@ -438,6 +447,9 @@ class Simulation:
             self.scheduler.cache.spread_selectors.upsert(owner)
         for pdb in cluster.pdbs:
             self.scheduler.cache.pdbs[pdb.key] = pdb
+        for composite in cluster.composites.values():
+            cluster.resolve_priority(composite)
+            self.scheduler.on_composite(composite_pod_group(composite))
         for group in cluster.pod_groups.values():
             cluster.resolve_priority(group)
             self.scheduler.on_pod_group(decode_pod_group(group))
@@ -460,6 +472,9 @@ class Simulation:
         elif kind == "PodGroup":
             self.cluster.resolve_priority(stored)
             self.scheduler.on_pod_group(decode_pod_group(stored))
+        elif kind == "CompositePodGroup":
+            self.cluster.resolve_priority(stored)
+            self.scheduler.on_composite(composite_pod_group(stored))
         elif kind == "Namespace":
             self.scheduler.on_namespace(stored["metadata"]["name"], stored["metadata"].get("labels"))
         elif kind in STORE_DECODERS:
@@ -479,9 +494,11 @@ class Simulation:
         for uid, outcome in self.reporter.outcomes.items():
             outcome.top = self.last_scores.get(uid, [])
         for uid, stored in self.cluster.pods.items():
-            if uid in self.reporter.outcomes or (stored.get("spec") or {}).get("nodeName"):
+            if (stored.get("spec") or {}).get("nodeName"):
                 continue
-            self.reporter.outcomes[uid] = self._never_tried(uid, stored)
+            known = self.reporter.outcomes.get(uid)
+            if known is None or known.attempts == 0:  # still never tried: why now, not why then
+                self.reporter.outcomes[uid] = self._never_tried(uid, stored)
         return self.reporter.outcomes
 
     def _record_top(self, pod: PodInfo, placement: Placement) -> None:

@@ -58,6 +58,8 @@ async def apply_crds(
     await wait_for(established, timeout, what="CRDs established")
 
 
+#: Kubernetes' native Workload API kinds ``create`` knows (``scheduling.k8s.io``)
+NATIVE_PLURALS = {"PodGroup": "podgroups", "Workload": "workloads", "CompositePodGroup": "compositepodgroups"}
 #: other projects' kinds ``create`` knows, by (API group, kind) (shoal.testing.thirdparty)
 FOREIGN_PLURALS = {
     ("scheduling.volcano.sh", "PodGroup"): "podgroups",
@@ -109,9 +111,9 @@ async def create(api: client.ApiClient, obj: Mapping[str, Any]) -> dict[str, Any
     elif kind == "PriorityClass":
         sched: Any = client.SchedulingV1Api(api)
         resp = await sched.create_priority_class(obj, _preload_content=False)
-    elif kind in ("PodGroup", "Workload") and str(obj.get("apiVersion")).startswith("scheduling.k8s.io/"):
+    elif kind in NATIVE_PLURALS and str(obj.get("apiVersion")).startswith("scheduling.k8s.io/"):
         group, version = str(obj["apiVersion"]).split("/")  # Kubernetes' native Workload API
-        plural = "podgroups" if kind == "PodGroup" else "workloads"
+        plural = NATIVE_PLURALS[kind]
         resp = await custom.create_namespaced_custom_object(
             group, version, ns, plural, obj, _preload_content=False
         )

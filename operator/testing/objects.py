@@ -245,10 +245,14 @@ def make_native_pod_group(
     min_count: int | None,
     workload: tuple[str, str] | None = None,
     topology_key: str | None = None,
+    parent: str | None = None,
 ) -> JSON:
     """A native PodGroup (scheduling.k8s.io/v1beta1), as a workload controller creates one from
-    ``workload`` = (Workload name, template name): ``gang.minCount``, or ``basic`` when None."""
+    ``workload`` = (Workload name, template name): ``gang.minCount``, or ``basic`` when None;
+    ``parent``: the CompositePodGroup it belongs to (1.38)."""
     spec: JSON = {"schedulingPolicy": native_policy(min_count)}
+    if parent:
+        spec["parentCompositePodGroupName"] = parent
     if workload is not None:
         spec["workloadRef"] = {"workloadName": workload[0], "templateName": workload[1]}
     if topology_key:
@@ -256,6 +260,33 @@ def make_native_pod_group(
     return {
         "apiVersion": NATIVE_SCHEDULING_API,
         "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def make_composite_pod_group(
+    name: str,
+    *,
+    namespace: str = "default",
+    min_groups: int | None,
+    workload: tuple[str, str] | None = None,
+    topology_key: str | None = None,
+    parent: str | None = None,
+) -> JSON:
+    """A CompositePodGroup (1.38, scheduling.k8s.io/v1beta1), as JobSet or LWS would create one
+    from a Workload's ``compositePodGroupTemplates``: ``gang.minGroupCount``, or ``basic`` when None."""
+    policy: JSON = {"basic": {}} if min_groups is None else {"gang": {"minGroupCount": min_groups}}
+    spec: JSON = {"schedulingPolicy": policy}
+    if workload is not None:
+        spec["workloadRef"] = {"workloadName": workload[0], "templateName": workload[1]}
+    if topology_key:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+    if parent:
+        spec["parentCompositePodGroupName"] = parent
+    return {
+        "apiVersion": NATIVE_SCHEDULING_API,
+        "kind": "CompositePodGroup",
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }

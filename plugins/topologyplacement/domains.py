@@ -265,9 +265,11 @@ def plan_gang(
     placed_rows: Sequence[int] = (),
     per_level: int = 3,
     max_trials: int = 8,
+    packed: bool = True,
 ) -> GangPlan:
     """The domains to try for a gang, tightest level first (see the module docstring); a preferred
-    constraint ends with "anywhere", a required one with its level's domains only."""
+    constraint ends with "anywhere", a required one with its level's domains only. ``packed``:
+    try a domain's fewest nodes before the whole domain."""
     trials: list[GangTrial] = []
     skipped: list[tuple[str, str]] = []
     for key in levels:
@@ -282,7 +284,7 @@ def plan_gang(
         fell = "; ".join(f"{k} could not hold it: {why}" for k, why in skipped)
         for dom in plan.fits:
             note = f"in {dom.level} domain {dom.value}" + (f" (preferred {fell})" if fell else "")
-            if dom.packed is not None and int(dom.packed.sum()) < dom.nodes:
+            if packed and dom.packed is not None and int(dom.packed.sum()) < dom.nodes:
                 trials.append(GangTrial(dom, dom.packed, note))
             trials.append(GangTrial(dom, dom.rows, note))
     trials = trials[:max_trials]

@@ -126,6 +126,24 @@ class TopologyPlacement:
             return plan(need)
         return whole
 
+    def level_placements(
+        self, level: str, members: Sequence[PodInfo], feasible: BoolArray, need: int, placed: Sequence[int]
+    ) -> GangPlan:
+        """A CompositePodGroup level's domains: whole domains of ``level`` that hold ``need``
+        members, least room first (its children then pick their own domains inside)."""
+        table = self.cache.table
+        return plan_gang(
+            table,
+            (level,),
+            required=True,
+            slots=member_slots(table, member_shape(m.requests for m in members), feasible),
+            need=max(need, 1),
+            placed_rows=placed,
+            per_level=self.args.domains_per_level,
+            max_trials=self.args.max_trials,
+            packed=False,
+        )
+
     def describe(self, group: PodGroupInfo, trial: GangTrial, rows: Sequence[int]) -> str:
         cost, level = self.costs.worst_pairwise(self.cache.table, rows)
         nodes = len(set(rows))

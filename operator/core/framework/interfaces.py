@@ -366,6 +366,16 @@ class GangPlacementPlugin(Plugin, Protocol):
         is unschedulable with ``plan.failure``. An exception fails the gang's cycle (requeued)."""
         ...
 
+    def level_placements(
+        self, level: str, members: Sequence[PodInfo], feasible: BoolArray, need: int, placed: Sequence[int]
+    ) -> GangPlan:
+        """When: a CompositePodGroup tree's cycle, for a level with a topology key (its subtree
+        goes inside one domain of ``level``). ``members``: the subtree's pending pods; ``need``:
+        the fewest of them that must fit; ``placed``: rows of its members already placed (they pin
+        the domain). Returns the domains to try in order (whole domains, not packed subsets: the
+        children choose their own inside); no trial: ``plan.failure`` says why."""
+        ...
+
     def describe(self, group: PodGroupInfo, trial: GangTrial, rows: Sequence[int]) -> str:
         """What the members' ``Scheduled`` events say about where the gang went (``rows``)."""
         ...

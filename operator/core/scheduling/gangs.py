@@ -35,15 +35,17 @@ from shoal.core.scheduling.schedule_one import (
     error_message,
     first_reason,
 )
+from shoal.core.state.cache import ClusterCache
 from shoal.core.state.fidelity import GANG_TOPOLOGY
 from shoal.core.state.grouplinks import NATIVE_GROUP_API
+from shoal.core.state.hierarchy import TreeNode, min_children
 from shoal.core.state.objects import (
     TOPOLOGY_PREFERRED_ANNOTATION,
     TOPOLOGY_REQUIRED_ANNOTATION,
     PodGroupInfo,
     PodInfo,
 )
-from shoal.core.state.status import Code
+from shoal.core.state.status import Code, Status
 
 _ANYWHERE = GangPlan((GangTrial(None, None, ""),))
 
@@ -60,9 +62,14 @@ class GangCycles:
 
     def __init__(self, cycles: PodCycles) -> None:
         self.cycles = cycles
+        #: each CompositePodGroup's last result (held?, why not, was it an error): its status
+        self.composite_outcomes: dict[str, tuple[bool, str, bool]] = {}
 
     def schedule(self, fw: Framework, first: QueuedPodInfo, group: PodGroupInfo, cycle: Cycle) -> None:
         """A gang is one cycle with N members: all of the quorum go to binding, or none."""
+        if group.parent:  # a CompositePodGroup tree: the whole root in one cycle
+            TreeCycle(self, fw, cycle).run(first, group)
+            return
         began = time.perf_counter()
         cache = self.cycles.cache
         members = [first, *self.cycles.queue.pop_group(group.key, exclude=first.uid)]
@@ -172,6 +179,277 @@ class GangCycles:
         ).strip()
         for m in members:
             self.cycles.unschedulable(fw, m, plugins or {fw.gang_plugin_name}, message, duration)
+
+
+@dataclass
+class _TreeOutcome:
+    """What a tree's placement holds so far: kept placements, members beyond a quorum that fit
+    nowhere, why each group failed, and the first plugin error (which ends the cycle)."""
+
+    placed: list[Assumed] = field(default_factory=list)
+    extra: list[tuple[QueuedPodInfo, Placement]] = field(default_factory=list)
+    failures: dict[str, str] = field(default_factory=dict)
+    rejecting: set[str] = field(default_factory=set)
+    error: Status | None = None
+    #: each CompositePodGroup's result (key -> held?), for its status
+    held: dict[str, bool] = field(default_factory=dict)
+
+
+class TreeCycle:
+    """A CompositePodGroup tree (``shoal.core.state.hierarchy``) placed in one cycle, as
+    kube-scheduler 1.38's pod-group cycle does, all or nothing at every level.
+
+    The tree is walked from its root: a level with a topology key is tried in one domain of it at
+    a time (inside its parent's domain; the placer's domains, least room first), and inside it the
+    children in order, each kept once it holds (a PodGroup when ``minCount`` of its pods are
+    placed, a CompositePodGroup when ``minGroupCount`` of its children hold); a level that does
+    not hold releases everything under it and tries its next domain. Under a level that holds, a
+    child that failed keeps its own failure and its members are requeued while its siblings bind.
+    Whole-tree preemption is not tried (its members' messages say so)."""
+
+    def __init__(self, gangs: GangCycles, fw: Framework, cycle: Cycle) -> None:
+        self.gangs, self.fw, self.cycle = gangs, fw, cycle
+        self.cycles = gangs.cycles
+        self.cache = gangs.cycles.cache
+        self.began = time.perf_counter()
+        self.pending: dict[str, list[QueuedPodInfo]] = {}
+        self.out = _TreeOutcome()
+
+    def run(self, first: QueuedPodInfo, group: PodGroupInfo) -> None:
+        tree, problem, _ = self.cache.group_tree(group)
+        leaves = list(tree.leaves()) if tree is not None else [group]
+        queued = [first]
+        for leaf in leaves:
+            queued.extend(self.cycles.queue.pop_group(leaf.key, exclude=first.uid))
+        self.cycle.add_members(queued[1:])
+        members = [m for m in queued if m.uid in self.cache.pods and not self.cache.placed_node(m.uid)]
+        members.sort(key=lambda m: self.fw.sort_key(m.pod, m.enqueued))
+        for m in members:
+            self.pending.setdefault(m.pod.group_key or "", []).append(m)
+        if tree is None or tree.composite is None:  # gone or broken since PreEnqueue let it in
+            self._refuse(members, Status.unschedulable(f"{named_group(group)}: {problem}", resolvable=False))
+            return
+        for leaf in leaves:
+            checked = self.fw.check_group(leaf, [m.pod for m in self.pending.get(leaf.key, ())])
+            if not checked.ok:  # the tree is refused whole (kube-scheduler's runtime validation)
+                self._refuse(members, checked)
+                return
+        held, why = self._place(tree, None, "")
+        root = tree.composite
+        self._record(tree, held, why)
+        if self.out.error is not None:
+            self._release()
+            message = f"{error_message(self.out.error)} ({root.named()}; nothing was reserved)"
+            for m in members:
+                self.cycles.retry_after_error(self.fw, m, message, time.perf_counter() - self.began)
+            return
+        if not held:
+            self._release()
+            self._requeue(members, f"{why}; nothing was reserved (whole-tree preemption is not tried).")
+            return
+        for p in self.out.placed:
+            self.cycles.start_binding(self.fw, p, self.began)
+        for m, placement in self.out.extra:  # beyond their group's quorum: retried alone
+            self.cycles.failed(self.fw, m, placement, self.began)
+        done = {p.qpi.uid for p in self.out.placed} | {m.uid for m, _ in self.out.extra}
+        self._requeue([m for m in members if m.uid not in done], "")
+
+    # -- one level ---------------------------------------------------------------------------
+    def _place(self, node: TreeNode, rows: BoolArray | None, context: str) -> tuple[bool, str]:
+        """Place ``node``'s subtree inside ``rows`` (None: anywhere); whether it holds, and why not."""
+        if node.group is not None:
+            return self._place_group(node.group, rows, context)
+        assert node.composite is not None
+        need = min_children(node)
+        trials, failure = self._level_trials(node, rows)
+        if not trials:
+            self.out.failures[node.key] = failure
+            return False, failure
+        why = ""
+        for trial in trials:
+            kept, extra = len(self.out.placed), len(self.out.extra)
+            note = f"{node.composite.named()} {trial.note}" if trial.note else ""
+            inner = f"{context}; {note}" if context and note else context or note
+            held, reasons = 0, []
+            for i, child in enumerate(node.children):
+                ok, child_why = self._place(child, trial.rows, inner)
+                held += ok
+                if not ok:
+                    reasons.append(child_why)
+                if self.out.error is not None or held + len(node.children) - i - 1 < need:
+                    break  # a plugin failed, or the rest cannot make up the minimum
+            if held >= need:
+                self.out.failures.pop(node.key, None)
+                return True, ""
+            for p in reversed(self.out.placed[kept:]):
+                self.cycle.release(self.fw, p)
+            del self.out.placed[kept:], self.out.extra[extra:]
+            where = f" {trial.note}" if trial.note else ""
+            field_name = "minGroupCount" if node.composite.gang else "basic: one"
+            why = (
+                f"{node.composite.named()}: {held} of the {need} child groups it needs ({field_name}) "
+                f"fit{where}" + (f": {reasons[0]}" if reasons else "")
+            )
+            if self.out.error is not None:
+                break
+        self.out.failures[node.key] = why
+        return False, why
+
+    def _place_group(self, group: PodGroupInfo, rows: BoolArray | None, context: str) -> tuple[bool, str]:
+        """A PodGroup of the tree: its pending members inside ``rows``, in its own domains."""
+        members = self.pending.get(group.key, [])
+        _, already = self.cache.group_counts(group.key)
+        need = max((group.min_member if group.gang else 1) - already, 0)
+        if need == 0 and not members:
+            self.out.failures.pop(group.key, None)
+            return True, ""
+        if len(members) < need:
+            have = len(members) + already
+            why = f"pod group {group.key} has {have} of the {group.min_member} pods it needs"
+            self.out.failures[group.key] = why
+            return False, why
+        trials, failure = self._group_trials(group, members, rows, need)
+        if not trials:
+            self.out.failures[group.key] = failure
+            return False, failure
+        attempt = _Attempt(trials[0])
+        for trial in trials:
+            attempt = self.gangs._place(self.fw, self.cycle, members, trial)
+            if _quorum(self.fw, attempt, need):
+                self._note(group, attempt, context)
+                self.out.failures.pop(group.key, None)
+                self.out.placed.extend(attempt.placed)
+                self.out.extra.extend(attempt.failed)
+                return True, ""
+            for p in reversed(attempt.placed):
+                self.cycle.release(self.fw, p)
+            error = next((pl.status for _, pl in attempt.failed if pl.status.code is Code.ERROR), None)
+            if error is not None:
+                self.out.error = error
+                break
+        reason, plugins = first_reason(pl for _, pl in attempt.failed)
+        self.out.rejecting |= plugins
+        where = f" ({attempt.trial.note})" if attempt.trial.note else ""
+        why = (
+            f"{reason} pod group {group.key}: only {len(attempt.placed)} of the {need} pending member(s) "
+            f"it needs fit{where} ({group.min_field} {group.min_member})"
+        ).strip()
+        self.out.failures[group.key] = why
+        return False, why
+
+    def _group_trials(
+        self, group: PodGroupInfo, members: list[QueuedPodInfo], rows: BoolArray | None, need: int
+    ) -> tuple[list[GangTrial], str]:
+        placer = self.fw.gang_placer
+        if placer is None and group.topology_levels:
+            return [], _unevaluated(self.fw, group)
+        if placer is None or not placer.constrained(group):
+            return [GangTrial(None, rows, "")], ""
+        feasible = _limit(_feasible_pod(self.fw, members[0].pod), rows)
+        plan = placer.gang_placements(group, [m.pod for m in members], feasible, need)
+        trials = [GangTrial(t.domain, _within(t.rows, rows), t.note) for t in plan.trials]
+        return trials, plan.failure
+
+    def _level_trials(self, node: TreeNode, rows: BoolArray | None) -> tuple[list[GangTrial], str]:
+        """The domains of a CompositePodGroup's topology key to try its subtree in, inside ``rows``."""
+        assert node.composite is not None
+        key = node.composite.topology_required
+        if key is None:
+            return [GangTrial(None, rows, "")], ""
+        placer = self.fw.gang_placer
+        if placer is None:
+            return [], (
+                f"{node.composite.named()} uses spec.schedulingConstraints.topology, which this profile "
+                "does not evaluate"
+            )
+        members = [m for leaf in node.leaves() for m in self.pending.get(leaf.key, ())]
+        if not members:
+            return [GangTrial(None, rows, "")], ""
+        feasible = _limit(_feasible_pod(self.fw, members[0].pod), rows)
+        table = self.cache.table
+        placed = [
+            table.index[n]
+            for leaf in node.leaves()
+            for m in self.cache.group_members(leaf.key)
+            if (n := self.cache.placed_node(m.uid)) is not None and n in table.index
+        ]
+        need = _need(node, self.cache)
+        plan = placer.level_placements(key, [m.pod for m in members], feasible, need, placed)
+        if not plan.trials:
+            return [], f"{node.composite.named()}: {plan.failure}"
+        return [GangTrial(t.domain, _within(t.rows, rows), t.note) for t in plan.trials], ""
+
+    # -- the end -----------------------------------------------------------------------------
+    def _note(self, group: PodGroupInfo, attempt: _Attempt, context: str) -> None:
+        """What the members' Scheduled events say: their group's domain, and the tree's."""
+        placer = self.fw.gang_placer
+        note = ""
+        if attempt.trial.rows is not None and placer is not None and attempt.placed:
+            table = self.cache.table
+            rows = [table.index[p.node] for p in attempt.placed if p.node in table.index]
+            note = placer.describe(group, attempt.trial, rows) if attempt.trial.domain else ""
+        note = "; ".join(n for n in (note, context) if n)
+        if note:
+            for p in attempt.placed:
+                p.state.write(PLACEMENT_NOTE, note)
+
+    def _record(self, tree: TreeNode, held: bool, why: str) -> None:
+        """Each CompositePodGroup's result, for its status: under a root that does not hold, none does."""
+        for node in tree.nodes():
+            if node.composite is not None:
+                ok = held and node.key not in self.out.failures
+                self.out.held[node.key] = ok
+                message = "" if ok else self.out.failures.get(node.key) or why
+                self.gangs.composite_outcomes[node.key] = (ok, message, self.out.error is not None)
+
+    def _release(self) -> None:
+        for p in reversed(self.out.placed):
+            self.cycle.release(self.fw, p)
+        self.out.placed.clear()
+        self.out.extra.clear()
+
+    def _refuse(self, members: list[QueuedPodInfo], status: Status) -> None:
+        for m in members:
+            self.cycles.failed(self.fw, m, Placement(status=status, diagnosis=None), self.began)
+
+    def _requeue(self, members: list[QueuedPodInfo], tree_why: str) -> None:
+        """Members left pending: their group's own failure when the tree held, else the tree's."""
+        duration = time.perf_counter() - self.began
+        plugins = self.out.rejecting or {self.fw.gang_plugin_name}
+        for m in members:
+            why = tree_why or self.out.failures.get(m.pod.group_key or "", "") or "no pods were schedulable"
+            self.cycles.unschedulable(self.fw, m, plugins, why, duration)
+
+
+def _within(rows: BoolArray | None, domain: BoolArray | None) -> BoolArray | None:
+    """``rows`` inside ``domain`` (None: no limit)."""
+    if domain is None:
+        return rows
+    if rows is None:
+        return domain
+    n = min(len(rows), len(domain))
+    inside: BoolArray = np.zeros(max(len(rows), len(domain)), dtype=bool)
+    inside[:n] = rows[:n] & domain[:n]
+    return inside
+
+
+def _limit(feasible: BoolArray, rows: BoolArray | None) -> BoolArray:
+    """The feasible nodes inside ``rows`` (all of them when None)."""
+    limited = _within(feasible, rows)
+    return feasible if limited is None else limited
+
+
+def _need(node: TreeNode, cache: ClusterCache) -> int:
+    """The fewest members still to place for ``node`` to hold (its domain must have room for them)."""
+    if node.group is not None:
+        _, already = cache.group_counts(node.group.key)
+        return max((node.group.min_member if node.group.gang else 1) - already, 0)
+    needs = sorted(_need(child, cache) for child in node.children)
+    return sum(needs[: min_children(node)])
+
+
+def named_group(group: PodGroupInfo) -> str:
+    return f"pod group {group.key}"
 
 
 def _plan(fw: Framework, group: PodGroupInfo, members: list[QueuedPodInfo], need: int) -> GangPlan:

@@ -46,6 +46,7 @@ from shoal.core.scheduling.queue import PreEnqueue, QueuedPodInfo, SchedulingQue
 from shoal.core.scheduling.reporting import NullReporter, Reporter, held_reason
 from shoal.core.scheduling.schedule_one import Cycle, PodCycles, schedule_pod
 from shoal.core.state.cache import ClusterCache
+from shoal.core.state.hierarchy import CompositeGroupInfo
 from shoal.core.state.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.state.status import Status
 
@@ -233,6 +234,16 @@ class Scheduler:
         else:
             self.cache.set_pod_group(group)
         self._event(EventKind.POD_GROUP_CHANGE, group)
+
+    def on_composite(self, info: CompositeGroupInfo, deleted: bool = False) -> None:
+        """A CompositePodGroup added, changed (``minGroupCount`` is mutable) or deleted: the
+        members of the tree it is in may be ready now (a PodGroup change to the gang plugins)."""
+        if deleted:
+            self.cache.hierarchy.remove_composite(info.key)
+            self.gangs.composite_outcomes.pop(info.key, None)
+        else:
+            self.cache.hierarchy.set_composite(info)
+        self._event(EventKind.POD_GROUP_CHANGE, info)
 
     def on_namespace(self, name: str, labels: Mapping[str, str] | None, deleted: bool = False) -> None:
         """A namespace's labels (pod affinity terms select namespaces by label)."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
 from shoal.core.state.disruption import Nominator, PDBInfo
+from shoal.core.state.hierarchy import Hierarchy, TreeNode, build_tree
 from shoal.core.state.nodetable import NodeTable
 from shoal.core.state.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.state.placedsets import PlacedSets
@@ -56,6 +57,8 @@ class ClusterCache:
         self._node_pods: dict[str, set[str]] = {}
         self.pod_groups: dict[str, PodGroupInfo] = {}
         self._group_members: dict[str, set[str]] = {}
+        #: CompositePodGroups and who names which as parent (core/state/hierarchy.py)
+        self.hierarchy = Hierarchy()
         self.assumed_ttl = assumed_ttl
         self.clock = clock
         #: placed pods (bound or assumed) grouped by namespace, labels and terms: what
@@ -278,10 +281,27 @@ class ClusterCache:
 
     # -- pod groups ----------------------------------------------------------------------------
     def set_pod_group(self, group: PodGroupInfo) -> None:
+        old = self.pod_groups.get(group.key)
+        if old is not None:
+            self.hierarchy.link_group(old, add=False)
         self.pod_groups[group.key] = group
+        self.hierarchy.link_group(group, add=True)
 
     def remove_pod_group(self, key: str) -> None:
-        self.pod_groups.pop(key, None)
+        old = self.pod_groups.pop(key, None)
+        if old is not None:
+            self.hierarchy.link_group(old, add=False)
+
+    def group_tree(self, group: PodGroupInfo) -> tuple[TreeNode | None, str, bool]:
+        """The CompositePodGroup tree ``group`` is in (None for a group without a parent), what is
+        wrong with it ("" if nothing), and whether that is only waiting: a parent not known yet."""
+        if not group.parent:
+            return None, "", False
+        chain, problem, missing = self.hierarchy.chain(group.namespace, group.parent)
+        if problem:
+            return None, problem, missing
+        tree, problem = build_tree(self.hierarchy, self.pod_groups, chain[-1])
+        return tree, problem, False
 
     def group_members(self, key: str) -> list[PodInfo]:
         return [self.pods[u] for u in self._group_members.get(key, ())]

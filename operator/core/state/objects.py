@@ -458,6 +458,9 @@ class PodGroupInfo:
     #: when neither): kube-scheduler refuses a gang whose members' priority is another; None for
     #: the other APIs, which have no priority of their own
     priority: int | None = None
+    #: a native PodGroup's ``spec.parentCompositePodGroupName`` (1.38): the CompositePodGroup it is
+    #: placed with, all-or-nothing with its siblings (``shoal.core.state.hierarchy``); None when none
+    parent: str | None = None
 
     @property
     def key(self) -> str:

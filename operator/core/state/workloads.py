@@ -13,7 +13,7 @@ native (1.37)                             ``PodGroupInfo``
 ``spec.schedulingConstraints.topology``   ``topology_required`` (its one key)
 ``spec.workloadRef``                      ``workload`` (``workload/template``, for messages)
 ``spec.priority``                         ``priority`` (every member must have it)
-``spec.parentCompositePodGroupName``      ``unevaluated``: its members are refused (1.38)
+``spec.parentCompositePodGroupName``      ``parent``: placed with its CompositePodGroup (1.38)
 pod ``spec.schedulingGroup.podGroupName`` ``PodInfo.pod_group`` (``pod_group_api`` native)
 ========================================  ==============================================
 
@@ -42,8 +42,6 @@ REASON_SCHEDULER_ERROR = "SchedulerError"
 SATISFIED = "PodGroupSatisfied"
 REASON_MEMBERS_SCHEDULED = "MinCountScheduled"
 REASON_BELOW_MIN_COUNT = "BelowMinCount"
-#: how a PodGroup inside a CompositePodGroup hierarchy is refused (the hierarchy is not evaluated)
-COMPOSITE_PARENT = "spec.parentCompositePodGroupName (a CompositePodGroup hierarchy)"
 
 
 def native_pod_group(obj: Mapping[str, Any]) -> PodGroupInfo:
@@ -76,10 +74,9 @@ def native_pod_group(obj: Mapping[str, Any]) -> PodGroupInfo:
         workload=workload if ref else "",
         resource_claims=pod_claims(spec, obj.get("status") or {}),
         priority=int(spec["priority"]) if isinstance(spec.get("priority"), int) else 0,
-        # never silently wrong: a child of a CompositePodGroup (1.38, gate CompositePodGroup) is
-        # placed all-or-nothing with its siblings, in its parent's topology domain; shoal would
-        # place it alone, so its members are refused, naming the field
-        unevaluated=(COMPOSITE_PARENT,) if spec.get("parentCompositePodGroupName") else (),
+        # 1.38 (gate CompositePodGroup): placed all-or-nothing with its siblings, inside its
+        # parent's topology domain (shoal.core.state.hierarchy, the gang cycle's tree)
+        parent=str(spec["parentCompositePodGroupName"]) if spec.get("parentCompositePodGroupName") else None,
     )
 
 

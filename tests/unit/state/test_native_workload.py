@@ -17,7 +17,6 @@ from shoal.core.state.objects import (
     pod_group_key,
 )
 from shoal.core.state.workloads import (
-    COMPOSITE_PARENT,
     INITIALLY_SCHEDULED,
     SATISFIED,
     decode_pod_group,
@@ -310,24 +309,6 @@ async def test_members_whose_priority_is_not_their_groups_are_refused_naming_bot
         message = next(o.message for o in outcomes.values() if o.pod == f"default/{name}")
         assert "has priority 100 (spec.priority, from its priorityClassName)" in message
         assert "pod mixed-1 has 5 (spec.priority)" in message
-
-
-async def test_a_pod_group_inside_a_composite_hierarchy_is_refused_naming_the_field() -> None:
-    """1.38's CompositePodGroup (gate CompositePodGroup): its children are placed with their
-    siblings in their parent's domain, which shoal does not evaluate: never silently alone."""
-    child = make_native_pod_group("replica-0", min_count=2, workload=("job", "replica"), topology_key="rack")
-    child["spec"]["parentCompositePodGroupName"] = "job"
-    assert native_pod_group(child).unevaluated == (COMPOSITE_PARENT,)
-    assert native_pod_group(make_native_pod_group("root", min_count=2)).unevaluated == ()
-    members = [make_pod(f"replica-0-{i}", gpus=1, scheduling_group="replica-0") for i in range(2)]
-    s = sim([make_node("n0", gpus=8), child, *members])
-    outcomes = await s.run()
-    assert bound(s, "replica-0") == 0
-    message = next(iter(outcomes.values())).message
-    assert (
-        "uses spec.parentCompositePodGroupName (a CompositePodGroup hierarchy), which shoal does not evaluate"
-        in message
-    )
 
 
 async def test_the_simulator_admits_a_native_groups_priority_class_as_the_api_server_does() -> None:
