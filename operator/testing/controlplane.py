@@ -52,6 +52,18 @@ ADMIN_TOKEN = "shoal-admin-token"
 #: so shoal and kube-scheduler schedule native gangs side by side. 1.37 has no separate
 #: ``GangScheduling`` gate: ``GenericWorkload`` enables kube-scheduler's GangScheduling plugin.
 WORKLOAD_FEATURE_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+#: 1.38 adds CompositePodGroup (beta, off by default; it needs the two above): gangs of gangs
+COMPOSITE_FEATURE_GATE = "CompositePodGroup=true"
+
+
+def workload_feature_gates(kube_version: str) -> str:
+    """The workload gates a release has: 1.37's, and from 1.38 CompositePodGroup (a gate a
+    release does not know stops its components at start)."""
+    if kube_version >= "v1.38":
+        return f"{WORKLOAD_FEATURE_GATES},{COMPOSITE_FEATURE_GATE}"
+    return WORKLOAD_FEATURE_GATES
+
+
 #: beta API versions of groups served only by kube-apiserver are off by default
 WORKLOAD_RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"
 _PR_SET_PDEATHSIG = 1
@@ -385,7 +397,8 @@ class ControlPlane:
         )
 
     def _workload_args(self) -> list[str]:
-        gates = [*([WORKLOAD_FEATURE_GATES] if self.native_workloads else []), *self.feature_gates]
+        workload = workload_feature_gates(self.binaries.kube_version)
+        gates = [*([workload] if self.native_workloads else []), *self.feature_gates]
         runtime = [f"--runtime-config={WORKLOAD_RUNTIME_CONFIG}"] if self.native_workloads else []
         return [*([f"--feature-gates={','.join(gates)}"] if gates else []), *runtime]
 

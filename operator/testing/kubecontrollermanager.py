@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from shoal.testing.component import ComponentProcess
-from shoal.testing.controlplane import WORKLOAD_FEATURE_GATES, Binaries
+from shoal.testing.controlplane import Binaries, workload_feature_gates
 
 #: the controllers it runs: the PV binder only (no provisioner is installed in the tests)
 CONTROLLERS = "persistentvolume-binder-controller"
@@ -48,14 +48,16 @@ class KubeControllerManagerProcess(ComponentProcess):
         self.feature_gates = list(feature_gates)
 
     def argv(self, port: int) -> list[str]:
+        binaries = Binaries.locate()
+        gates = [workload_feature_gates(binaries.kube_version), *self.feature_gates]
         return [
-            str(Binaries.locate().kube_controller_manager),
+            str(binaries.kube_controller_manager),
             f"--kubeconfig={self.kubeconfig}",
             f"--controllers={self.controllers}",
             "--leader-elect=false",
             "--authorization-always-allow-paths=/healthz",
             # the API server's and kube-scheduler's gates (controlplane.py): the resourceclaim
             # controller refuses a pod of a native PodGroup while GenericWorkload is off
-            f"--feature-gates={','.join([WORKLOAD_FEATURE_GATES, *self.feature_gates])}",
+            f"--feature-gates={','.join(gates)}",
             *self.extra_args,
         ]

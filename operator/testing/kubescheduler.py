@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from shoal.testing.component import ComponentProcess
-from shoal.testing.controlplane import WORKLOAD_FEATURE_GATES, Binaries
+from shoal.testing.controlplane import Binaries, workload_feature_gates
 
 #: a preemptor parked by the race above is retried after 10 s (the pool is checked every 30 s)
 PREEMPTION_RACE_ARGS = ("--pod-max-in-unschedulable-pods-duration=10s",)
@@ -77,5 +77,7 @@ class KubeSchedulerProcess(ComponentProcess):
     def argv(self, port: int) -> list[str]:
         cfg = self.workdir / "kube-scheduler.yaml"
         cfg.write_text(json.dumps(self.config()))
-        gates = f"--feature-gates={','.join([WORKLOAD_FEATURE_GATES, *self.feature_gates])}"
-        return [str(Binaries.locate().kube_scheduler), f"--config={cfg}", gates, *self.args]
+        binaries = Binaries.locate()
+        workload = workload_feature_gates(binaries.kube_version)
+        gates = f"--feature-gates={','.join([workload, *self.feature_gates])}"
+        return [str(binaries.kube_scheduler), f"--config={cfg}", gates, *self.args]
