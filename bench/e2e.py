@@ -99,7 +99,7 @@ NS = "bench"
 ALL_PLACEMENTS = {"percentageOfPlacementsToScore": 100}
 #: the keys bench/e2e_next.py writes into e2e.json (the race against the next release), by prefix
 NEXT_PREFIX = "k138_"
-NEXT_KEYS = (NEXT_PREFIX, "gang_topology_preemption_")
+NEXT_KEYS = (NEXT_PREFIX, "gang_topology_preemption_", "cpg_")
 #: --profile: scenario -> summary of py-spy's samples of shoal (bench/profiles.py); None: no profiling
 PROFILES: dict[str, dict[str, Any]] | None = None
 

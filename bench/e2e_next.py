@@ -21,6 +21,10 @@ the groups, then the pods, are created as fast as the API server takes them: cre
 Quality per run: the share of gangs whose bound members all share one rack (the constraint), and
 the racks left with no pod at all (room kept whole for a later gang of a rack's size).
 
+Then CompositePodGroups (:func:`cpg_jobs`): jobs of replicas, each job required in one block and
+each replica in one rack: ``cpg_placed_whole`` is the share of jobs placed whole (every pod bound,
+every level inside its domain).
+
 Then the basic workload of ``make bench`` (1,000 nodes, 5,000 plain pods streamed) on the same
 release, shoal beside kube-scheduler.
 
@@ -49,7 +53,7 @@ from bench import e2e_preemption
 from bench.e2e import NEXT_PREFIX, Bench, machine, throughput
 from bench.report import DOC, revision, write_section, write_summary
 from shoal.testing.controlplane import Binaries
-from shoal.testing.objects import make_node, make_pod
+from shoal.testing.objects import make_composite_pod_group, make_native_pod_group, make_node, make_pod
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -195,6 +199,111 @@ async def gang_run(
         }
 
 
+#: the CompositePodGroup workload: racks of 100 nodes of 4 CPUs in blocks of 4 racks, jobs of
+#: replicas of 1-CPU pods; a replica (150 pods) fills most of half a rack, a job (4 replicas) most
+#: of half a block, so the fleet ends 75 % full and a careless choice strands a job
+CPG_NODES, CPG_RACKS_PER_BLOCK, CPG_JOBS, CPG_REPLICAS, CPG_PODS = 2000, 4, 10, 4, 150
+BLOCK = "topology.kubernetes.io/block"
+
+
+def cpg_nodes(count: int = CPG_NODES) -> list[dict[str, Any]]:
+    """The fleet of :func:`nodes` with a block level (``topology.kubernetes.io/block``) over the racks."""
+    out = nodes(count)
+    for node in out:
+        rack = rack_of(node["metadata"]["name"])
+        node["metadata"]["labels"][BLOCK] = f"block-{rack // CPG_RACKS_PER_BLOCK}"
+    return out
+
+
+def cpg_jobs(scheduler_name: str, jobs: int = CPG_JOBS) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Jobs as JobSet would describe them on 1.38: a CompositePodGroup per job (all replicas,
+    one block) over a PodGroup per replica (all pods, one rack), and the pods."""
+    groups: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = []
+    for j in range(jobs):
+        job = make_composite_pod_group(
+            f"job-{j}",
+            namespace=NS,
+            min_groups=CPG_REPLICAS,
+            workload=(f"job-{j}", "job"),
+            topology_key=BLOCK,
+        )
+        groups.append(job)
+        for r in range(CPG_REPLICAS):
+            name = f"job-{j}-r{r}"
+            groups.append(
+                make_native_pod_group(
+                    name,
+                    namespace=NS,
+                    min_count=CPG_PODS,
+                    workload=(f"job-{j}", "replica"),
+                    topology_key=RACK,
+                    parent=f"job-{j}",
+                )
+            )
+            pods.extend(
+                make_pod(
+                    f"{name}-{i}",
+                    namespace=NS,
+                    cpu="1",
+                    memory="100Mi",
+                    scheduler_name=scheduler_name,
+                    scheduling_group=name,
+                )
+                for i in range(CPG_PODS)
+            )
+    return groups, pods
+
+
+def cpg_whole(bound: Mapping[str, str], jobs: int = CPG_JOBS) -> dict[str, Any]:
+    """Jobs placed whole: every pod bound, each replica inside one rack, the job inside one block."""
+    whole = 0
+    for j in range(jobs):
+        racks: list[set[int]] = []
+        complete = True
+        for r in range(CPG_REPLICAS):
+            names = [f"job-{j}-r{r}-{i}" for i in range(CPG_PODS)]
+            if not all(n in bound for n in names):
+                complete = False
+                break
+            racks.append({rack_of(bound[n]) for n in names})
+        if not complete or any(len(rs) != 1 for rs in racks):
+            continue
+        if len({next(iter(rs)) // CPG_RACKS_PER_BLOCK for rs in racks}) == 1:
+            whole += 1
+    return {"jobs": jobs, "jobs_whole": whole, "placed_whole": whole / jobs if jobs else None}
+
+
+async def cpg_run(kind: str, base: Path) -> dict[str, Any]:
+    """The jobs of :func:`cpg_jobs` as a backlog (created before the scheduler starts)."""
+    async with Bench(kind, base / "composite") as b:
+        print(f"  {kind}: {CPG_JOBS} jobs of {CPG_REPLICAS} x {CPG_PODS} on {CPG_NODES:,} nodes", flush=True)
+        await b.create_all(cpg_nodes())
+        groups, pods = cpg_jobs(b.scheduler_name)
+        names = [p["metadata"]["name"] for p in pods]
+        await b.create_all(groups)
+        await b.create_all(pods)
+        await b.start_scheduler()
+        cpu0, _ = b.stats()
+        ok = await b.wait_bound(names, 600, "composite")
+        cpu1, rss = b.stats()
+        times = b.bound_times()
+        bound_at = sorted(times[n] for n in names if n in times)
+        seconds = bound_at[-1] - bound_at[0] if len(bound_at) > 1 else 0.0
+        wanted = set(names)
+        where = {n: node for n, node in b.bound_nodes().items() if n in wanted}
+        return {
+            "pods": len(names),
+            "all_bound": ok,
+            "bound": len(bound_at),
+            "seconds": seconds,
+            "pods_per_s": (len(bound_at) - 1) / max(seconds, 1e-9),
+            "cpu_s": cpu1 - cpu0,
+            "peak_rss_mb": rss / 2**20,
+            **cpg_whole(where),
+        }
+
+
 async def topology_gang_preemption(kind: str, base: Path) -> dict[str, Any]:
     """bench/e2e_preemption.py's gang required in one rack, preempting (victims deleted at once)."""
     async with Bench(kind, base / "topology-gang-preemption") as b:
@@ -243,6 +352,11 @@ def summary(results: Mapping[str, Any]) -> dict[str, Any]:
     basic = results.get("basic")
     if basic:
         out[f"{PREFIX}_basic_ratio"] = ratio(basic, "pods_per_s")
+    cpg = results.get("composite")
+    if cpg:
+        out["cpg_placed_whole"] = cpg["shoal"]["placed_whole"]
+        out["cpg_placed_whole_kube"] = cpg["kube-scheduler"]["placed_whole"]
+        out["cpg_ratio"] = ratio(cpg, "pods_per_s")
     return out
 
 
@@ -297,6 +411,25 @@ def doc_lines(data: Mapping[str, Any]) -> list[str]:
             f"| victim gangs left partial | {shoal['partial_victim_gangs']} | {kube['partial_victim_gangs']} |",
             f"| racks the gang went to | {', '.join(shoal['racks']) or '—'} | {', '.join(kube['racks']) or '—'} |",
         ]
+    cpg = results.get("composite")
+    if cpg:
+        lines += [
+            "",
+            f"CompositePodGroups: {CPG_JOBS} jobs (a CompositePodGroup each, `minGroupCount` {CPG_REPLICAS}, one"
+            f" block of {CPG_RACKS_PER_BLOCK} racks) of {CPG_REPLICAS} replicas (a PodGroup each, {CPG_PODS}"
+            f" pods of 1 CPU, one rack) on {CPG_NODES:,} nodes of 4 CPUs, 75 % full once placed; backlog."
+            f" **Jobs placed whole, shoal: {num(s.get('cpg_placed_whole'), '{:.2f}')}**, kube:"
+            f" {num(s.get('cpg_placed_whole_kube'), '{:.2f}')}; pods/s shoal ÷ kube:"
+            f" {num(s.get('cpg_ratio'), '{:.2f}')}.",
+            "",
+            "| scheduler | pods/s | jobs whole | all bound | CPU s | peak RSS MB |",
+            "|---|---:|---:|---|---:|---:|",
+            *(
+                f"| {names[k]} | {r['pods_per_s']:,.0f} | {r['jobs_whole']} of {r['jobs']} "
+                f"| {'yes' if r['all_bound'] else 'no'} | {r['cpu_s']:.1f} | {r['peak_rss_mb']:.0f} |"
+                for k, r in cpg.items()
+            ),
+        ]
     basic_rows = []
     for kind, r in (results.get("basic") or {}).items():
         basic_rows.append(
@@ -320,11 +453,9 @@ def record(data: dict[str, Any]) -> None:
     RESULTS.write_text(json.dumps(data, indent=2, default=str) + "\n")
     e2e = json.loads(E2E_RESULTS.read_text()) if E2E_RESULTS.exists() else {}
     e2e.update(data["summary"])
-    e2e[f"{PREFIX}_meta"] = {
-        "date": data["date"],
-        "commit": data["commit"],
-        "kube_version": data["kube_version"],
-    }
+    meta = {"date": data["date"], "commit": data["commit"], "kube_version": data["kube_version"]}
+    e2e[f"{PREFIX}_meta"] = meta
+    e2e["cpg_meta"] = meta  # the summary table's rows name the run that recorded them
     E2E_RESULTS.write_text(json.dumps(e2e, indent=2, default=str) + "\n")
     write_section("e2e-next", "bench/e2e_next.py", doc_lines(data), doc=DOC)
     write_summary()
@@ -345,6 +476,8 @@ async def main_async(args: argparse.Namespace) -> int:
     results["topology_gang_preemption"] = {
         k: await topology_gang_preemption(k, base) for k in ("shoal", "kube-scheduler")
     }
+    if not args.no_composite:
+        results["composite"] = {k: await cpg_run(k, base) for k in ("shoal", "kube-scheduler")}
     if not args.no_basic:
         results["basic"] = {
             k: await throughput(k, base, 1000, 5000, "basic-next") for k in ("kube-scheduler", "shoal")
@@ -382,6 +515,9 @@ def arg_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-gangs", action="store_true", help="leave out the gang workloads (nothing written)"
     )
+    parser.add_argument(
+        "--no-composite", action="store_true", help="leave out the CompositePodGroup jobs (nothing written)"
+    )
     return parser
 
 
@@ -391,7 +527,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"bench/e2e_next.py: unknown workload {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
         return 2
-    args.write = not (args.workloads or args.no_gangs or args.no_basic) and args.nodes == NODES
+    args.write = (
+        not (args.workloads or args.no_gangs or args.no_basic or args.no_composite) and args.nodes == NODES
+    )
     if not os.environ.get("SHOAL_KUBE_VERSION"):
         print("bench/e2e_next.py: set SHOAL_KUBE_VERSION to the release to race (make bench does)")
         return 2

@@ -75,6 +75,12 @@ HEADLINES: tuple[tuple[str, str, str, str], ...] = (
         "higher",
     ),
     ("e2e", "k138_basic_ratio", "pods/s ratio vs kube-scheduler 1.38 (1,000 nodes, 5,000 pods)", "higher"),
+    (
+        "e2e",
+        "cpg_placed_whole",
+        "CompositePodGroup jobs placed whole (a block per job, a rack per replica), share",
+        "higher",
+    ),
     ("e2e", "preemption_ratio", "pods/s ratio, scheduler_perf's PreemptionBasic", "higher"),
     ("e2e", "dra_ratio", "pods/s ratio, one-GPU claims from a template", "higher"),
     ("e2e", "backlog_ratio", "pods/s ratio, 5,000 pods waiting before the scheduler starts", "higher"),

@@ -149,8 +149,9 @@ async def test_a_job_of_replicas_as_kube_scheduler_places_it(
         assert (fits["status"], fits["reason"]) == ("True", "Scheduled")
         assert (toobig["status"], toobig["reason"]) == ("False", "Unschedulable")
     # shoal names the level that cannot hold the job and the best domain's shortfall
-    assert "no topology.kubernetes.io/zone domain can hold its members (required)" in (
-        ours["conditions"]["toobig"]["message"]
+    assert (
+        "no topology.kubernetes.io/zone domain can hold its members (required)"
+        in (ours["conditions"]["toobig"]["message"])
     )
     for ns in spaces:
         await core.delete_namespace(ns)

@@ -156,3 +156,50 @@ def test_a_workload_without_a_ratio_leaves_no_figure_rather_than_dropping_out() 
     }
     s = e2e_next.summary(results)
     assert s["k138_topology_ratio"] is None and s["k138_topology_all_bound"] is False
+
+
+def test_composite_jobs_nest_a_replica_per_rack_inside_a_block() -> None:
+    nodes = e2e_next.cpg_nodes(800)
+    labels = nodes[450]["metadata"]["labels"]
+    assert (labels[e2e_next.RACK], labels[e2e_next.BLOCK]) == ("rack-4", "block-1")
+    groups, pods = e2e_next.cpg_jobs("gpu-scheduler", jobs=2)
+    kinds = [g["kind"] for g in groups]
+    assert kinds.count("CompositePodGroup") == 2 and kinds.count("PodGroup") == 2 * e2e_next.CPG_REPLICAS
+    job = groups[0]["spec"]
+    assert job["schedulingPolicy"] == {"gang": {"minGroupCount": e2e_next.CPG_REPLICAS}}
+    assert job["schedulingConstraints"]["topology"] == [{"key": e2e_next.BLOCK}]
+    replica = groups[1]["spec"]
+    assert replica["parentCompositePodGroupName"] == "job-0"
+    assert replica["schedulingConstraints"]["topology"] == [{"key": e2e_next.RACK}]
+    assert len(pods) == 2 * e2e_next.CPG_REPLICAS * e2e_next.CPG_PODS
+
+
+def test_a_job_is_whole_only_with_every_pod_bound_a_rack_per_replica_one_block() -> None:
+    per_rack = e2e_next.PER_RACK
+
+    def node_in(rack: int) -> str:
+        return f"node-{rack * per_rack}"
+
+    def job(j: int, racks: list[int]) -> dict[str, str]:
+        return {
+            f"job-{j}-r{r}-{i}": node_in(rack)
+            for r, rack in enumerate(racks)
+            for i in range(e2e_next.CPG_PODS)
+        }
+
+    whole = job(0, [0, 1, 2, 3])  # block-0
+    across = job(1, [3, 4, 5, 6])  # blocks 0 and 1
+    split = job(2, [8, 9, 10, 11])
+    split["job-2-r0-0"] = node_in(9)  # replica 0 over two racks
+    partial = job(3, [12, 13, 14, 15])
+    del partial["job-3-r3-0"]
+    out = e2e_next.cpg_whole({**whole, **across, **split, **partial}, jobs=4)
+    assert out == {"jobs": 4, "jobs_whole": 1, "placed_whole": 0.25}
+
+
+def test_the_composite_figures_join_the_summary() -> None:
+    run = {"pods_per_s": 300.0, "placed_whole": 1.0, "jobs_whole": 10, "jobs": 10, "all_bound": True}
+    kube = {**run, "pods_per_s": 100.0, "placed_whole": 0.8, "jobs_whole": 8, "all_bound": False}
+    s = e2e_next.summary({"composite": {"shoal": run, "kube-scheduler": kube}})
+    assert (s["cpg_placed_whole"], s["cpg_placed_whole_kube"]) == (1.0, 0.8)
+    assert s["cpg_ratio"] == pytest.approx(3.0)
