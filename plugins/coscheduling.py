@@ -26,6 +26,8 @@ their gates), after scheduler-plugins' ``pkg/coscheduling``:
   attempt that cannot succeed;
 * **pod_group** tells the scheduler the pod is in a gang, so every queued member is placed in one
   cycle (see ``shoal.core.scheduling.scheduler``);
+* **PlacementFeasible** ends a gang's trial (a domain) as soon as the members left to try cannot
+  reach ``minMember`` (1.38's GangScheduling does the same there);
 * **Permit** returns Wait until ``minMember`` members are placed (assumed or bound); the member
   that completes the quorum opens every waiting member's gate at once. The wait is bounded by
   ``scheduleTimeoutSeconds``;
@@ -43,6 +45,7 @@ from pydantic import Field
 
 from shoal.core.framework.contract import Contract, Evaluates
 from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.gangplan import PlacementProgress
 from shoal.core.framework.gates import MAX_PERMIT_TIMEOUT
 from shoal.core.framework.interfaces import (
     ClusterEvent,
@@ -194,6 +197,22 @@ class Coscheduling:
             if odd is not None:
                 return _priority_error(group, odd)
         return SUCCESS
+
+    def placement_feasible(self, group: PodGroupInfo, progress: PlacementProgress) -> Status:
+        """kube-scheduler 1.38's GangScheduling at PlacementFeasible: the gang holds in this
+        trial once its quorum is placed; it cannot once the members left to try cannot make it
+        up (the trial ends there instead of trying each of them against every node)."""
+        quorum = group.min_member if group.gang else 1
+        if progress.scheduled >= quorum:
+            return SUCCESS
+        if progress.scheduled + progress.remaining < quorum:
+            return Status.unschedulable(
+                f"{progress.remaining} member(s) not tried: {group.min_field} {group.min_member} is out of "
+                f"reach in this placement ({progress.scheduled} placed, "
+                f"{progress.unschedulable} fit nowhere).",
+                plugin=NAME,
+            )
+        return Status.wait(f"pod group {group.key}: {progress.scheduled} of {quorum} placed", NAME)
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
         return self._check(pod)

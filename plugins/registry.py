@@ -213,6 +213,7 @@ DEFAULT_PLUGINS_SPEC: dict[str, list[dict[str, Any]]] = {
     ),
     "reserve": _refs("VolumeBinding", "DynamicResources", "GPUMemory", "Coscheduling"),
     "permit": _refs("Coscheduling"),
+    "placementFeasible": _refs("Coscheduling"),
     "preBind": _refs("VolumeBinding", "DynamicResources"),
     "bind": _refs("DefaultBinder"),
     "postBind": [],

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shoal.core.framework.cyclestate import CycleState
-from shoal.core.framework.gangplan import GangPlan, GangTrial
+from shoal.core.framework.gangplan import GangPlan, GangTrial, PlacementProgress
 from shoal.core.framework.gates import WaitingPods
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.nodetable import NodeInfo, NodeTable
@@ -300,6 +300,17 @@ class PermitPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class PlacementFeasiblePlugin(Plugin, Protocol):
+    def placement_feasible(self, group: PodGroupInfo, progress: PlacementProgress) -> Status:
+        """When: in a gang's cycle, after each member is tried inside a trial (a domain), as
+        kube-scheduler 1.38's PlacementFeasible. Codes: Wait, the gang may still hold there (try
+        the next member); Success, it holds (keep returning Success); Unschedulable, it cannot
+        hold there: the members not tried yet are skipped and the next trial begins (its message
+        joins the members' FailedScheduling); an exception or Error fails the gang's cycle."""
+        ...
+
+
+@runtime_checkable
 class PreBindPlugin(Plugin, Protocol):
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """When: binding cycle, after the Permit gate opened, before Bind (e.g. provision a
@@ -499,6 +510,9 @@ SCORE: ExtensionPoint[VectorScorePlugin | ScorePlugin] = ExtensionPoint(
 )
 RESERVE: ExtensionPoint[ReservePlugin] = ExtensionPoint("reserve", "Reserve", (ReservePlugin,))
 PERMIT: ExtensionPoint[PermitPlugin] = ExtensionPoint("permit", "Permit", (PermitPlugin,))
+PLACEMENT_FEASIBLE: ExtensionPoint[PlacementFeasiblePlugin] = ExtensionPoint(
+    "placementFeasible", "PlacementFeasible", (PlacementFeasiblePlugin,)
+)
 PRE_BIND: ExtensionPoint[PreBindPlugin] = ExtensionPoint("preBind", "PreBind", (PreBindPlugin,))
 BIND: ExtensionPoint[BindPlugin] = ExtensionPoint("bind", "Bind", (BindPlugin,))
 POST_BIND: ExtensionPoint[PostBindPlugin] = ExtensionPoint("postBind", "PostBind", (PostBindPlugin,))
@@ -515,6 +529,7 @@ EXTENSION_POINTS: tuple[ExtensionPoint[Any], ...] = (
     SCORE,
     RESERVE,
     PERMIT,
+    PLACEMENT_FEASIBLE,
     PRE_BIND,
     BIND,
     POST_BIND,

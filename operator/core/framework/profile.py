@@ -54,6 +54,7 @@ class PluginSet(_Model):
     score: list[PluginRef] | None = Field(default=None, max_length=MAX_PLUGINS_PER_POINT)
     reserve: list[PluginRef] | None = Field(default=None, max_length=MAX_PLUGINS_PER_POINT)
     permit: list[PluginRef] | None = Field(default=None, max_length=MAX_PLUGINS_PER_POINT)
+    placement_feasible: list[PluginRef] | None = Field(default=None, max_length=MAX_PLUGINS_PER_POINT)
     pre_bind: list[PluginRef] | None = Field(default=None, max_length=MAX_PLUGINS_PER_POINT)
     bind: list[PluginRef] | None = Field(default=None, max_length=MAX_PLUGINS_PER_POINT)
     post_bind: list[PluginRef] | None = Field(default=None, max_length=MAX_PLUGINS_PER_POINT)

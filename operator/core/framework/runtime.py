@@ -35,6 +35,7 @@ import numpy as np
 
 from shoal.core.framework.contract import evaluators
 from shoal.core.framework.cyclestate import CycleState
+from shoal.core.framework.gangplan import GangPlan, GangTrial, PlacementProgress, intersect_plans
 from shoal.core.framework.gates import MAX_PERMIT_TIMEOUT, PermitGate
 from shoal.core.framework.interfaces import (
     BIND,
@@ -42,6 +43,7 @@ from shoal.core.framework.interfaces import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
     PERMIT,
+    PLACEMENT_FEASIBLE,
     POST_BIND,
     POST_FILTER,
     PRE_BIND,
@@ -202,6 +204,7 @@ class Framework:
             self.score.append((vector, weights[p.name], normalize))
         self.reserve = self._typed(RESERVE, at)
         self.permit = self._typed(PERMIT, at)
+        self.placement_feasible = self._typed(PLACEMENT_FEASIBLE, at)
         self.pre_bind = self._typed(PRE_BIND, at)
         self.bind = self._typed(BIND, at)
         self.post_bind = self._typed(POST_BIND, at)
@@ -212,9 +215,8 @@ class Framework:
             if callable(attach := getattr(plugin, "attach_framework", None)):
                 attach(self)
         self.percentage = validated.spec.percentage_of_nodes_to_score
-        self._gang = next((p for p in self.plugins.values() if isinstance(p, GangPlugin)), None)
-        placers = (self.plugins[n] for n in sorted(self.at["filter"]))  # a gang's domain (TopologyPlacement)
-        self.gang_placer = next((p for p in placers if isinstance(p, GangPlacementPlugin)), None)
+        self._gang, self.gang_placers = self._gang_plugins(at)
+        self.gang_placer = self.gang_placers[0] if self.gang_placers else None
         self.next_start = 0  # where sampling (placement.sample_rows) starts next: rotates over feasible rows
         self._cycles = 0
 
@@ -293,6 +295,29 @@ class Framework:
             return None
         return self._gang.pod_group(pod)
 
+    def _gang_plugins(
+        self, at: Mapping[str, Sequence[Any]]
+    ) -> tuple[GangPlugin | None, list[GangPlacementPlugin]]:
+        """The gang plugin, and every gang placer at Filter (a gang's domain: TopologyPlacement),
+        the first of which describes where a gang went."""
+        gang = next((p for p in self.plugins.values() if isinstance(p, GangPlugin)), None)
+        placers = (self.plugins[r.name] for r in sorted(at["filter"], key=lambda r: r.name))
+        return gang, [p for p in placers if isinstance(p, GangPlacementPlugin)]
+
+    def gang_placements(
+        self, group: PodGroupInfo, members: Sequence[PodInfo], feasible: BoolArray, need: int
+    ) -> GangPlan:
+        """The trials of every gang placer that constrains ``group``, intersected (kube-scheduler
+        1.38 intersects its PlacementGenerate plugins' placements); one trial, anywhere, if none does."""
+        plans = [
+            (p.name, p.gang_placements(group, members, feasible, need))
+            for p in self.gang_placers
+            if p.constrained(group)
+        ]
+        if not plans:
+            return GangPlan((GangTrial(None, None, ""),))
+        return plans[0][1] if len(plans) == 1 else intersect_plans(plans)
+
     def check_group(self, group: PodGroupInfo, members: Sequence[PodInfo]) -> Status:
         """The gang plugin's verdict on the whole group before its cycle places anything."""
         if self._gang is None:
@@ -301,6 +326,27 @@ class Framework:
             "CheckGroup", self._gang.name, False, status_shape, self._gang.check_group, group, members
         )
         return status
+
+    def run_placement_feasible(self, group: PodGroupInfo, progress: PlacementProgress) -> Status:
+        """The profile's PlacementFeasible plugins on a gang's progress in one trial: the first
+        that says Unschedulable (or fails) ends the trial; else Wait while any waits; else Success
+        (and Success when there are none: the trial runs to its last member)."""
+        waiting: Status | None = None
+        for plugin in self.placement_feasible:
+            _, status = self.invoker.call(
+                "PlacementFeasible",
+                plugin.name,
+                False,
+                status_shape,
+                plugin.placement_feasible,
+                group,
+                progress,
+            )
+            if status.is_wait:
+                waiting = waiting or status
+            elif not status.ok:
+                return status
+        return waiting or SUCCESS
 
     # -- queue side ----------------------------------------------------------------------------
     def run_pre_enqueue(self, pod: PodInfo) -> Status:

@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shoal.core.framework.gangplan import GANG_DOMAIN_STATE, GangPlan, GangTrial
+from shoal.core.framework.gangplan import (
+    GANG_DOMAIN_STATE,
+    GangPlan,
+    GangTrial,
+    PlacementProgress,
+    rows_within,
+)
 from shoal.core.framework.interfaces import BoolArray
 from shoal.core.framework.runtime import Framework
 from shoal.core.scheduling.queue import QueuedPodInfo
@@ -55,6 +61,9 @@ class _Attempt:
     trial: GangTrial
     placed: list[Assumed] = field(default_factory=list)
     failed: list[tuple[QueuedPodInfo, Placement]] = field(default_factory=list)
+    #: members not tried: a PlacementFeasible plugin ended the trial (``stopped`` says why)
+    skipped: list[QueuedPodInfo] = field(default_factory=list)
+    stopped: Status | None = None
 
 
 class GangCycles:
@@ -89,22 +98,39 @@ class GangCycles:
             return
         attempt = _Attempt(plan.trials[0])
         for trial in plan.trials:
-            attempt = self._place(fw, cycle, members, trial)
+            attempt = self._place(fw, cycle, group, members, trial)
             if _quorum(fw, attempt, need):
                 self._commit(fw, group, attempt, began)
                 return
             for p in reversed(attempt.placed):
                 cycle.release(fw, p)
-            if any(pl.status.code is Code.ERROR for _, pl in attempt.failed):
+            if _error(attempt) is not None:
                 break  # a plugin failed, not the cluster: no other domain will do better
         self._failed(fw, group, attempt, need, began, len(plan.trials))
 
     def _place(
-        self, fw: Framework, cycle: Cycle, members: Sequence[QueuedPodInfo], trial: GangTrial
+        self,
+        fw: Framework,
+        cycle: Cycle,
+        group: PodGroupInfo,
+        members: Sequence[QueuedPodInfo],
+        trial: GangTrial,
     ) -> _Attempt:
-        """Every member placed for real inside ``trial``, one after another, each assumed."""
+        """Every member placed for real inside ``trial``, one after another, each assumed; after
+        each, the profile's PlacementFeasible plugins may end the trial (the gang cannot hold
+        there: the members not tried yet are skipped)."""
         attempt = _Attempt(trial)
-        for m in members:
+        _, already = self.cycles.cache.group_counts(group.key)  # placed before this cycle
+        for i, m in enumerate(members):
+            if i and fw.placement_feasible:
+                progress = PlacementProgress(
+                    already + len(attempt.placed), len(attempt.failed), len(members) - i
+                )
+                verdict = fw.run_placement_feasible(group, progress)
+                if not verdict.ok and not verdict.is_wait:
+                    attempt.stopped = verdict
+                    attempt.skipped = list(members[i:])
+                    break
             state = fw.new_cycle_state()
             if trial.rows is not None:
                 state.write(GANG_DOMAIN_STATE, trial)
@@ -133,6 +159,10 @@ class GangCycles:
             self.cycles.start_binding(fw, p, began)
         for m, placement in attempt.failed:  # members beyond the quorum that fit nowhere: retried alone
             self.cycles.failed(fw, m, placement, began)
+        if attempt.skipped and attempt.stopped is not None:  # not tried: retried alone
+            stopped = Placement(status=attempt.stopped, diagnosis=None)
+            for m in attempt.skipped:
+                self.cycles.failed(fw, m, stopped, began)
 
     def _refuse(
         self,
@@ -159,14 +189,17 @@ class GangCycles:
     ) -> None:
         """The gang's quorum did not fit (everything it assumed is released): say why, requeue all."""
         duration = time.perf_counter() - began
-        members = [p.qpi for p in attempt.placed] + [m for m, _ in attempt.failed]
-        error = next((pl.status for _, pl in attempt.failed if pl.status.code is Code.ERROR), None)
+        members = [p.qpi for p in attempt.placed] + [m for m, _ in attempt.failed] + attempt.skipped
+        error = _error(attempt)
         if error is not None:  # a plugin failed, not the cluster: the whole gang retries with backoff
             message = f"{error_message(error)} (pod group {group.key}; nothing was reserved)"
             for m in members:
                 self.cycles.retry_after_error(fw, m, message, duration)
             return
         why, plugins = first_reason(pl for _, pl in attempt.failed)
+        if attempt.stopped is not None:
+            why = f"{why} {attempt.stopped.message}".strip()
+            plugins |= {attempt.stopped.plugin} if attempt.stopped.plugin else set()
         # the gang may preempt as one (a GangPostFilterPlugin): " preemption: ..." or ""
         preempted = fw.run_gang_post_filter(group, [m.pod for m in members], need)
         where = ""
@@ -314,7 +347,7 @@ class TreeCycle:
             return False, failure
         attempt = _Attempt(trials[0])
         for trial in trials:
-            attempt = self.gangs._place(self.fw, self.cycle, members, trial)
+            attempt = self.gangs._place(self.fw, self.cycle, group, members, trial)
             if _quorum(self.fw, attempt, need):
                 self._note(group, attempt, context)
                 self.out.failures.pop(group.key, None)
@@ -323,11 +356,13 @@ class TreeCycle:
                 return True, ""
             for p in reversed(attempt.placed):
                 self.cycle.release(self.fw, p)
-            error = next((pl.status for _, pl in attempt.failed if pl.status.code is Code.ERROR), None)
+            error = _error(attempt)
             if error is not None:
                 self.out.error = error
                 break
         reason, plugins = first_reason(pl for _, pl in attempt.failed)
+        if attempt.stopped is not None:
+            reason = f"{reason} {attempt.stopped.message}".strip()
         self.out.rejecting |= plugins
         where = f" ({attempt.trial.note})" if attempt.trial.note else ""
         why = (
@@ -346,8 +381,8 @@ class TreeCycle:
         if placer is None or not placer.constrained(group):
             return [GangTrial(None, rows, "")], ""
         feasible = _limit(_feasible_pod(self.fw, members[0].pod), rows)
-        plan = placer.gang_placements(group, [m.pod for m in members], feasible, need)
-        trials = [GangTrial(t.domain, _within(t.rows, rows), t.note) for t in plan.trials]
+        plan = self.fw.gang_placements(group, [m.pod for m in members], feasible, need)
+        trials = [GangTrial(t.domain, rows_within(t.rows, rows), t.note) for t in plan.trials]
         return trials, plan.failure
 
     def _level_trials(self, node: TreeNode, rows: BoolArray | None) -> tuple[list[GangTrial], str]:
@@ -377,7 +412,7 @@ class TreeCycle:
         plan = placer.level_placements(key, [m.pod for m in members], feasible, need, placed)
         if not plan.trials:
             return [], f"{node.composite.named()}: {plan.failure}"
-        return [GangTrial(t.domain, _within(t.rows, rows), t.note) for t in plan.trials], ""
+        return [GangTrial(t.domain, rows_within(t.rows, rows), t.note) for t in plan.trials], ""
 
     # -- the end -----------------------------------------------------------------------------
     def _note(self, group: PodGroupInfo, attempt: _Attempt, context: str) -> None:
@@ -421,21 +456,9 @@ class TreeCycle:
             self.cycles.unschedulable(self.fw, m, plugins, why, duration)
 
 
-def _within(rows: BoolArray | None, domain: BoolArray | None) -> BoolArray | None:
-    """``rows`` inside ``domain`` (None: no limit)."""
-    if domain is None:
-        return rows
-    if rows is None:
-        return domain
-    n = min(len(rows), len(domain))
-    inside: BoolArray = np.zeros(max(len(rows), len(domain)), dtype=bool)
-    inside[:n] = rows[:n] & domain[:n]
-    return inside
-
-
 def _limit(feasible: BoolArray, rows: BoolArray | None) -> BoolArray:
     """The feasible nodes inside ``rows`` (all of them when None)."""
-    limited = _within(feasible, rows)
+    limited = rows_within(feasible, rows)
     return feasible if limited is None else limited
 
 
@@ -460,7 +483,7 @@ def _plan(fw: Framework, group: PodGroupInfo, members: list[QueuedPodInfo], need
     if not members or not placer.constrained(group):
         return _ANYWHERE
     feasible = _feasible_pod(fw, members[0].pod)
-    return placer.gang_placements(group, [m.pod for m in members], feasible, need)
+    return fw.gang_placements(group, [m.pod for m in members], feasible, need)
 
 
 def _unevaluated(fw: Framework, group: PodGroupInfo) -> str:
@@ -494,6 +517,13 @@ def _feasible_pod(fw: Framework, pod: PodInfo) -> BoolArray:
     return feasible
 
 
+def _error(attempt: _Attempt) -> Status | None:
+    """A plugin's failure in the attempt (not the cluster's "does not fit"), if any."""
+    if attempt.stopped is not None and attempt.stopped.code is Code.ERROR:
+        return attempt.stopped
+    return next((pl.status for _, pl in attempt.failed if pl.status.code is Code.ERROR), None)
+
+
 def _quorum(fw: Framework, attempt: _Attempt, need: int) -> bool:
     # The gang plugin opens its members' gates once the quorum is at Permit; a gate it still holds
     # (or one rejected meanwhile) means the quorum was not reached in this attempt.
@@ -522,7 +552,7 @@ def explain_gang(fw: Framework, group: PodGroupInfo) -> list[str]:
     if not members:
         return [head]
     feasible = _feasible_pod(fw, members[0])
-    plan = placer.gang_placements(group, members, feasible, need)
+    plan = fw.gang_placements(group, members, feasible, need)
     lines = [head]
     if not plan.trials:
         lines.append(f"  no placement: {plan.failure}")

@@ -208,3 +208,42 @@ async def test_a_gang_refused_for_min_resources_is_retried_when_a_node_is_added(
     s.submit(make_node("n1", gpus=8))  # now 16 GPUs are free: no 5-minute wait
     await s.run()
     assert bound(s, "greedy") == 2
+
+
+def _count_places(s: Simulation) -> list[str]:
+    """The pods each placement attempt was for (the cycles' ``place``, wrapped)."""
+    tried: list[str] = []
+    place = s.scheduler.cycles.place
+
+    def counting(fw: Any, state: Any, pod: Any, **kw: Any) -> Any:
+        tried.append(pod.name)
+        return place(fw, state, pod, **kw)
+
+    s.scheduler.cycles.place = counting  # type: ignore[method-assign]
+    return tried
+
+
+async def test_placement_feasible_ends_a_trial_once_the_quorum_is_out_of_reach() -> None:
+    """Room for 4 of a gang of 8: Coscheduling at PlacementFeasible stops after the first member
+    that does not fit (4 placed + 3 left < 8) instead of trying the last three against every node;
+    a profile without it tries all eight. Nothing binds either way."""
+    objs = [*[make_node(f"n{i}", gpus=8) for i in range(4)], *gang("big", 8)]
+    s = sim(objs)
+    tried = _count_places(s)
+    outcomes = await s.run()
+    assert bound(s, "big") == 0
+    first_cycle = tried[: tried.index("big-0", 1)] if tried.count("big-0") > 1 else tried
+    assert len(first_cycle) == 5
+    message = next(o.message for o in outcomes.values() if o.pod == "default/big-7")
+    assert (
+        "3 member(s) not tried: minMember 8 is out of reach in this placement (4 placed, 1 fit nowhere)"
+        in message
+    )
+    assert "only 4 of the 8 pending member(s) it needs fit" in message
+
+    spec = {**DEFAULT_PROFILE_SPEC, "plugins": {"placementFeasible": []}}
+    s = sim(objs, profiles=[spec])
+    tried = _count_places(s)
+    await s.run()
+    first_cycle = tried[: tried.index("big-0", 1)] if tried.count("big-0") > 1 else tried
+    assert bound(s, "big") == 0 and len(first_cycle) == 8
