@@ -170,6 +170,13 @@ class Coscheduling:
             )
         return SUCCESS
 
+    def _just_ready(self, member: PodInfo) -> bool:
+        """Whether ``member``'s arrival made its own group ready (its ``minCount``-th pod)."""
+        group = self.cache.pod_groups.get(member.group_key) if member.group_key else None
+        if group is None:
+            return False
+        return self.cache.group_size(group.key) == (group.min_member if group.gang else 1)
+
     def _quorum_known(self, pod: PodInfo) -> bool:
         """Whether a gated member's gang now has the members its PreEnqueue waits for: until then
         another member's arrival changes nothing for it (the gang's last arrival releases them
@@ -298,7 +305,8 @@ class Coscheduling:
                 return obj.key == pod.group_key
             if isinstance(obj, PodInfo):
                 if in_a_tree(pod):  # targets names the tree's members only
-                    return obj.group_key is not None and self._quorum_known(pod)
+                    # the tree may be ready now, or one more child is (PreEnqueue says how many)
+                    return obj.group_key is not None and (self._quorum_known(pod) or self._just_ready(obj))
                 return (
                     obj.group_key is not None and obj.group_key == pod.group_key and self._quorum_known(pod)
                 )

@@ -44,7 +44,7 @@ from shoal.core.scheduling.schedule_one import (
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.fidelity import GANG_TOPOLOGY
 from shoal.core.state.grouplinks import NATIVE_GROUP_API
-from shoal.core.state.hierarchy import TreeNode, min_children
+from shoal.core.state.hierarchy import TreeNode, min_children, ready_count
 from shoal.core.state.objects import (
     TOPOLOGY_PREFERRED_ANNOTATION,
     TOPOLOGY_REQUIRED_ANNOTATION,
@@ -535,6 +535,26 @@ def _quorum(fw: Framework, attempt: _Attempt, need: int) -> bool:
     return len(attempt.placed) >= need and not held
 
 
+def _explain_tree(cache: ClusterCache, group: PodGroupInfo) -> list[str]:
+    """The tree ``group`` is in, level by level: policy, topology key, children ready."""
+    tree, problem, _ = cache.group_tree(group)
+    if tree is None:
+        return [f"  waiting: {problem}"]
+    lines = [f"  refused: {problem}"] if problem else []
+    for node in tree.nodes():
+        if node.composite is None:
+            continue
+        info = node.composite
+        policy = f"minGroupCount {info.min_groups}" if info.gang else "basic"
+        where = f", one {info.topology_required} domain" if info.topology_required else ""
+        ready_now = ready_count(node, cache.group_size)
+        lines.append(
+            f"  {'  ' * (node.depth - 1)}{info.named()}: {policy}{where}, {ready_now} of "
+            f"{len(node.children)} child group(s) ready"
+        )
+    return lines
+
+
 def explain_gang(fw: Framework, group: PodGroupInfo) -> list[str]:
     """What the gang cycle would do for ``group`` now, for ``shoal explain``: the levels, the
     domains it would try in order (with their room) or why none, as lines. Changes nothing."""
@@ -544,6 +564,8 @@ def explain_gang(fw: Framework, group: PodGroupInfo) -> list[str]:
     need = max(group.min_member - placed, 0)
     head = f"pod group {group.key}: {group.min_field} {group.min_member}, {placed} placed"
     head += f", {len(members)} pending"
+    if group.parent:  # a CompositePodGroup tree: the job's levels first
+        return [head, *_explain_tree(cache, group)]
     placer = fw.gang_placer
     if placer is None and group.topology_levels:
         return [head, f"  no placement: {_unevaluated(fw, group)}"]

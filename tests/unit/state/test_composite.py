@@ -209,3 +209,47 @@ async def test_a_job_in_one_block_each_replica_in_one_rack() -> None:
     assert all(v is not None and v.startswith("b1") for v in placed.values()), placed
     racks = {r: {v[:4] for k, v in placed.items() if k.startswith(r) and v} for r in ("rep0", "rep1")}
     assert racks["rep0"] != racks["rep1"] and all(len(v) == 1 for v in racks.values())
+
+
+async def test_min_group_count_is_mutable_and_a_lower_one_releases_the_job() -> None:
+    """A job waiting for a third replica that never comes: scaled down to two (the field is
+    mutable), its two replicas are placed."""
+    nodes = [make_node(f"n{i}", cpu="2", rack=f"r{i}", zone="z") for i in range(2)]
+    job = make_composite_pod_group("job", min_groups=3, workload=WL)
+    s = sim([*nodes, job, *replica("rep0", "job", 2), *replica("rep1", "job", 2)])
+    outcomes = await s.run()
+    assert not any(where(s, "rep").values())
+    assert "which has 2 of the 3 ready child groups it needs" in message(outcomes, "rep0-0")
+    s.submit(make_composite_pod_group("job", min_groups=2, workload=WL))
+    await s.run()
+    assert all(where(s, "rep").values())
+    assert s.scheduler.gangs.composite_outcomes["default/job"][0] is True
+
+
+async def test_a_tree_that_breaks_a_rule_is_refused_whole_with_an_error() -> None:
+    """A replica of another Workload under the job: kube-scheduler's runtime validation fails the
+    whole tree (retried with backoff); nothing is placed."""
+    nodes = [make_node(f"n{i}", cpu="2", rack=f"r{i}", zone="z") for i in range(2)]
+    job = make_composite_pod_group("job", min_groups=2, workload=WL)
+    odd = make_native_pod_group(
+        "rep1", min_count=2, workload=("other", "t"), topology_key=RACK_LABEL, parent="job"
+    )
+    pods = [make_pod(f"rep1-{i}", cpu="1", scheduling_group="rep1") for i in range(2)]
+    s = sim([*nodes, job, *replica("rep0", "job", 2), odd, *pods])
+    outcomes = await s.run()
+    assert not any(where(s, "rep").values())
+    why = message(outcomes, "rep0-0")
+    assert "pod group workload does not match root workload, got: 'other', want: 'job'" in why
+
+
+async def test_explain_shows_the_tree_a_pod_group_is_in() -> None:
+    nodes = [make_node(f"n{i}", cpu="2", rack=f"r{i}", zone="z") for i in range(2)]
+    job = make_composite_pod_group("job", min_groups=3, workload=WL, topology_key=ZONE_LABEL)
+    s = sim([*nodes, job, *replica("rep0", "job", 2)])
+    await s.run()
+    pod = next(p for p in s.scheduler.cache.pods.values() if p.name == "rep0-0")
+    lines = s.scheduler.explain(pod).gang
+    assert lines[1] == (
+        "  composite pod group default/job: minGroupCount 3, one topology.kubernetes.io/zone domain, "
+        "1 of 1 child group(s) ready"
+    )
