@@ -121,6 +121,9 @@ class Coscheduling:
         self.args = args
         self.cache = handle.cache
         self.waiting = handle.waiting
+        #: tree verdicts by parent, valid while ``cache.groups_version`` is ``_trees_version``
+        self._trees: dict[str, Status] = {}
+        self._trees_version = -1
 
     def pod_group(self, pod: PodInfo) -> PodGroupInfo | None:
         """The pod's gang (None when it has none, or its group is a native ``basic`` one without a
@@ -153,22 +156,33 @@ class Coscheduling:
     def _check_tree(self, group: PodGroupInfo) -> Status:
         """A member of a CompositePodGroup tree waits until its root is known and *ready*
         (kube-scheduler 1.38's readiness: ``minGroupCount`` children ready, each PodGroup with
-        ``minCount`` pods); a tree that breaks a rule is refused by :meth:`check_group`."""
+        ``minCount`` pods); a tree that breaks a rule is refused in its cycle (an error, as
+        kube-scheduler's validation). Computed once per parent while the groups stand still
+        (every member of a tree asks it at each arrival)."""
+        version = self.cache.groups_version
+        if self._trees_version != version:
+            self._trees_version, self._trees = version, {}
+        verdict = self._trees.get(group.parent or "")
+        if verdict is None:
+            verdict = self._trees[group.parent or ""] = self._tree_verdict(group)
+        message = verdict.message
+        return verdict if verdict.ok else Status(verdict.code, (f"{named(group)}{message}",), NAME)
+
+    def _tree_verdict(self, group: PodGroupInfo) -> Status:
+        """The verdict for every member under ``group``'s parent; a message to follow the group's name."""
         tree, problem, _ = self.cache.group_tree(group)
-        if problem:
-            return Status.unschedulable(f"{named(group)}: {problem}", plugin=NAME, resolvable=False)
-        if tree is None or tree.composite is None:
+        if tree is None:  # a parent not found (yet), or a cycle: nothing to place
+            return Status.unschedulable(f": {problem}", plugin=NAME, resolvable=False)
+        if tree.composite is None or ready(tree, self.cache.group_size):
             return SUCCESS
-        if not ready(tree, self.cache.group_size):
-            root = tree.composite
-            field = "minGroupCount" if root.gang else "basic: one"
-            return Status.unschedulable(
-                f"{named(group)} is in {root.named()}, which has {ready_count(tree, self.cache.group_size)} "
-                f"of the {min_children(tree)} ready child groups it needs ({field}; a PodGroup is ready "
-                "with minCount pods)",
-                plugin=NAME,
-            )
-        return SUCCESS
+        root = tree.composite
+        field = "minGroupCount" if root.gang else "basic: one"
+        return Status.unschedulable(
+            f" is in {root.named()}, which has {ready_count(tree, self.cache.group_size)} of the "
+            f"{min_children(tree)} ready child groups it needs ({field}; a PodGroup is ready with "
+            "minCount pods)",
+            plugin=NAME,
+        )
 
     def _just_ready(self, member: PodInfo) -> bool:
         """Whether ``member``'s arrival made its own group ready (its ``minCount``-th pod)."""
@@ -192,10 +206,6 @@ class Coscheduling:
         evaluate: before any placement, so no topology domain or preemption is tried for it."""
         if group.unevaluated:
             return _unevaluated(group)
-        if group.parent:  # kube-scheduler 1.38's validation of the tree, at every cycle
-            _, problem, _ = self.cache.group_tree(group)
-            if problem:
-                return Status.error(f"{named(group)}: {problem}", plugin=NAME)
         if group.priority is not None:
             # the pending members first (the one named is one of them if any is odd), then every
             # member the cache knows, placed ones included
@@ -295,12 +305,31 @@ class Coscheduling:
             group = self.cache.pod_groups.get(pod.group_key) if pod.group_key else None
             return group is not None and group.parent is not None
 
+        def root(namespace: str, parent: str | None, own: str = "") -> str | None:
+            """The root CompositePodGroup's key above ``parent`` (``own``: the object's own key,
+            when it is a root itself), or None when the chain does not resolve."""
+            chain, problem, _ = self.cache.hierarchy.chain(namespace, parent)
+            if problem:
+                return None
+            return chain[-1].key if chain else own or None
+
+        def same_tree(pod: PodInfo, obj: CompositeGroupInfo | PodGroupInfo) -> bool:
+            """Whether ``obj`` is in the tree of ``pod``'s group (or either tree is broken, so
+            PreEnqueue had better say again what is wrong)."""
+            group = self.cache.pod_groups.get(pod.group_key) if pod.group_key else None
+            if group is None or group.parent is None:
+                return False
+            mine = root(group.namespace, group.parent)
+            own = obj.key if isinstance(obj, CompositeGroupInfo) else ""
+            theirs = root(obj.namespace, obj.parent, own)
+            return mine is None or theirs is None or mine == theirs
+
         def same_group(pod: PodInfo, event: ClusterEvent) -> bool:
             obj = event.obj
             if isinstance(obj, CompositeGroupInfo) or (isinstance(obj, PodGroupInfo) and obj.parent):
-                # a tree's shape changed: its members may be ready (or valid) now, or wait for
+                # its tree's shape changed: its members may be ready (or valid) now, or wait for
                 # something else (PreEnqueue again says what)
-                return in_a_tree(pod)
+                return same_tree(pod, obj)
             if isinstance(obj, PodGroupInfo):
                 return obj.key == pod.group_key
             if isinstance(obj, PodInfo):
@@ -319,7 +348,12 @@ class Coscheduling:
             if not isinstance(obj, PodInfo):
                 return None
             group = self.cache.pod_groups.get(obj.group_key) if obj.group_key else None
-            if group is not None and group.parent:  # a member of a tree: every member of the tree
+            if group is not None and group.parent:
+                # a member of a tree: every member of the tree, but only when the arrival changed
+                # something for them (its group became ready, or the tree is): else each arrival
+                # would ask every member, quadratic in the tree's size
+                if not (self._just_ready(obj) or self._check_tree(group).ok):
+                    return ()
                 tree, _, _ = self.cache.group_tree(group)
                 if tree is not None:
                     return [u for leaf in tree.leaves() for u in self.cache.group_member_uids(leaf.key)]

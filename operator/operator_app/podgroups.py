@@ -54,7 +54,6 @@ from shoal.core.state.objects import (
 )
 from shoal.core.state.volcano import volcano_phase
 from shoal.core.state.workloads import (
-    REASON_SCHEDULER_ERROR,
     SATISFIED,
     find_condition,
     gang_satisfied,
@@ -389,13 +388,13 @@ class PodGroupStatus:
     async def write_composite(self, info: CompositeGroupInfo) -> None:
         """kube-scheduler 1.38's ``CompositePodGroupInitiallyScheduled``, from the last cycle shoal
         ran for the tree (none: the tree is another scheduler's, or not tried yet): True once it
-        held (final), else False with why (``SchedulerError`` when a plugin failed)."""
+        held (final), else False with why (``SchedulerError`` when a plugin failed,
+        ``CompositePodGroupError`` when the tree breaks a rule of the API)."""
         outcome = self.scheduler.gangs.composite_outcomes.get(info.key)
         if outcome is None:
             return
-        held, message, error = outcome
+        held, message, reason = outcome
         current = self._composite_conditions.get(info.key, [])
-        reason = REASON_SCHEDULER_ERROR if error else ""
         condition = composite_initially_scheduled(info, held, message, current, rfc3339(), reason=reason)
         if condition is None:
             return

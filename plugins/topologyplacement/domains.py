@@ -87,6 +87,16 @@ def member_shape(requests: Iterable[Mapping[str, int]]) -> dict[str, int]:
     return shape
 
 
+def member_floor(requests: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """The smallest request per resource among the members (0 for a resource one of them does not
+    ask): slots of this shape overstate room, so a domain is never ruled out that could hold them."""
+    floor: dict[str, int] | None = None
+    for req in requests:
+        asked = {r: a for r, a in req.items() if a > 0}
+        floor = asked if floor is None else {r: min(a, asked[r]) for r, a in floor.items() if r in asked}
+    return floor or {}
+
+
 def member_slots(table: NodeTable, shape: Mapping[str, int], eligible: BoolArray) -> IntArray:
     """How many members of ``shape`` fit on each node now (0 where not ``eligible``)."""
     n = table.size

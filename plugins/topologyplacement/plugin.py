@@ -38,6 +38,7 @@ from shoal.plugins.topologyplacement.domains import (
     LevelCost,
     cost_model,
     default_level_costs,
+    member_floor,
     member_shape,
     member_slots,
     plan_gang,
@@ -129,18 +130,21 @@ class TopologyPlacement:
     def level_placements(
         self, level: str, members: Sequence[PodInfo], feasible: BoolArray, need: int, placed: Sequence[int]
     ) -> GangPlan:
-        """A CompositePodGroup level's domains: whole domains of ``level`` that hold ``need``
-        members, least room first (its children then pick their own domains inside)."""
+        """A CompositePodGroup level's domains: every domain of ``level`` with room for ``need``
+        of its smallest member (an estimate that never rules out a domain that could hold the
+        subtree, whatever its children's shapes), least room first, each tried whole: its
+        children pick their own domains inside, with their own Filters."""
         table = self.cache.table
+        domains = max(len(table.label_values(level)), 1)
         return plan_gang(
             table,
             (level,),
             required=True,
-            slots=member_slots(table, member_shape(m.requests for m in members), feasible),
+            slots=member_slots(table, member_floor(m.requests for m in members), feasible),
             need=max(need, 1),
             placed_rows=placed,
-            per_level=self.args.domains_per_level,
-            max_trials=self.args.max_trials,
+            per_level=domains,
+            max_trials=domains,
             packed=False,
         )
 

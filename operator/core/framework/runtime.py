@@ -344,7 +344,7 @@ class Framework:
             )
             if status.is_wait:
                 waiting = waiting or status
-            elif not status.ok:
+            elif not status.ok and not status.is_skip:
                 return status
         return waiting or SUCCESS
 

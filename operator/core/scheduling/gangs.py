@@ -44,7 +44,7 @@ from shoal.core.scheduling.schedule_one import (
 from shoal.core.state.cache import ClusterCache
 from shoal.core.state.fidelity import GANG_TOPOLOGY
 from shoal.core.state.grouplinks import NATIVE_GROUP_API
-from shoal.core.state.hierarchy import TreeNode, min_children, ready_count
+from shoal.core.state.hierarchy import REASON_COMPOSITE_ERROR, TreeNode, min_children, ready_count
 from shoal.core.state.objects import (
     TOPOLOGY_PREFERRED_ANNOTATION,
     TOPOLOGY_REQUIRED_ANNOTATION,
@@ -52,6 +52,7 @@ from shoal.core.state.objects import (
     PodInfo,
 )
 from shoal.core.state.status import Code, Status
+from shoal.core.state.workloads import REASON_SCHEDULER_ERROR
 
 _ANYWHERE = GangPlan((GangTrial(None, None, ""),))
 
@@ -71,8 +72,9 @@ class GangCycles:
 
     def __init__(self, cycles: PodCycles) -> None:
         self.cycles = cycles
-        #: each CompositePodGroup's last result (held?, why not, was it an error): its status
-        self.composite_outcomes: dict[str, tuple[bool, str, bool]] = {}
+        #: each CompositePodGroup's last result (held?, why not, the condition's reason if not
+        #: ``Unschedulable``): its status
+        self.composite_outcomes: dict[str, tuple[bool, str, str]] = {}
 
     def schedule(self, fw: Framework, first: QueuedPodInfo, group: PodGroupInfo, cycle: Cycle) -> None:
         """A gang is one cycle with N members: all of the quorum go to binding, or none."""
@@ -247,6 +249,7 @@ class TreeCycle:
         self.began = time.perf_counter()
         self.pending: dict[str, list[QueuedPodInfo]] = {}
         self.out = _TreeOutcome()
+        self.tree: TreeNode | None = None
 
     def run(self, first: QueuedPodInfo, group: PodGroupInfo) -> None:
         tree, problem, _ = self.cache.group_tree(group)
@@ -259,8 +262,17 @@ class TreeCycle:
         members.sort(key=lambda m: self.fw.sort_key(m.pod, m.enqueued))
         for m in members:
             self.pending.setdefault(m.pod.group_key or "", []).append(m)
-        if tree is None or tree.composite is None:  # gone or broken since PreEnqueue let it in
-            self._refuse(members, Status.unschedulable(f"{named_group(group)}: {problem}", resolvable=False))
+        gang_plugin = self.fw.gang_plugin_name
+        if tree is None or tree.composite is None:  # gone since PreEnqueue let it in: wait again
+            why = f"{named_group(group)}: {problem or 'no longer in a CompositePodGroup tree'}"
+            self._refuse(members, Status.unschedulable(why, plugin=gang_plugin, resolvable=False))
+            return
+        self.tree = tree
+        if problem:  # kube-scheduler's runtime validation: the whole tree fails, retried with backoff
+            for node in tree.nodes():
+                if node.composite is not None:
+                    self.gangs.composite_outcomes[node.key] = (False, problem, REASON_COMPOSITE_ERROR)
+            self._refuse(members, Status.error(f"{tree.composite.named()}: {problem}", plugin=gang_plugin))
             return
         for leaf in leaves:
             checked = self.fw.check_group(leaf, [m.pod for m in self.pending.get(leaf.key, ())])
@@ -378,7 +390,7 @@ class TreeCycle:
         placer = self.fw.gang_placer
         if placer is None and group.topology_levels:
             return [], _unevaluated(self.fw, group)
-        if placer is None or not placer.constrained(group):
+        if placer is None or not any(p.constrained(group) for p in self.fw.gang_placers):
             return [GangTrial(None, rows, "")], ""
         feasible = _limit(_feasible_pod(self.fw, members[0].pod), rows)
         plan = self.fw.gang_placements(group, [m.pod for m in members], feasible, need)
@@ -400,8 +412,10 @@ class TreeCycle:
         members = [m for leaf in node.leaves() for m in self.pending.get(leaf.key, ())]
         if not members:
             return [GangTrial(None, rows, "")], ""
-        feasible = _limit(_feasible_pod(self.fw, members[0].pod), rows)
         table = self.cache.table
+        # every domain inside ``rows`` (its children decide, each with its own Filters): only
+        # the schedulable nodes, as room for the smallest member, order them and rule some out
+        feasible = _limit(table.valid_rows() & ~table.unschedulable[: table.size], rows)
         placed = [
             table.index[n]
             for leaf in node.leaves()
@@ -435,7 +449,8 @@ class TreeCycle:
                 ok = held and node.key not in self.out.failures
                 self.out.held[node.key] = ok
                 message = "" if ok else self.out.failures.get(node.key) or why
-                self.gangs.composite_outcomes[node.key] = (ok, message, self.out.error is not None)
+                reason = REASON_SCHEDULER_ERROR if self.out.error is not None else ""
+                self.gangs.composite_outcomes[node.key] = (ok, message, reason)
 
     def _release(self) -> None:
         for p in reversed(self.out.placed):
@@ -448,12 +463,35 @@ class TreeCycle:
             self.cycles.failed(self.fw, m, Placement(status=status, diagnosis=None), self.began)
 
     def _requeue(self, members: list[QueuedPodInfo], tree_why: str) -> None:
-        """Members left pending: their group's own failure when the tree held, else the tree's."""
+        """Members left pending: their group's own failure when the tree held (or, for a group
+        that held under a level that did not, that level's), else the tree's. Parked on the gang
+        plugin too: a change to the tree (``minGroupCount`` lowered) may let them in."""
         duration = time.perf_counter() - self.began
-        plugins = self.out.rejecting or {self.fw.gang_plugin_name}
+        plugins = self.out.rejecting | {self.fw.gang_plugin_name}
         for m in members:
-            why = tree_why or self.out.failures.get(m.pod.group_key or "", "") or "no pods were schedulable"
+            why = tree_why or self._failure_of(m.pod.group_key or "")
             self.cycles.unschedulable(self.fw, m, plugins, why, duration)
+
+    def _failure_of(self, key: str) -> str:
+        """Why group ``key`` is not placed: its own failure, or its nearest failed ancestor's."""
+        if key in self.out.failures:
+            return self.out.failures[key]
+        ancestors: list[TreeNode] = []
+
+        def path(node: TreeNode) -> bool:
+            if node.group is not None:
+                return node.group.key == key
+            ancestors.append(node)
+            if any(path(child) for child in node.children):
+                return True
+            ancestors.pop()
+            return False
+
+        if self.tree is not None and path(self.tree):
+            for node in reversed(ancestors):
+                if node.key in self.out.failures:
+                    return f"ancestor {node.named()} is unschedulable: {self.out.failures[node.key]}"
+        return "no pods were schedulable"
 
 
 def _limit(feasible: BoolArray, rows: BoolArray | None) -> BoolArray:
@@ -480,7 +518,7 @@ def _plan(fw: Framework, group: PodGroupInfo, members: list[QueuedPodInfo], need
     placer = fw.gang_placer
     if placer is None:  # never silently wrong: a constraint nobody enforces refuses the gang
         return GangPlan((), _unevaluated(fw, group)) if group.topology_levels else _ANYWHERE
-    if not members or not placer.constrained(group):
+    if not members or not any(p.constrained(group) for p in fw.gang_placers):
         return _ANYWHERE
     feasible = _feasible_pod(fw, members[0].pod)
     return fw.gang_placements(group, [m.pod for m in members], feasible, need)

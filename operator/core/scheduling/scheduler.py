@@ -238,11 +238,15 @@ class Scheduler:
     def on_composite(self, info: CompositeGroupInfo, deleted: bool = False) -> None:
         """A CompositePodGroup added, changed (``minGroupCount`` is mutable) or deleted: the
         members of the tree it is in may be ready now (a PodGroup change to the gang plugins)."""
+        hierarchy = self.cache.hierarchy
         if deleted:
-            self.cache.hierarchy.remove_composite(info.key)
+            hierarchy.remove_composite(info.key)
             self.gangs.composite_outcomes.pop(info.key, None)
+        elif hierarchy.composites.get(info.key) == info:
+            return  # a status update (shoal's own condition, echoed): nothing a member waits for
         else:
-            self.cache.hierarchy.set_composite(info)
+            hierarchy.set_composite(info)
+        self.cache.groups_version += 1
         self._event(EventKind.POD_GROUP_CHANGE, info)
 
     def on_namespace(self, name: str, labels: Mapping[str, str] | None, deleted: bool = False) -> None:

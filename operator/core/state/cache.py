@@ -59,6 +59,9 @@ class ClusterCache:
         self._group_members: dict[str, set[str]] = {}
         #: CompositePodGroups and who names which as parent (core/state/hierarchy.py)
         self.hierarchy = Hierarchy()
+        #: bumped whenever a group, a CompositePodGroup or a group's members change: what is
+        #: computed from them (a tree's readiness) is reused while it stands
+        self.groups_version = 0
         self.assumed_ttl = assumed_ttl
         self.clock = clock
         #: placed pods (bound or assumed) grouped by namespace, labels and terms: what
@@ -147,6 +150,7 @@ class ClusterCache:
         key = pod.group_key
         if key is None:
             return
+        self.groups_version += 1
         members = self._group_members.setdefault(key, set())
         if add:
             members.add(pod.uid)
@@ -281,6 +285,7 @@ class ClusterCache:
 
     # -- pod groups ----------------------------------------------------------------------------
     def set_pod_group(self, group: PodGroupInfo) -> None:
+        self.groups_version += 1
         old = self.pod_groups.get(group.key)
         if old is not None:
             self.hierarchy.link_group(old, add=False)
@@ -288,6 +293,7 @@ class ClusterCache:
         self.hierarchy.link_group(group, add=True)
 
     def remove_pod_group(self, key: str) -> None:
+        self.groups_version += 1
         old = self.pod_groups.pop(key, None)
         if old is not None:
             self.hierarchy.link_group(old, add=False)

@@ -263,10 +263,8 @@ def validate(tree: TreeNode) -> str:
         else:
             continue
         if workload != root.workload:
-            return (
-                f"{what}: pod group workload does not match root workload, got: {workload!r}, "
-                f"want: {root.workload!r} ({root.named()})"
-            )
+            got = f"got: {workload!r}, want: {root.workload!r}"
+            return f"{what}: pod group workload does not match root workload, {got}"
         if priority is not None and priority != root.priority:
             return (
                 f"{what} has priority {priority} and its root {root.named()} has {root.priority}: "

@@ -253,3 +253,121 @@ async def test_explain_shows_the_tree_a_pod_group_is_in() -> None:
         "  composite pod group default/job: minGroupCount 3, one topology.kubernetes.io/zone domain, "
         "1 of 1 child group(s) ready"
     )
+
+
+async def test_a_level_offers_every_domain_whatever_its_childrens_shapes() -> None:
+    """A driver (8 CPUs, CPU nodes) and a worker (a GPU) in one block: the level does not judge a
+    block by one member's nodes or by the largest request of all (each child places itself)."""
+    nodes = []
+    for b in range(2):
+        nodes.append(make_node(f"cpu{b}", cpu="8", labels={"block": f"b{b}"}, zone="z"))
+        nodes.append(make_node(f"gpu{b}", cpu="2", gpus=1, labels={"block": f"b{b}"}, zone="z"))
+    job = make_composite_pod_group("job", min_groups=2, workload=WL, topology_key="block")
+    driver = make_native_pod_group("driver", min_count=1, workload=WL, parent="job")
+    worker = make_native_pod_group("worker", min_count=1, workload=WL, parent="job")
+    pods = [
+        make_pod("driver-0", cpu="8", scheduling_group="driver"),
+        make_pod("worker-0", cpu="1", gpus=1, scheduling_group="worker"),
+    ]
+    s = sim([*nodes, job, driver, worker, *pods])
+    await s.run()
+    placed = {k.split("/")[1]: v for k, v in s.placements().items()}
+    assert placed["driver-0"] is not None and placed["worker-0"] is not None
+    assert placed["driver-0"][-1] == placed["worker-0"][-1]  # one block
+
+
+async def test_every_domain_of_a_level_is_tried_not_only_the_first_three() -> None:
+    """Three fragmented blocks (a CPU free on each rack) and an empty fourth: the job goes there."""
+    nodes, busy = [], []
+    for b in range(4):
+        for r in range(2):
+            name = f"b{b}r{r}"
+            nodes.append(make_node(name, cpu="2", rack=f"b{b}-r{r}", labels={"block": f"b{b}"}, zone="z"))
+            if b < 3:
+                busy.append(make_pod(f"busy-{name}", cpu="1", node_name=name))
+    job = make_composite_pod_group("job", min_groups=2, workload=WL, topology_key="block")
+    s = sim([*nodes, *busy, job, *replica("rep0", "job", 2), *replica("rep1", "job", 2)])
+    await s.run()
+    assert {v for v in where(s, "rep").values()} <= {"b3r0", "b3r1"}
+    assert all(where(s, "rep").values())
+
+
+async def test_a_lower_min_group_count_after_a_failed_cycle_places_the_job() -> None:
+    """Three replicas needed, room for two: the cycle fails; lowered to two, the job is retried
+    (its pods wait on the gang plugin too, not only on the Filters that rejected them)."""
+    nodes = [make_node(f"n{i}", cpu="2", rack=f"r{i}", zone="z") for i in range(2)]
+    s = sim([*nodes, make_composite_pod_group("job", min_groups=3, workload=WL)])
+    for r in range(3):
+        for obj in replica(f"rep{r}", "job", 2):
+            s.submit(obj)
+    await s.run()
+    assert not any(where(s, "rep").values())
+    s.submit(make_composite_pod_group("job", min_groups=2, workload=WL))
+    await s.run()
+    assert sum(1 for v in where(s, "rep").values() if v) == 4
+
+
+async def test_a_tree_gone_before_its_cycle_waits_and_comes_back_with_its_parent() -> None:
+    nodes = [make_node(f"n{i}", cpu="2", rack=f"r{i}", zone="z") for i in range(2)]
+    job = make_composite_pod_group("job", min_groups=2, workload=WL)
+    s = sim([*nodes, job, *replica("rep0", "job", 2), *replica("rep1", "job", 2)])
+    s.scheduler.on_composite(composite_pod_group(job), deleted=True)  # gone while queued
+    outcomes = await s.run()
+    assert not any(where(s, "rep").values())
+    assert "CompositePodGroup default/job not found" in message(outcomes, "rep0-0")
+    s.submit(job)
+    await s.run()
+    assert all(where(s, "rep").values())
+
+
+async def test_groups_under_a_failed_level_name_it() -> None:
+    """A basic job over a gang level c1 {a fits, b does not} and a group c: c binds; a, released
+    with c1, says c1 failed (kube-scheduler: 'ancestor composite pod group ... is unschedulable')."""
+    nodes = [make_node(f"n{i}", cpu="2", rack=f"r{i}", zone="z") for i in range(2)]
+    objs: list[dict[str, Any]] = [
+        make_composite_pod_group("job", min_groups=None, workload=WL),
+        make_composite_pod_group("c1", min_groups=2, workload=WL, parent="job"),
+        *replica("a", "c1", 2),
+        *replica("b", "c1", 2, cpu="2"),
+        *replica("c", "job", 2),
+    ]
+    s = sim([*nodes, *objs])
+    outcomes = await s.run()
+    placed = {k.split("/")[1]: v for k, v in s.placements().items()}
+    assert placed["c-0"] and placed["c-1"] and not placed["a-0"] and not placed["b-0"]
+    assert message(outcomes, "a-0").startswith("ancestor composite pod group default/c1 is unschedulable")
+    assert s.scheduler.gangs.composite_outcomes["default/c1"][0] is False
+
+
+async def test_a_broken_tree_is_a_composite_pod_group_error() -> None:
+    nodes = [make_node("n0", cpu="2", rack="r0", zone="z")]
+    job = make_composite_pod_group("job", min_groups=1, workload=WL)
+    odd = make_native_pod_group("odd", min_count=1, workload=("other", "t"), parent="job")
+    s = sim([*nodes, job, odd, make_pod("odd-0", cpu="1", scheduling_group="odd")])
+    await s.run()
+    held, why, reason = s.scheduler.gangs.composite_outcomes["default/job"]
+    assert (held, reason) == (False, "CompositePodGroupError")
+    assert "pod group workload does not match root workload" in why
+
+
+async def test_arrivals_ask_the_tree_once_per_change_not_once_per_member() -> None:
+    """64 replicas of 8 pods created one by one: the tree is judged about once per member and per
+    replica that becomes ready (it was once per member per arrival: cubic)."""
+    nodes = [make_node(f"n{i}", cpu="64", rack=f"r{i % 8}", zone="z") for i in range(8)]
+    groups = [make_native_pod_group(f"rep{r}", min_count=8, workload=WL, parent="job") for r in range(64)]
+    s = sim([*nodes, make_composite_pod_group("job", min_groups=64, workload=WL), *groups])
+    builds = 0
+    group_tree = s.scheduler.cache.group_tree
+
+    def counted(group: Any) -> Any:
+        nonlocal builds
+        builds += 1
+        return group_tree(group)
+
+    s.scheduler.cache.group_tree = counted  # type: ignore[method-assign]
+    for r in range(64):
+        for i in range(8):
+            s.submit(make_pod(f"rep{r}-{i}", cpu="1", scheduling_group=f"rep{r}"))
+    await s.run()
+    assert sum(1 for v in where(s, "rep").values() if v) == 512
+    assert builds < 512 * 4
