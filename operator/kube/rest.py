@@ -84,6 +84,24 @@ class RawClient:
                     yield decode_json(line)
 
 
+def minor_of(body: Any) -> int:
+    """The minor version in a ``/version`` body (``"38"``, or ``"38+"`` from some distributions);
+    0 when it says none."""
+    minor = str(body.get("minor") or "") if isinstance(body, dict) else ""
+    digits = minor[: len(minor) - len(minor.lstrip("0123456789"))]
+    return int(digits) if digits else 0
+
+
+async def server_minor(raw: RawClient) -> int:
+    """The API server's minor version (its ``/version``), 0 when it cannot be read: shoal writes
+    what the cluster's own release would (a condition's reason) and never assumes the newest."""
+    try:
+        status, body = await raw.request("GET", "/version", timeout=10.0)
+    except (aiohttp.ClientError, TimeoutError, OSError):
+        return 0
+    return minor_of(body) if status == 200 else 0
+
+
 class StreamError(Exception):
     """A watch the API server refused."""
 

@@ -45,6 +45,7 @@ from shoal.core.state.disruption import PDBInfo
 from shoal.core.state.hierarchy import CompositeGroupInfo
 from shoal.core.state.objects import NodeSpec, PodGroupInfo, PodInfo
 from shoal.core.state.spreadselectors import SelectorOwner
+from shoal.core.state.workloads import REASON_POD_GROUP_ERROR
 from shoal.kube.binder import KubeBinder
 from shoal.kube.bootstrap import bootstrap_profiles
 from shoal.kube.delegated_auth import DelegatedAuth
@@ -66,7 +67,7 @@ from shoal.kube.kinds import (
 from shoal.kube.leader import LeaseElector
 from shoal.kube.preemption import KubePreemptionExecutor
 from shoal.kube.reporter import KubeReporter
-from shoal.kube.rest import RawClient, connect
+from shoal.kube.rest import RawClient, connect, server_minor
 from shoal.kube.status import MergePatchStatus, StatusWriter
 from shoal.kube.volumes import KubeVolumeWriter
 from shoal.operator_app import kopf_glue
@@ -301,6 +302,8 @@ class ShoalOperator:
             self.raw, instance=s.identity, claim_condition=self.reporter.claim_condition
         )
         self.compose(scheduler, MergePatchStatus(self.raw), raw=self.raw)
+        if await server_minor(self.raw) >= 38 and self.podgroups is not None:
+            self.podgroups.validation_reason = REASON_POD_GROUP_ERROR  # as kube-scheduler 1.38 writes it
         await self._serve()
         await self.prime()
         gc.freeze()  # the primed cache is long-lived: keep it out of every future collection

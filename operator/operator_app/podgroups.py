@@ -54,6 +54,7 @@ from shoal.core.state.objects import (
 )
 from shoal.core.state.volcano import volcano_phase
 from shoal.core.state.workloads import (
+    REASON_SCHEDULER_ERROR,
     SATISFIED,
     find_condition,
     gang_satisfied,
@@ -181,6 +182,9 @@ class PodGroupStatus:
         self._waiting_checks: list[PodInfo] = []
         #: native PodGroup -> its status.conditions as last seen or written
         self._conditions: dict[str, list[dict[str, Any]]] = {}
+        #: the reason of a group the gang plugin's validation refused: ``SchedulerError`` as 1.37
+        #: writes it, ``PodGroupError`` on a 1.38 API server (``ShoalOperator.start`` asks /version)
+        self.validation_reason = REASON_SCHEDULER_ERROR
         #: each CompositePodGroup's conditions, as last seen or written (``namespace/name``)
         self._composite_conditions: dict[str, list[dict[str, Any]]] = {}
         #: native PodGroups whose members shoal schedules (so still when none is left)
@@ -455,7 +459,10 @@ class PodGroupStatus:
         current = self._conditions.get(key, [])
         message, error = self.failure(key)
         now = rfc3339()
-        initially = initially_scheduled(group, placed, message, current, now, error=error)
+        refused = self.validation_reason if key in self.scheduler.gangs.refused_groups else ""
+        initially = initially_scheduled(
+            group, placed, message, current, now, error=error, error_reason=refused
+        )
         after = _merged(current, [initially] if initially else [])
         satisfied = gang_satisfied(group, bound, len(terminal.get("Succeeded", ())), after, now)
         changes = [c for c in (initially, satisfied) if c is not None]

@@ -350,3 +350,11 @@ async def test_stops_writing_when_no_longer_leading(tmp_path: Path) -> None:
     )
     assert done == []
     assert api.calls == []
+
+
+def test_the_servers_minor_version_is_read_as_releases_write_it() -> None:
+    from shoal.kube.rest import minor_of
+
+    assert minor_of({"major": "1", "minor": "38", "gitVersion": "v1.38.0-beta.0"}) == 38
+    assert minor_of({"major": "1", "minor": "37+"}) == 37  # some distributions add a "+"
+    assert minor_of({}) == 0 and minor_of("not json") == 0

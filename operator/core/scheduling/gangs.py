@@ -72,6 +72,9 @@ class GangCycles:
 
     def __init__(self, cycles: PodCycles) -> None:
         self.cycles = cycles
+        #: groups whose last cycle the gang plugin refused with an error (kube-scheduler 1.38's
+        #: runtime validation: their condition says ``PodGroupError`` there)
+        self.refused_groups: set[str] = set()
         #: each CompositePodGroup's last result (held?, why not, the condition's reason if not
         #: ``Unschedulable``): its status
         self.composite_outcomes: dict[str, tuple[bool, str, str]] = {}
@@ -88,6 +91,7 @@ class GangCycles:
         members = [m for m in members if m.uid in cache.pods and not cache.placed_node(m.uid)]
         members.sort(key=lambda m: fw.sort_key(m.pod, m.enqueued))
         checked = fw.check_group(group, [m.pod for m in members])
+        self._refused(group.key, checked)
         if not checked.ok:  # the group itself is refused: every pending member, nothing placed
             for m in members:
                 self.cycles.failed(fw, m, Placement(status=checked, diagnosis=None), began)
@@ -109,6 +113,12 @@ class GangCycles:
             if _error(attempt) is not None:
                 break  # a plugin failed, not the cluster: no other domain will do better
         self._failed(fw, group, attempt, need, began, len(plan.trials))
+
+    def _refused(self, key: str, checked: Status) -> None:
+        if checked.code is Code.ERROR:
+            self.refused_groups.add(key)
+        else:
+            self.refused_groups.discard(key)
 
     def _place(
         self,
@@ -272,10 +282,13 @@ class TreeCycle:
             for node in tree.nodes():
                 if node.composite is not None:
                     self.gangs.composite_outcomes[node.key] = (False, problem, REASON_COMPOSITE_ERROR)
+                elif node.group is not None:
+                    self.gangs.refused_groups.add(node.group.key)
             self._refuse(members, Status.error(f"{tree.composite.named()}: {problem}", plugin=gang_plugin))
             return
         for leaf in leaves:
             checked = self.fw.check_group(leaf, [m.pod for m in self.pending.get(leaf.key, ())])
+            self.gangs._refused(leaf.key, checked)
             if not checked.ok:  # the tree is refused whole (kube-scheduler's runtime validation)
                 self._refuse(members, checked)
                 return

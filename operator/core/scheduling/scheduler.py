@@ -231,6 +231,7 @@ class Scheduler:
     def on_pod_group(self, group: PodGroupInfo, deleted: bool = False) -> None:
         if deleted:
             self.cache.remove_pod_group(group.key)
+            self.gangs.refused_groups.discard(group.key)
         else:
             self.cache.set_pod_group(group)
         self._event(EventKind.POD_GROUP_CHANGE, group)

@@ -37,6 +37,8 @@ INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
 REASON_SCHEDULED = "Scheduled"
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
+#: 1.38's reason for a group its runtime validation refuses (a member of another priority, ...)
+REASON_POD_GROUP_ERROR = "PodGroupError"
 #: whether a placed gang still has ``minCount`` members: the condition KEP-6413 proposes for 1.39
 #: (provisional; ``PodGroupInitiallyScheduled`` is final, so it cannot say), its reasons shoal's
 SATISFIED = "PodGroupSatisfied"
@@ -92,13 +94,15 @@ def initially_scheduled(
     now: str,
     *,
     error: bool = False,
+    error_reason: str = "",
 ) -> dict[str, Any] | None:
     """The ``PodGroupInitiallyScheduled`` condition to write, or None when there is nothing to say.
 
     As kube-scheduler 1.37 (``schedule_one_podgroup.go``, ``updatePodGroupCondition``): True
     (reason ``Scheduled``) once ``minCount`` members (one, for ``basic``) were placed; False with
     reason ``Unschedulable`` and the scheduling failure's ``message`` while they cannot be
-    (``SchedulerError`` when the failure was an ``error``: a plugin's or a binding's); a True
+    (``SchedulerError`` when the failure was an ``error``: a plugin's or a binding's; ``error_reason``
+    instead, 1.38's ``PodGroupError`` for a group its validation refused); a True
     condition is final (never turned back to False). ``lastTransitionTime`` changes only with the
     status; ``observedGeneration`` is the group's. ``scheduled`` counts members bound (or that ran).
     """
@@ -108,7 +112,7 @@ def initially_scheduled(
     if scheduled >= group.min_member:
         status, reason, message = "True", REASON_SCHEDULED, ""
     elif message:
-        status, reason = "False", REASON_SCHEDULER_ERROR if error else REASON_UNSCHEDULABLE
+        status, reason = "False", (error_reason or REASON_SCHEDULER_ERROR) if error else REASON_UNSCHEDULABLE
     else:
         return None  # not attempted yet (or waiting for members): kube-scheduler says nothing either
     since = now

@@ -201,6 +201,10 @@ def test_the_condition_as_kube_scheduler_writes_it() -> None:
     assert initially_scheduled(group(None), 1, "", [], now) is not None  # basic: one member placed
     broken = initially_scheduled(group(), 0, "plugin X failed", [], now, error=True)
     assert broken is not None and (broken["status"], broken["reason"]) == ("False", "SchedulerError")
+    refused = initially_scheduled(
+        group(), 0, "odd priority", [], now, error=True, error_reason="PodGroupError"
+    )
+    assert refused is not None and refused["reason"] == "PodGroupError"  # 1.38's validation
 
 
 def test_a_placed_gang_says_whether_it_still_has_mincount_members() -> None:
@@ -309,6 +313,8 @@ async def test_members_whose_priority_is_not_their_groups_are_refused_naming_bot
         message = next(o.message for o in outcomes.values() if o.pod == f"default/{name}")
         assert "has priority 100 (spec.priority, from its priorityClassName)" in message
         assert "pod mixed-1 has 5 (spec.priority)" in message
+    # the status writer says PodGroupError for it on a 1.38 API server (the validation's refusal)
+    assert s.scheduler.gangs.refused_groups == {"default/mixed@scheduling.k8s.io"}
 
 
 async def test_the_simulator_admits_a_native_groups_priority_class_as_the_api_server_does() -> None:
