@@ -91,7 +91,7 @@ bench: $(BENCH_STAMP) cluster-bin ## shoal vs kube-scheduler on the real control
 	$(PY) bench/e2e.py
 	$(MAKE) --no-print-directory bench-next
 
-bench-next: $(BENCH_STAMP) cluster-bin ## the race against kube-scheduler of the next release (KUBE_VERSION_NEXT): its topology gang workloads, gang preemption in one rack, basic
+bench-next: $(BENCH_STAMP) cluster-bin ## the race against kube-scheduler of the next release (KUBE_VERSION_NEXT): its topology gang workloads, gang preemption in one rack, CompositePodGroup jobs, basic
 	SHOAL_KUBE_VERSION=$(KUBE_VERSION_NEXT) hack/k8s/build.sh kube-apiserver kube-scheduler kube-controller-manager
 	SHOAL_KUBE_VERSION=$(KUBE_VERSION_NEXT) $(PY) bench/e2e_next.py
 
