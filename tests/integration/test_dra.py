@@ -1220,11 +1220,13 @@ async def test_binding_conditions_hold_a_pod_until_the_driver_attaches_its_devic
         assert term["matchFields"][0]["key"] == "metadata.name", got
 
 
-async def gang_run(api: client.ApiClient, scheduler: str, node: str) -> dict[str, Any]:
+async def gang_run(api: client.ApiClient, scheduler: str, node: str, *, refusal: bool) -> dict[str, Any]:
     """A native gang of two on one MIG-able GPU: the first member would rather have the whole
     GPU (``firstAvailable``: whole, else 3g.40gb), the second needs a 3g.40gb. Returns, per
-    member, its node ("" while pending) and its claim's devices, once the second is bound or
-    refused."""
+    member, its node ("" while pending) and its claim's devices, once both are bound, or (with
+    ``refusal``, the outcome expected) once a member is refused. Without it a refusal does not end
+    the wait: the slices just created may reach the scheduler after the pods (a first attempt
+    refused, the next one placed), so the test waits for the state it asserts."""
     core: Any = client.CoreV1Api(api)
     custom: Any = client.CustomObjectsApi(api)
     ns = f"gang-{uuid.uuid4().hex[:6]}"
@@ -1265,7 +1267,7 @@ async def gang_run(api: client.ApiClient, scheduler: str, node: str) -> dict[str
                 for c in (p.get("status") or {}).get("conditions") or ()
             )
         ]
-        return pods if len(bound) == 2 or refused else None
+        return pods if len(bound) == 2 or (refusal and refused) else None
 
     pods = await wait_for(settled, 90, what=f"{scheduler}: the gang bound or a member refused")
     claims = await list_all(custom.list_namespaced_custom_object, GROUP, VERSION, ns, "resourceclaims")
@@ -1308,11 +1310,11 @@ async def test_a_gang_whose_first_member_would_starve_the_second_is_placed_kube_
             await custom.create_cluster_custom_object(GROUP, VERSION, "resourceslices", body)
         if scheduler == "default-scheduler":
             with KubeSchedulerProcess(crds.kubeconfig, tmp_path / "kube-scheduler"):
-                outcomes[scheduler] = await gang_run(clean, scheduler, node)
+                outcomes[scheduler] = await gang_run(clean, scheduler, node, refusal=True)
         else:
             name = f"gang-{run}"
             await create(clean, make_profile(name, {**DEFAULT_PROFILE_SPEC}, scheduler_name=name))
-            outcomes[scheduler] = await gang_run(clean, name, node)
+            outcomes[scheduler] = await gang_run(clean, name, node, refusal=False)
     await clear_slices(custom)
     kube, shoal = outcomes["default-scheduler"], outcomes["shoal"]
     assert not any(node for node, _ in kube.values()), kube  # the gang is left pending

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from shoal.core.framework.runtime import PLUGIN_METRICS_EVERY
 from shoal.plugins.registry import DEFAULT_PROFILE_SPEC
 from shoal.testing.cluster import OperatorProcess, create, create_many, list_all, wait_for
 from shoal.testing.controlplane import ControlPlane, python_env
@@ -271,10 +272,34 @@ def sample_sum(text: str, name: str, **labels: str) -> float | None:
     return total if seen else None
 
 
-def test_metrics_endpoint_serves_kube_scheduler_series(operator: OperatorProcess) -> None:
-    # earlier tests in this module scheduled pods, a gang (Permit gates) and an unfit gang
-    with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
+async def test_metrics_endpoint_serves_kube_scheduler_series(
+    clean: client.ApiClient, namespace: str, operator: OperatorProcess
+) -> None:
+    # earlier tests in this module scheduled a gang (Permit gates) and an unfit gang; plugin
+    # timings are sampled in one cycle of PLUGIN_METRICS_EVERY per profile, so this test's own
+    # profile schedules enough pods for a sampled one, and the series is waited for
+    api = clean
+    sched = f"s-{uuid.uuid4().hex[:6]}"
+    await create(api, make_node("m", gpus=8))
+    await create(api, profile(sched))
+    await wait_profile(api, sched, "True")
+    count = 2 * PLUGIN_METRICS_EVERY
+    await create_many(
+        api, [make_pod(f"m{i}", namespace=namespace, scheduler_name=sched) for i in range(count)]
+    )
+
+    def get(path: str) -> tuple[int, str]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}{path}", timeout=5) as resp:
+            return int(resp.status), str(resp.read().decode())
+
+    async def sampled() -> str | None:
+        _, text = await asyncio.to_thread(get, "/metrics")
+        value = sample_sum(
+            text, "scheduler_plugin_execution_duration_seconds_count", plugin="NodeResourcesFit"
+        )
+        return text if value else None
+
+    text = await wait_for(sampled, 30, what="a sampled cycle's plugin timings")
     for name, labels in (
         ("scheduler_schedule_attempts_total", {"result": "scheduled"}),
         ("scheduler_schedule_attempts_total", {"result": "unschedulable"}),
@@ -290,8 +315,8 @@ def test_metrics_endpoint_serves_kube_scheduler_series(operator: OperatorProcess
     for queue in ("active", "backoff", "unschedulable", "gated"):
         assert sample_sum(text, "scheduler_pending_pods", queue=queue) is not None, queue
     for path in ("/healthz", "/livez", "/readyz"):
-        with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}{path}", timeout=5) as resp:
-            assert resp.status == 200, path
+        status, _ = await asyncio.to_thread(get, path)
+        assert status == 200, path
 
 
 async def test_explain_cli(
