@@ -204,6 +204,23 @@ async def test_a_gang_preempts_only_what_it_needs_and_binds_whole(
     assert sum(1 for n in left if n.startswith("low-")) == 4, left  # 4 cpus needed, 4 pods evicted
 
 
+async def seen_by_shoal(core: Any, namespace: str, sched: str) -> None:
+    """Wait until shoal's pod watch has reached the pods created so far: a sentinel pod created
+    now (one no node can take, so it preempts nothing) gets shoal's PodScheduled=False once shoal
+    has seen it, and the watch delivers a kind's events in order. Under load the watch may lag
+    the API's listings by seconds; a gang tried before the victims are known would not preempt."""
+    sentinel = make_pod("sentinel", namespace=namespace, scheduler_name=sched)
+    sentinel["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "no-such-node"}
+    await core.create_namespaced_pod(namespace, sentinel)
+
+    async def refused() -> bool:
+        pod = await core.read_namespaced_pod("sentinel", namespace)
+        return any(c.type == "PodScheduled" and c.status == "False" for c in pod.status.conditions or ())
+
+    await wait_for(refused, 60, what="shoal's verdict on a sentinel pod (its watch caught up)")
+    await core.delete_namespaced_pod("sentinel", namespace, grace_period_seconds=0)
+
+
 async def test_a_gang_required_in_one_rack_preempts_the_cheapest_rack_and_its_nominations_hold(
     clean: client.ApiClient, namespace: str, operator: OperatorProcess, kwok: KwokProcess
 ) -> None:
@@ -245,6 +262,7 @@ async def test_a_gang_required_in_one_rack_preempts_the_cheapest_rack_and_its_no
         return all(n in now and now[n].status.phase == "Running" for n in names)
 
     await wait_for(lambda: running(victim_names), 60, what="the 24 victims running (kwok)")
+    await seen_by_shoal(core, namespace, sched)
     gang = [renamed(o) for o in e2e_preemption.topo_preemptors(namespace, sched)]
     await create_many(clean, gang)
     members = {o["metadata"]["name"] for o in gang if o["kind"] == "Pod"}
