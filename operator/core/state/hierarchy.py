@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal.core.state.objects import PodGroupInfo, parse_time
-from shoal.core.state.workloads import find_condition
+from shoal.core.state.workloads import find_condition, gang_count, topology_key
 
 #: the API's resource, for messages and the status writer
 COMPOSITE_KIND = "CompositePodGroup"
@@ -79,22 +79,16 @@ def composite_pod_group(obj: Mapping[str, Any]) -> CompositeGroupInfo:
     policy is read as ``basic`` (the API server validates one policy and ``minGroupCount >= 1``)."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
-    policy = spec.get("schedulingPolicy") or {}
-    gang = policy.get("gang") if isinstance(policy, Mapping) else None
-    count = gang.get("minGroupCount") if isinstance(gang, Mapping) else None
-    is_gang = isinstance(count, int) and count >= 1
-    constraints = spec.get("schedulingConstraints") or {}
-    topology = constraints.get("topology") if isinstance(constraints, Mapping) else None
-    keys = [str(t.get("key")) for t in topology or () if isinstance(t, Mapping) and t.get("key")]
+    count = gang_count(spec, "minGroupCount")
     ref = spec.get("workloadRef") or {}
     parent = spec.get("parentCompositePodGroupName")
     return CompositeGroupInfo(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name") or ""),
         parent=str(parent) if parent else None,
-        gang=is_gang,
-        min_groups=int(count) if is_gang and isinstance(count, int) else 1,
-        topology_required=keys[0] if keys else None,
+        gang=count is not None,
+        min_groups=count or 1,
+        topology_required=topology_key(spec),
         workload=str(ref.get("workloadName") or "") if isinstance(ref, Mapping) else "",
         priority=int(spec["priority"]) if isinstance(spec.get("priority"), int) else 0,
         created=parse_time(meta.get("creationTimestamp")),

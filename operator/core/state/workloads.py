@@ -46,18 +46,29 @@ REASON_MEMBERS_SCHEDULED = "MinCountScheduled"
 REASON_BELOW_MIN_COUNT = "BelowMinCount"
 
 
+def gang_count(spec: Mapping[str, Any], field: str) -> int | None:
+    """``spec.schedulingPolicy.gang.<field>`` when it makes a gang (an int >= 1), else None (basic
+    or malformed: the API server validates one policy and a count >= 1)."""
+    policy = spec.get("schedulingPolicy") or {}
+    gang = policy.get("gang") if isinstance(policy, Mapping) else None
+    count = gang.get(field) if isinstance(gang, Mapping) else None
+    return count if isinstance(count, int) and count >= 1 else None
+
+
+def topology_key(spec: Mapping[str, Any]) -> str | None:
+    """``spec.schedulingConstraints.topology[0].key`` (the API allows one key today)."""
+    constraints = spec.get("schedulingConstraints") or {}
+    topology = constraints.get("topology") if isinstance(constraints, Mapping) else None
+    keys = [str(t.get("key")) for t in topology or () if isinstance(t, Mapping) and t.get("key")]
+    return keys[0] if keys else None
+
+
 def native_pod_group(obj: Mapping[str, Any]) -> PodGroupInfo:
     """A ``scheduling.k8s.io`` PodGroup as shoal's model. Never raises: a malformed policy is
     read as ``basic`` (the API server validates exactly one policy and ``minCount >= 1``)."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
-    policy = spec.get("schedulingPolicy") or {}
-    gang = policy.get("gang") if isinstance(policy, Mapping) else None
-    min_count = gang.get("minCount") if isinstance(gang, Mapping) else None
-    is_gang = isinstance(min_count, int) and min_count >= 1
-    constraints = spec.get("schedulingConstraints") or {}
-    topology = constraints.get("topology") if isinstance(constraints, Mapping) else None
-    keys = [str(t.get("key")) for t in topology or () if isinstance(t, Mapping) and t.get("key")]
+    min_count = gang_count(spec, "minCount")
     ref = spec.get("workloadRef") or {}
     workload = (
         f"{ref.get('workloadName', '')}/{ref.get('templateName', '')}" if isinstance(ref, Mapping) else ""
@@ -65,14 +76,14 @@ def native_pod_group(obj: Mapping[str, Any]) -> PodGroupInfo:
     return PodGroupInfo(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name") or ""),
-        min_member=int(min_count) if is_gang and min_count is not None else 1,
+        min_member=min_count or 1,
         created=parse_time(meta.get("creationTimestamp")),
         uid=str(meta.get("uid") or ""),
         generation=int(meta.get("generation") or 0),
         # the API allows one key today ("may change in the future"): the first one is required
-        topology_required=keys[0] if keys else None,
+        topology_required=topology_key(spec),
         api=NATIVE_GROUP_API,
-        gang=is_gang,
+        gang=min_count is not None,
         workload=workload if ref else "",
         resource_claims=pod_claims(spec, obj.get("status") or {}),
         priority=int(spec["priority"]) if isinstance(spec.get("priority"), int) else 0,
