@@ -182,4 +182,35 @@ async def connect(kubeconfig: str | None) -> client.ApiClient:
     session = getattr(api.rest_client, "pool_manager", None)
     if session is not None and hasattr(session, "_trust_env"):
         session._trust_env = False
+    if session is not None:
+        reuse_most_recent(session.connector)
     return api
+
+
+def reuse_most_recent(connector: aiohttp.BaseConnector | None) -> None:
+    """Make ``connector`` hand out its most recently released connection first.
+
+    aiohttp's pool is first in, first out: under a steady stream of requests every idle
+    connection is reused in turn, so none stays idle for the keep-alive timeout (15 s) and the
+    pool never shrinks. After a burst (the bindings, events and status writes that queue while
+    the API server restarts, up to ``binding_concurrency`` at once) the operator kept every
+    connection it had opened, each with its TLS state and buffers: the soak measured the leader's
+    connections to the API server going from 48 to 86 and about 14 MB of C memory (glibc, outside
+    Python's allocator) staying in use after one restart. Most recent first, the connections a
+    steady load does not need idle out after the burst; a burst still opens what it needs.
+
+    aiohttp has no option for this; the release hook is its private ``_release`` and the pool its
+    ``_conns`` (a deque per host, taken from the left). When either is missing (another aiohttp),
+    the pool is left as it is.
+    """
+    release = getattr(connector, "_release", None)
+    if connector is None or release is None or not isinstance(getattr(connector, "_conns", None), dict):
+        return
+
+    def release_to_front(key: Any, protocol: Any, *args: Any, **kwargs: Any) -> None:
+        release(key, protocol, *args, **kwargs)
+        pool = connector._conns.get(key)
+        if pool and pool[-1][0] is protocol:
+            pool.rotate(1)  # the connection just released is the next one taken
+
+    connector._release = release_to_front  # type: ignore[method-assign]

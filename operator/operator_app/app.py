@@ -73,6 +73,7 @@ from shoal.kube.volumes import KubeVolumeWriter
 from shoal.operator_app import kopf_glue
 from shoal.operator_app.health import Health, run_vital
 from shoal.operator_app.leadership import Leadership
+from shoal.operator_app.memory import trim_forever
 from shoal.operator_app.metrics import HealthServer, PromMetrics
 from shoal.operator_app.podgroups import PodGroupStatus
 from shoal.operator_app.profiles import ProfileController, Profiles
@@ -161,6 +162,7 @@ class ShoalOperator:
                 self._background = [
                     process.create_task(self._vital(), name="vital"),
                     process.create_task(self._relist(), name="relist"),
+                    process.create_task(trim_forever(), name="trim-memory"),
                 ]
                 process.create_task(self._kopf(), name="kopf")
         except* _Stopped:
