@@ -27,16 +27,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 from urllib.parse import urlencode
 
 import aiohttp
 import kopf
 
-from shoal.kube.listing import ListError, list_objects, list_retrying
+from shoal.kube.listing import ListError, list_each, list_retrying
 from shoal.kube.rest import RawClient, StreamError, message_of
 from shoal.kube.wire import Resource
 
@@ -115,9 +114,10 @@ class _Watch(Generic[T]):
     kind: Kind[T]
     handler: Handler[T]
     gone: Callable[[str], None] | None
-    #: identity -> monotonic time last seen, and the resourceVersion it had (kinds with an
-    #: identity only)
-    seen: dict[str, tuple[float, str]]
+    #: identity -> the re-list check's round in which it was last seen (kinds with an identity only)
+    seen: dict[str, int] = field(default_factory=dict)
+    #: identity -> the resourceVersion it was last seen at
+    versions: dict[str, str] = field(default_factory=dict)
 
 
 class Informer:
@@ -125,6 +125,11 @@ class Informer:
         self.relist_delay = relist_delay
         self._watches: list[_Watch[Any]] = []
         self._listed = asyncio.Event()
+        #: the re-list check's round: an object seen is stamped with it, a check starts a new one.
+        #: One shared int, not a time per object: re-listing an unchanged object allocates nothing
+        #: that stays (a new timestamp per object, made among the listing's short-lived objects,
+        #: kept scattered over memory the listing had taken: see ``kube.listing.list_each``).
+        self._round = 0
         #: (group, version, plural) -> the resourceVersion each kind was primed at and the field
         #: selector it was listed with, until kopf's first watch of the kind takes it
         #: (``kopf_glue.continue_from_prime``): the watch goes on from the priming instead of
@@ -133,7 +138,7 @@ class Informer:
 
     def watch(self, kind: Kind[T], handler: Handler[T], *, gone: Callable[[str], None] | None = None) -> None:
         """Send ``kind``'s events to ``handler``; ``gone(identity)`` for objects found vanished."""
-        self._watches.append(_Watch(kind, handler, gone, {}))
+        self._watches.append(_Watch(kind, handler, gone))
 
     @property
     def kinds(self) -> list[Kind[Any]]:
@@ -167,13 +172,16 @@ class Informer:
             ident = w.kind.identity(raw)
             if type == DELETED:
                 w.seen.pop(ident, None)
+                w.versions.pop(ident, None)
             else:
                 version = str((raw.get("metadata") or {}).get("resourceVersion") or "")
-                last = w.seen.get(ident)
-                w.seen[ident] = (time.monotonic(), version)
+                w.seen[ident] = self._round
+                unchanged = bool(version) and w.versions.get(ident) == version
+                if not unchanged:
+                    w.versions[ident] = version
                 if type == LISTED:
                     self._listed.set()
-                    if version and last is not None and last[1] == version:
+                    if unchanged:
                         # a re-list replays every object: one at the version the handler already
                         # has is unchanged, and is not decoded and stored again (kube-scheduler
                         # bypasses an update carrying an identical object the same way)
@@ -232,32 +240,46 @@ class Informer:
     async def relist_check(self, raw: RawClient) -> dict[str, int]:
         """Call ``gone`` for objects the API no longer has. Returns how many per kind.
 
-        Only objects last seen *before* the listing started are gone, so an object created while
-        the list was being read is never dropped by mistake. The listing asks for metadata only
-        (a kind's ``identity`` reads nothing else): under a backlog of pods, listing them whole
-        cost 6–7 % of shoal's CPU.
+        Only objects last seen *before* the listing started (in an earlier round) are gone, so an
+        object created while the list was being read is never dropped by mistake. The listing asks
+        for metadata only (a kind's ``identity`` reads nothing else): under a backlog of pods,
+        listing them whole cost 6–7 % of shoal's CPU.
         """
         forgotten: dict[str, int] = {}
         for w in self._watches:
             if w.kind.identity is None or w.gone is None:
                 continue
-            started = time.monotonic()
+            self._round += 1
+            started = self._round
             try:
-                objs = await list_objects(
-                    raw, w.kind.resource.path(), field_selector=w.kind.field_selector, metadata_only=True
-                )
+                live = await self._identities(raw, w.kind)
             except (ListError, aiohttp.ClientError, TimeoutError, OSError) as exc:
                 log.warning("re-list check failed (%s); will try at the next listing", exc)
                 return forgotten
-            live = {w.kind.identity(obj) for obj in objs}
-            gone = [i for i, (seen, _) in w.seen.items() if i not in live and seen < started]
+            gone = [i for i, seen in w.seen.items() if i not in live and seen < started]
             for ident in gone:
                 w.seen.pop(ident, None)
+                w.versions.pop(ident, None)
                 w.gone(ident)
             forgotten[w.kind.name] = len(gone)
         if any(forgotten.values()):
             log.info("after a re-list: forgot %s deleted meanwhile", _counts(forgotten))
         return forgotten
+
+    @staticmethod
+    async def _identities(raw: RawClient, kind: Kind[Any]) -> set[str]:
+        """The identities of ``kind``'s objects the API has, from a metadata-only listing read a
+        page at a time (only the identities are kept)."""
+        assert kind.identity is not None
+        identity, live = kind.identity, set[str]()
+        await list_each(
+            raw,
+            kind.resource.path(),
+            lambda obj: live.add(identity(obj)),
+            field_selector=kind.field_selector,
+            metadata_only=True,
+        )
+        return live
 
 
 async def stream(
