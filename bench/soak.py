@@ -781,11 +781,11 @@ def together(kinds: list[str], argv: list[str], workdir: Path) -> dict[str, Run]
     return {kind: run_from(json.loads(raw.read_text())) for kind, (_, raw) in procs.items()}
 
 
-def summary(runs: dict[str, Run], cfg: SoakConfig) -> dict[str, Any]:
+def summary(runs: dict[str, Run], cfg: SoakConfig, commit: str) -> dict[str, Any]:
     warm = min(600.0, cfg.minutes * 60 / 3)
     s: dict[str, Any] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "commit": revision(),
+        "commit": commit,
         "machine": machine(),
         "config": asdict(cfg),
     }
@@ -963,6 +963,7 @@ def main() -> int:
         stall_s=args.stall,
     )
     kinds = [args.only] if args.only else ["shoal", "kube-scheduler"]
+    started_at = revision()  # the code the run starts; replicas restarted later load what is there then
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="shoal-soak-") as tmp:
@@ -973,7 +974,11 @@ def main() -> int:
     if args.raw is not None:
         (run,) = runs.values()
         args.raw.write_text(json.dumps(asdict(run)))
-    s = summary(runs, cfg)
+    ended_at = revision()
+    # a commit or an edit during the run: the restarted replicas may have run other code
+    s = summary(
+        runs, cfg, started_at if ended_at == started_at else f"{started_at.removesuffix('-dirty')}-dirty"
+    )
     s["at_once"] = len(runs) > 1 and not args.sequential
     print(json.dumps({k: v for k, v in s.items() if not k.startswith("windows")}, indent=2))
     if not args.no_write and not args.only:

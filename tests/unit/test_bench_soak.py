@@ -40,7 +40,7 @@ def test_a_run_survives_the_raw_file_that_carries_it_between_processes() -> None
     )
     back = run_from(json.loads(json.dumps(asdict(run))))
     assert back == run
-    s = summary({"shoal": run_from(asdict(run)), "kube-scheduler": back}, SoakConfig(minutes=10))
+    s = summary({"shoal": run_from(asdict(run)), "kube-scheduler": back}, SoakConfig(minutes=10), "abc123")
     assert s["replica_restarts"] == s["replica_restarts_kube"] == 2
     assert s["faults_survived_kube"] == 1  # the stall's recovery was never seen
     assert s["victims_kube"] == 4 and s["preempt_p50_s_kube"] == 17.3
