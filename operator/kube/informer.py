@@ -188,6 +188,25 @@ class Informer:
                         return
         await w.handler(Event(w.kind, type, raw))
 
+    def replayed_unchanged(self, key: tuple[str, str, str], raw: Mapping[str, Any]) -> bool:
+        """Whether a re-listed object of the kind at ``key`` (group, version, plural) is at the
+        resourceVersion every watch of it already has: it is then marked seen, as :meth:`dispatch`
+        marks a replayed object, and the caller may drop it before kopf makes a queue and a worker
+        for it (``kopf_glue.stream_relists``). False for a kind not watched with an identity."""
+        watches = [w for w in self._watches if _key(w.kind) == key]
+        if not watches or any(w.kind.identity is None for w in watches):
+            return False
+        version = (raw.get("metadata") or {}).get("resourceVersion")
+        if not version:
+            return False
+        idents = [w.kind.identity(raw) for w in watches if w.kind.identity is not None]
+        if any(w.versions.get(i) != version for w, i in zip(watches, idents, strict=True)):
+            return False
+        for w, ident in zip(watches, idents, strict=True):
+            w.seen[ident] = self._round
+        self._listed.set()
+        return True
+
     async def deliver(self, kind: Kind[T], type: str, raw: Mapping[str, Any]) -> None:
         """Feed one event of ``kind`` as if it came from the watch (tests, simulations)."""
         for w in self._watches:
@@ -306,6 +325,11 @@ async def stream(
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if event.get("type") != "BOOKMARK":
                 yield Event(kind, str(event.get("type")), obj)
+
+
+def _key(kind: Kind[Any]) -> tuple[str, str, str]:
+    res = kind.resource
+    return res.group, res.version, res.plural
 
 
 def _counts(counts: Mapping[str, int]) -> str:

@@ -179,7 +179,12 @@ class ShoalOperator:
         return reg
 
     def configure(self, settings: kopf.OperatorSettings) -> None:
-        kopf_glue.configure(settings, self.settings.watch_timeout, primed=self.informer.primed_versions)
+        kopf_glue.configure(
+            settings,
+            self.settings.watch_timeout,
+            primed=self.informer.primed_versions,
+            unchanged=self.informer.replayed_unchanged,
+        )
         self.informer.configure(settings)
 
     async def _kopf(self) -> None:

@@ -39,7 +39,8 @@ test fails on a kopf that changed it):
   server that does not stream it (or a kind with shard selectors) is listed as kopf does. With
   kopf's per-object workers exiting 0.5 s after an object's last event (kopf: 5 s, holding the
   body), a re-list no longer holds every object of a kind twice: the peak the allocator kept after
-  each API server restart (docs/reliability.md).
+  each API server restart (docs/reliability.md). A re-listed object the informer already has at
+  its resourceVersion is dropped as it is read: kopf makes no queue and no worker for it.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ import inspect
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping
 from typing import Any
 
 import aiohttp
@@ -71,9 +72,11 @@ def configure(
     settings: kopf.OperatorSettings,
     watch_timeout: float,
     primed: dict[tuple[str, str, str], Primed] | None = None,
+    unchanged: Unchanged | None = None,
 ) -> None:
     """kopf's settings for shoal, and the changes below; ``primed``: the informer's
-    ``primed_versions`` (filled at start-up, before kopf watches), for :func:`continue_from_prime`."""
+    ``primed_versions`` (filled at start-up, before kopf watches), for :func:`continue_from_prime`;
+    ``unchanged``: the informer's ``replayed_unchanged``, for :func:`stream_relists`."""
     settings.persistence.diffbase_storage = StatelessDiffBase()
     settings.persistence.progress_storage = StatelessProgress()
     settings.posting.enabled = False  # kopf's own k8s-events; ours come from KubeReporter
@@ -90,7 +93,7 @@ def configure(
     lean_events()
     if primed is not None:
         continue_from_prime(settings, primed)
-    stream_relists(settings)
+    stream_relists(settings, unchanged)
 
 
 #: kopf's own code that was replaced, by what it is ("spawn", "json", "fetching"), for tests
@@ -305,6 +308,12 @@ _WATCH_MARKERS = (
 _PRIMED = "shoal_primed_versions"
 #: set on kopf's settings by :func:`stream_relists`
 _STREAMED = "shoal_streamed_relists"
+#: set on kopf's settings by :func:`stream_relists`: which re-listed objects to drop
+_UNCHANGED = "shoal_relisted_unchanged"
+
+#: whether a re-listed object, of the kind at (group, version, plural), is one the handlers
+#: already have at its resourceVersion (and may be dropped before kopf's per-object machinery)
+Unchanged = Callable[[tuple[str, str, str], Mapping[str, Any]], bool]
 
 
 class _KopfFetching:
@@ -330,13 +339,17 @@ class _KopfFetching:
                 yield [], entry.resource_version
                 return
             log.info("kopf watches %s with other selectors than the priming's: it lists them again", resource)
+        unchanged: Unchanged | None = getattr(settings, _UNCHANGED, None)
+        key = (resource.group, resource.version, resource.plural)
         if getattr(settings, _STREAMED, False) and not settings.watching.shard_selectors.collect(resource):
             streamed = 0
             try:
-                async for chunk, listed in _stream_list(settings, resource, namespace, logger):
+                async for chunk, listed in _stream_list(settings, resource, namespace, logger, unchanged):
                     streamed += len(chunk)
                     yield chunk, listed
-                logger.debug(f"Streamed the listing of {resource}: {streamed} objects, version {listed}.")
+                logger.debug(
+                    f"Streamed the listing of {resource}: {streamed} objects changed, version {listed}."
+                )
                 return
             except _NotStreamed as exc:
                 # the objects streamed so far come again in the listing: the handlers are idempotent
@@ -346,6 +359,8 @@ class _KopfFetching:
         async for chunk, listed in self._real.fetch_objs(
             settings=settings, resource=resource, namespace=namespace, logger=logger
         ):
+            if unchanged is not None:
+                chunk = [obj for obj in chunk if not unchanged(key, obj)]
             yield chunk, listed
 
     def __getattr__(self, name: str) -> Any:
@@ -365,14 +380,19 @@ class _NotStreamed(Exception):
 
 
 async def _stream_list(
-    settings: kopf.OperatorSettings, resource: Any, namespace: Any, logger: Any
+    settings: kopf.OperatorSettings,
+    resource: Any,
+    namespace: Any,
+    logger: Any,
+    unchanged: Unchanged | None = None,
 ) -> AsyncIterator[tuple[list[Any], str]]:
     """A kind's listing as a watch that sends its initial events (``sendInitialEvents``, the API
     server's streaming list, as client-go's WatchListClient): objects arrive one watch line at a
     time and are handed to kopf ``STREAM_CHUNK`` at a time, so a re-list never holds a whole
     listing's response and its decoded objects at once (a listing of every pod decoded in one piece
     was the scheduler's memory peak after each API server restart). The last chunk carries the
-    resourceVersion of the bookmark that ends the initial events, from which kopf watches on."""
+    resourceVersion of the bookmark that ends the initial events, from which kopf watches on.
+    An object ``unchanged`` says the handlers already have is not handed on at all."""
     params = {
         "watch": "true",
         "sendInitialEvents": "true",
@@ -389,6 +409,7 @@ async def _stream_list(
     if watching.server_timeout is not None:
         params["timeoutSeconds"] = str(watching.server_timeout)
     chunk: list[Any] = []
+    kind_key = (resource.group, resource.version, resource.plural)
     try:
         async for event in kopf_api.stream(
             url=resource.get_url(namespace=namespace, params=params),
@@ -406,6 +427,8 @@ async def _stream_list(
                     yield chunk, meta.get("resourceVersion") or ""
                     return
             elif kind in ("ADDED", "MODIFIED"):
+                if unchanged is not None and unchanged(kind_key, obj):
+                    continue
                 chunk.append(obj)
                 if len(chunk) >= STREAM_CHUNK:
                     yield chunk, ""
@@ -447,15 +470,21 @@ def continue_from_prime(settings: kopf.OperatorSettings, primed: dict[tuple[str,
     return True
 
 
-def stream_relists(settings: kopf.OperatorSettings) -> bool:
+def stream_relists(settings: kopf.OperatorSettings, unchanged: Unchanged | None = None) -> bool:
     """kopf's listings the priming does not answer (a re-list after a 410, a kind not primed) are
     streamed (:func:`_stream_list`) instead of fetched whole; a server that does not stream them,
-    and a kind watched with shard selectors, are listed as kopf does. Idempotent;
-    False (and kopf untouched) when kopf's watch is not the one this was written against."""
+    and a kind watched with shard selectors, are listed as kopf does. A re-listed object
+    ``unchanged`` says the handlers already have (the informer's ``replayed_unchanged``: same
+    resourceVersion) is dropped there, before kopf's watcher makes a queue and a worker task for
+    it: a re-list after an API server restart replays every object, nearly all unchanged, and the
+    small objects kopf kept from those per-object workers pinned the memory the re-list had
+    taken (docs/reliability.md). Idempotent; False (and kopf untouched) when kopf's watch is not
+    the one this was written against."""
     if not _install_fetching():
         log.info("kopf's watch is not the one shoal knows: its re-lists are kopf's own")
         return False
     setattr(settings, _STREAMED, True)
+    setattr(settings, _UNCHANGED, unchanged)
     return True
 
 

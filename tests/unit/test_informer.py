@@ -359,3 +359,45 @@ async def test_an_object_seen_while_the_check_lists_is_not_taken_for_vanished() 
     assert gone == ["old"]
     assert await informer.relist_check(raw({"/api/v1/nodes": []})) == {"nodes": 1}
     assert gone == ["old", "new"]
+
+
+async def test_a_replayed_object_at_the_version_held_may_be_dropped_and_still_counts_as_seen() -> None:
+    """``replayed_unchanged`` lets kopf's listing drop an object before kopf's per-object machinery:
+    only when every watch of the kind has it at that resourceVersion, and it is then seen (the
+    re-list check does not take it for vanished) and the check is scheduled."""
+    informer = Informer()
+    got: list[tuple[str, str]] = []
+
+    async def handler(event: Event[Any]) -> None:
+        got.append((event.type, event.raw["metadata"]["name"]))
+
+    informer.watch(KIND_NODES, handler, gone=lambda _: None)
+    informer.watch(KIND_PROFILES, handler)  # no identity: never dropped
+    nodes = ("", "v1", "nodes")
+    a, b = make_node("a"), make_node("b")
+    a["metadata"]["resourceVersion"], b["metadata"]["resourceVersion"] = "5", "6"
+    await informer.deliver(KIND_NODES, PRIMED, a)
+    await informer.deliver(KIND_NODES, PRIMED, b)
+    assert informer.replayed_unchanged(nodes, {"metadata": {"name": "a", "resourceVersion": "5"}})
+    assert informer._listed.is_set()  # the re-list check follows
+    assert not informer.replayed_unchanged(nodes, {"metadata": {"name": "b", "resourceVersion": "7"}})
+    assert not informer.replayed_unchanged(nodes, {"metadata": {"name": "c", "resourceVersion": "5"}})
+    assert not informer.replayed_unchanged(nodes, {"metadata": {"name": "a"}})  # no version: handed on
+    profile = {"metadata": {"name": "p", "resourceVersion": "1"}}
+    await informer.deliver(KIND_PROFILES, PRIMED, profile)
+    res = KIND_PROFILES.resource
+    assert not informer.replayed_unchanged((res.group, res.version, res.plural), profile)
+    assert got == [("PRIMED", "a"), ("PRIMED", "b"), ("PRIMED", "p")]  # dropping calls no handler
+    forgotten: list[str] = []
+    informer._watches[0].gone = forgotten.append
+    inner = FakeRaw({"/api/v1/nodes": []})
+
+    class ReplayedMeanwhile:
+        """The check's listing has neither node; kopf's re-list replays ``a``, unchanged, meanwhile."""
+
+        async def request(self, method: str, path: str, body: Any = None, **kwargs: Any) -> tuple[int, Any]:
+            assert informer.replayed_unchanged(nodes, {"metadata": {"name": "a", "resourceVersion": "5"}})
+            return await inner.request(method, path, body, **kwargs)
+
+    assert await informer.relist_check(ReplayedMeanwhile()) == {"nodes": 1}  # type: ignore[arg-type]
+    assert forgotten == ["b"]  # a, seen while the check listed, is not taken for vanished

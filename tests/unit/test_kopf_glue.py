@@ -7,7 +7,7 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import kopf
@@ -294,7 +294,11 @@ END = {"k8s.io/initial-events-end": "true"}
 
 
 async def _relist(
-    monkeypatch: pytest.MonkeyPatch, lines: list[Any], *, streamed: bool = True
+    monkeypatch: pytest.MonkeyPatch,
+    lines: list[Any],
+    *,
+    streamed: bool = True,
+    unchanged: kopf_glue.Unchanged | None = None,
 ) -> tuple[list[tuple[list[str], str]], list[str], _Listing]:
     """One re-list of pods through :class:`kopf_glue._KopfFetching`, kopf's ``api.stream``
     answering ``lines`` (an exception in them is raised there); returns the chunks (names,
@@ -313,6 +317,7 @@ async def _relist(
     settings = kopf.OperatorSettings()
     settings.watching.field_selectors["", "v1", "pods"] = "spec.schedulerName=x"
     setattr(settings, kopf_glue._STREAMED, streamed)
+    setattr(settings, kopf_glue._UNCHANGED, unchanged)
     pods = references.Resource("", "v1", "pods", namespaced=True)
     chunks = [
         ([o["metadata"]["name"] for o in chunk], version)
@@ -338,6 +343,29 @@ async def test_a_relist_is_streamed_in_chunks_up_to_the_bookmark_that_ends_it(
     assert real.calls == []
     assert "sendInitialEvents=true" in urls[0] and "resourceVersionMatch=NotOlderThan" in urls[0]
     assert "fieldSelector=spec.schedulerName" in urls[0] and "watch=true" in urls[0]
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "kopf's listing"])
+async def test_a_relisted_object_the_handlers_already_have_never_reaches_kopf(
+    monkeypatch: pytest.MonkeyPatch, streamed: bool
+) -> None:
+    """Objects the informer says are unchanged are dropped from the listing kopf replays (no
+    per-object queue and worker for them), streamed or listed as kopf does."""
+    monkeypatch.setattr(kopf_glue, "STREAM_CHUNK", 2)
+    asked: list[tuple[tuple[str, str, str], str]] = []
+
+    def unchanged(key: tuple[str, str, str], obj: Mapping[str, Any]) -> bool:
+        asked.append((key, obj["metadata"]["name"]))
+        return obj["metadata"]["name"] in {"a", "c"}
+
+    lines = [_watch_line("ADDED", n) for n in "abcd"] + [_watch_line("BOOKMARK", "", "99", **END)]
+    chunks, _, _ = await _relist(monkeypatch, lines, streamed=streamed, unchanged=unchanged)
+    if streamed:
+        assert chunks == [(["b", "d"], ""), ([], "99")]
+        assert asked == [(("", "v1", "pods"), n) for n in "abcd"]
+    else:  # kopf's own listing (_Listing) answers a and b
+        assert chunks == [(["b"], "500")]
+        assert asked == [(("", "v1", "pods"), n) for n in "ab"]
 
 
 @pytest.mark.parametrize(
