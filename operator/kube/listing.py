@@ -157,5 +157,8 @@ async def list_each(
 
 
 def _each(objs: list[dict[str, Any]], each: Callable[[dict[str, Any]], object]) -> None:
+    """``each`` on every object of one page. A function of its own so that its loop variable
+    ends with it: a loop in :func:`list_each` would keep the page's last object alive while the
+    next page is awaited."""
     for obj in objs:
         each(obj)
