@@ -124,6 +124,8 @@ class Informer:
     def __init__(self, relist_delay: float = 2.0) -> None:
         self.relist_delay = relist_delay
         self._watches: list[_Watch[Any]] = []
+        #: (group, version, plural) -> the watches of that kind, for lookups per re-listed object
+        self._by_key: dict[tuple[str, str, str], list[_Watch[Any]]] = {}
         self._listed = asyncio.Event()
         #: the re-list check's round: an object seen is stamped with it, a check starts a new one.
         #: One shared int, not a time per object: re-listing an unchanged object allocates nothing
@@ -138,7 +140,9 @@ class Informer:
 
     def watch(self, kind: Kind[T], handler: Handler[T], *, gone: Callable[[str], None] | None = None) -> None:
         """Send ``kind``'s events to ``handler``; ``gone(identity)`` for objects found vanished."""
-        self._watches.append(_Watch(kind, handler, gone))
+        w = _Watch(kind, handler, gone)
+        self._watches.append(w)
+        self._by_key.setdefault(_key(kind), []).append(w)
 
     @property
     def kinds(self) -> list[Kind[Any]]:
@@ -193,7 +197,7 @@ class Informer:
         resourceVersion every watch of it already has: it is then marked seen, as :meth:`dispatch`
         marks a replayed object, and the caller may drop it before kopf makes a queue and a worker
         for it (``kopf_glue.stream_relists``). False for a kind not watched with an identity."""
-        watches = [w for w in self._watches if _key(w.kind) == key]
+        watches = self._by_key.get(key)
         if not watches or any(w.kind.identity is None for w in watches):
             return False
         version = (raw.get("metadata") or {}).get("resourceVersion")
@@ -237,7 +241,7 @@ class Informer:
                 await self.dispatch(w, PRIMED, obj)
             counts[w.kind.name] = len(objs)
             if objs.resource_version:
-                self.primed_versions[res.group, res.version, res.plural] = Primed(
+                self.primed_versions[_key(w.kind)] = Primed(
                     objs.resource_version, w.kind.field_selector or ""
                 )
         return counts

@@ -328,9 +328,10 @@ class _KopfFetching:
         self, *, settings: kopf.OperatorSettings, resource: Any, namespace: Any, logger: Any
     ) -> AsyncIterator[tuple[Collection[Any], str]]:
         primed: dict[tuple[str, str, str], Primed] | None = getattr(settings, _PRIMED, None)
+        key = (resource.group, resource.version, resource.plural)
         entry = None
         if primed is not None and namespace is None:
-            entry = primed.pop((resource.group, resource.version, resource.plural), None)
+            entry = primed.pop(key, None)
         if entry is not None and entry.resource_version:
             if _selects_as_primed(settings, resource, entry.field_selector):
                 logger.debug(
@@ -340,7 +341,6 @@ class _KopfFetching:
                 return
             log.info("kopf watches %s with other selectors than the priming's: it lists them again", resource)
         unchanged: Unchanged | None = getattr(settings, _UNCHANGED, None)
-        key = (resource.group, resource.version, resource.plural)
         if getattr(settings, _STREAMED, False) and not settings.watching.shard_selectors.collect(resource):
             streamed = 0
             try:
