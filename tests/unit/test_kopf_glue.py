@@ -7,7 +7,7 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 import kopf
@@ -17,6 +17,7 @@ from kopf._cogs.clients import api as kopf_api
 from kopf._cogs.clients import watching as kopf_watching
 from kopf._cogs.structs import references
 from kopf._core.reactor import processing as kopf_processing
+from kopf._core.reactor import queueing as kopf_queueing
 
 from shoal.kube.informer import Primed
 from shoal.operator_app import kopf_glue
@@ -61,8 +62,23 @@ def kopf_processor() -> Iterator[Any]:
     kopf_processing.process_resource_event = original
 
 
+@pytest.fixture
+def kopf_watcher() -> Iterator[Any]:
+    """kopf's own watcher, reading kopf's own watching module, during the test and after it."""
+    watcher = kopf_glue.KOPF_OWN.get("watcher", kopf_queueing.watcher)
+    kopf_queueing.watcher = watcher
+    kopf_queueing.watching = kopf_watching  # type: ignore[attr-defined]
+    yield watcher
+    kopf_queueing.watcher = watcher
+    kopf_queueing.watching = kopf_watching  # type: ignore[attr-defined]
+
+
 def test_configure_applies_every_change_to_the_installed_kopf(
-    kopf_spawn: object, kopf_json: object, kopf_fetching: object, kopf_processor: object
+    kopf_spawn: object,
+    kopf_json: object,
+    kopf_fetching: object,
+    kopf_processor: object,
+    kopf_watcher: object,
 ) -> None:
     """Fails when a kopf upgrade changes Scheduler.spawn, the watch's decoding or how a watch
     begins: each change must then be looked at again."""
@@ -72,7 +88,9 @@ def test_configure_applies_every_change_to_the_installed_kopf(
     assert aiotasks.Scheduler.spawn is kopf_glue._spawn_without_yield
     assert isinstance(kopf_api.json, kopf_glue._KopfJson)  # type: ignore[attr-defined]
     assert isinstance(kopf_watching.fetching, kopf_glue._KopfFetching)  # type: ignore[attr-defined]
-    assert kopf_glue.lean_spawn() and kopf_glue.lean_json()  # idempotent
+    assert kopf_queueing.watcher is kopf_glue._bounded_watcher
+    assert isinstance(kopf_queueing.watching, kopf_glue._BoundedWatching)  # type: ignore[attr-defined]
+    assert kopf_glue.lean_spawn() and kopf_glue.lean_json() and kopf_glue.bound_read_ahead()  # idempotent
     assert kopf_glue.continue_from_prime(settings, primed)
     assert settings.posting.enabled is False and settings.watching.server_timeout == 300
 
@@ -417,3 +435,146 @@ async def test_a_kind_watched_with_shard_selectors_is_listed_as_kopf_does(
     monkeypatch.setattr(kopf, "OperatorSettings", sharded)
     chunks, urls, real = await _relist(monkeypatch, [_watch_line("BOOKMARK", "", "9", **END)])
     assert chunks == [(["a", "b"], "500")] and urls == [] and real.calls == [("pods", None)]
+
+
+async def test_read_ahead_waits_at_its_limit_until_brought_down_to_resume() -> None:
+    gate = kopf_glue.ReadAhead(limit=3, resume=1)
+    for _ in range(3):
+        await gate.admit()
+    fourth = asyncio.ensure_future(gate.admit())
+    await asyncio.sleep(0)
+    assert not fourth.done() and gate.waits == 1
+    gate.done()  # 2 pending: not yet down to resume
+    await asyncio.sleep(0)
+    assert not fourth.done()
+    gate.done()  # 1 pending
+    await fourth
+    assert gate.pending == 2
+    await gate.admit(wait=False)
+    await gate.admit(wait=False)  # over the limit without waiting: counted all the same
+    assert gate.pending == 4 and gate.waits == 1
+    with pytest.raises(ValueError, match="resume"):
+        kopf_glue.ReadAhead(limit=2, resume=2)
+
+
+PODS = references.Resource("", "v1", "pods", namespaced=True)
+
+
+async def _watch_through_kopf(
+    monkeypatch: pytest.MonkeyPatch, events: list[Any], handle: Callable[[Any], Any]
+) -> tuple[list[tuple[str, int]], int]:
+    """kopf's real watcher (as shoal configures it, or not) over ``events``, each handled by
+    ``handle``; returns the (object, resourceVersion) handled, in order, and the most events the
+    stream had given that were not handled yet."""
+    read = 0
+    handled: list[tuple[str, int]] = []
+    most = 0
+
+    async def infinite_watch(**_: Any) -> AsyncIterator[Any]:
+        nonlocal read, most
+        for event in events:
+            if isinstance(event, dict):
+                read += 1
+                most = max(most, read - len(handled))
+            yield event
+
+    async def processor(*, raw_event: Any, **_: Any) -> None:
+        await handle(raw_event)
+        meta = raw_event["object"]["metadata"]
+        handled.append((meta["name"], int(meta["resourceVersion"])))
+
+    monkeypatch.setattr(kopf_watching, "infinite_watch", infinite_watch)
+    await asyncio.wait_for(
+        kopf_queueing.watcher(
+            namespace=None, settings=kopf.OperatorSettings(), resource=PODS, processor=processor
+        ),
+        10,
+    )
+    return handled, most
+
+
+def _pod_event(name: str, version: int = 1) -> dict[str, Any]:
+    meta = {"name": name, "uid": name, "resourceVersion": str(version)}
+    return {"type": "MODIFIED", "object": {"metadata": meta}}
+
+
+@pytest.mark.parametrize("bounded", [True, False], ids=["bounded", "kopf's own"])
+async def test_a_watcher_reads_no_further_ahead_of_its_workers_than_the_bound(
+    kopf_watcher: Any, kopf_spawn: object, monkeypatch: pytest.MonkeyPatch, bounded: bool
+) -> None:
+    """A backlog of 200 events for 50 objects, each handled slowly: bounded, the watcher never has
+    more than ``READ_AHEAD`` read and unhandled, and every event is still handled in its object's
+    order; kopf's own reads the whole backlog first."""
+    monkeypatch.setattr(kopf_glue, "READ_AHEAD", 8)
+    monkeypatch.setattr(kopf_glue, "READ_AHEAD_RESUME", 4)
+    if bounded:
+        assert kopf_glue.bound_read_ahead()
+    sent = [(f"p{i % 50}", i) for i in range(200)]
+    events = [kopf_watching.Bookmark.LISTED, *(_pod_event(n, v) for n, v in sent)]
+
+    async def slowly(_: Any) -> None:
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    handled, most = await _watch_through_kopf(monkeypatch, events, slowly)
+    assert sorted(handled) == sorted(sent)
+    for name in {n for n, _ in sent}:  # one object's events in the order sent
+        versions = [v for n, v in handled if n == name]
+        assert versions == sorted(versions)
+    if bounded:  # the limit, and the one event the watcher holds while it waits
+        assert most <= 8 + 1
+    else:
+        assert most > 100
+
+
+async def test_events_before_a_stream_is_listed_are_never_held_back(
+    kopf_watcher: Any, kopf_spawn: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Handlers may wait for every kind to be listed (kopf's indices): a listing longer than the
+    bound is read whole up to LISTED, whatever its workers do meanwhile."""
+    monkeypatch.setattr(kopf_glue, "READ_AHEAD", 2)
+    monkeypatch.setattr(kopf_glue, "READ_AHEAD_RESUME", 1)
+    assert kopf_glue.bound_read_ahead()
+    listed = asyncio.Event()
+    events: list[Any] = [_pod_event(f"l{i}") for i in range(10)]
+
+    async def after_listed(event: Any) -> None:
+        if event["object"]["metadata"]["name"].startswith("l"):
+            await listed.wait()
+
+    async def stream() -> AsyncIterator[Any]:
+        for event in events:
+            yield event
+        listed.set()
+        yield kopf_watching.Bookmark.LISTED
+        for i in range(10):
+            yield _pod_event(f"w{i}")
+
+    monkeypatch.setattr(kopf_watching, "infinite_watch", lambda **_: stream())
+    handled: list[str] = []
+
+    async def processor(*, raw_event: Any, **_: Any) -> None:
+        await after_listed(raw_event)
+        handled.append(raw_event["object"]["metadata"]["name"])
+
+    await asyncio.wait_for(
+        kopf_queueing.watcher(
+            namespace=None, settings=kopf.OperatorSettings(), resource=PODS, processor=processor
+        ),
+        10,
+    )
+    assert sorted(handled) == sorted([f"l{i}" for i in range(10)] + [f"w{i}" for i in range(10)])
+
+
+def test_an_unknown_kopf_watcher_is_left_as_it_is(
+    kopf_watcher: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def other(**kwargs: Any) -> None:
+        """A kopf version whose watcher reads its stream some other way."""
+
+    monkeypatch.setattr(kopf_queueing, "watcher", other)
+    with caplog.at_level("INFO", logger="shoal.kopf"):
+        assert not kopf_glue.bound_read_ahead()
+    assert kopf_queueing.watcher is other
+    assert kopf_queueing.watching is kopf_watching  # type: ignore[attr-defined]
+    assert "reads ahead of its workers unbounded" in caplog.text
