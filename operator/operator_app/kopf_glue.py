@@ -47,8 +47,9 @@ a unit test fails on a kopf that changed it):
   when the API server replays 30 s of events at once, the whole backlog could sit decoded in
   those queues together, and the allocator kept the arenas that peak took (memray: 8–9 MB at a 30 s stall,
   docs/reliability.md). Each watcher now stops reading when ``READ_AHEAD`` of its events are
-  read and not yet handled, and reads on when its workers have brought that down to half: the
-  same events, in the same order, to the same workers. A stream is bounded only once it has
+  read and not yet handled, and reads on when its workers have brought that down to half (or
+  after ``READ_AHEAD_WAIT_S`` in any case): the same events, in the same order, to the same
+  workers. A stream is bounded only once it has
   said LISTED (kopf's indices wait for every kind's listing, which must never wait on a worker).
 """
 
@@ -517,21 +518,30 @@ def _install_fetching() -> bool:
 READ_AHEAD = 128
 #: ... and reads on when its workers have brought them down to this many
 READ_AHEAD_RESUME = READ_AHEAD // 2
+#: ... or after this long in any case: kopf's watch stream stays inside its inactivity timeout
+#: (70 s) while the watcher waits, and that timeout would cancel the watcher itself
+READ_AHEAD_WAIT_S = 10.0
 
 
 class ReadAhead:
     """Events one watcher has read and its workers have not yet handled: :meth:`admit` (the
     watcher, before it hands an event on) counts one and, when ``limit`` are pending, first waits
-    until :meth:`done` (a worker, after handling one) has brought them down to ``resume``."""
+    until :meth:`done` (a worker, after handling one) has brought them down to ``resume``, or
+    ``max_wait`` seconds have passed (workers that handle nothing for that long are stuck, and
+    holding the stream back would not help them)."""
 
-    def __init__(self, limit: int = READ_AHEAD, resume: int = READ_AHEAD_RESUME) -> None:
+    def __init__(
+        self, limit: int = READ_AHEAD, resume: int = READ_AHEAD_RESUME, max_wait: float = READ_AHEAD_WAIT_S
+    ) -> None:
         if not 0 <= resume < limit:
             raise ValueError(f"resume ({resume}) must be at least 0 and below limit ({limit})")
         self.limit = limit
         self.resume = resume
+        self.max_wait = max_wait
         self.pending = 0
-        #: how many times the watcher waited (for tests)
+        #: how many times the watcher waited, and how many of those ran out of time (for tests)
         self.waits = 0
+        self.timeouts = 0
         self._room: asyncio.Future[None] | None = None
 
     async def admit(self, *, wait: bool = True) -> None:
@@ -540,7 +550,14 @@ class ReadAhead:
             self.waits += 1
             self._room = asyncio.get_running_loop().create_future()
             try:
-                await self._room
+                await asyncio.wait_for(self._room, self.max_wait)
+            except TimeoutError:
+                self.timeouts += 1
+                log.info(
+                    "kopf's workers handled too few of %d events in %.0f s: the watch reads on",
+                    self.pending,
+                    self.max_wait,
+                )
             finally:
                 self._room = None
         self.pending += 1
@@ -575,7 +592,7 @@ _WORKER_MARKERS = (
 async def _bounded_watcher(*, processor: Callable[..., Any], **kwargs: Any) -> None:
     """kopf's ``watcher`` with its read-ahead bounded: its stream (through
     :class:`_BoundedWatching`) admits each object event, the processor releases it once handled."""
-    gate = ReadAhead(READ_AHEAD, READ_AHEAD_RESUME)
+    gate = ReadAhead(READ_AHEAD, READ_AHEAD_RESUME, READ_AHEAD_WAIT_S)
 
     async def handled(**event: Any) -> Any:
         try:

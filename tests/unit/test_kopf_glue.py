@@ -457,6 +457,22 @@ async def test_read_ahead_waits_at_its_limit_until_brought_down_to_resume() -> N
         kopf_glue.ReadAhead(limit=2, resume=2)
 
 
+async def test_read_ahead_reads_on_when_its_workers_handle_nothing_in_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """kopf's watch stream is inside its inactivity timeout while the watcher waits: a wait for
+    stuck workers must end first, or that timeout would cancel the watcher."""
+    gate = kopf_glue.ReadAhead(limit=2, resume=1, max_wait=0.05)
+    await gate.admit()
+    await gate.admit()
+    with caplog.at_level("INFO", logger="shoal.kopf"):
+        await asyncio.wait_for(gate.admit(), 5)
+    assert gate.pending == 3 and gate.waits == 1 and gate.timeouts == 1
+    assert "the watch reads on" in caplog.text
+    gate.done()  # a late worker: nothing waits, nothing breaks
+    assert gate.pending == 2
+
+
 PODS = references.Resource("", "v1", "pods", namespaced=True)
 
 
