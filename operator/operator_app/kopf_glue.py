@@ -45,12 +45,12 @@ a unit test fails on a kopf that changed it):
   gives them and queues each for its object's worker, with no bound on how far it runs ahead of
   the workers. After a stalled replica resumes (SIGSTOP, a long GC pause, a starved node), or
   when the API server replays 30 s of events at once, the whole backlog could sit decoded in
-  those queues together, and the allocator kept the arenas that peak took (memray: 8–9 MB at a 30 s stall,
-  docs/reliability.md). Each watcher now stops reading when ``READ_AHEAD`` of its events are
-  read and not yet handled, and reads on when its workers have brought that down to half (or
-  after ``READ_AHEAD_WAIT_S`` in any case): the same events, in the same order, to the same
-  workers. A stream is bounded only once it has
-  said LISTED (kopf's indices wait for every kind's listing, which must never wait on a worker).
+  those queues together, and the allocator kept the arenas that peak took (memray: 8–9 MB at a
+  30 s stall, docs/reliability.md). Each watcher now stops reading when ``READ_AHEAD`` of its
+  events are read and not yet handled, and reads on when its workers have brought that down to
+  half (or after ``READ_AHEAD_WAIT_S`` in any case): the same events, in the same order, to the
+  same workers. A stream is bounded only once it has said LISTED (kopf's indices wait for every
+  kind's listing, which must never wait on a worker).
 """
 
 from __future__ import annotations
@@ -110,8 +110,8 @@ def configure(
     bound_read_ahead()
 
 
-#: kopf's own code that was replaced, by what it is ("spawn", "json", "fetching"), for tests
-#: to put it back
+#: kopf's own code that was replaced, by what it is ("spawn", "json", "process", "fetching",
+#: "watcher"), for tests to put it back
 KOPF_OWN: dict[str, Any] = {}
 
 
@@ -645,7 +645,6 @@ def bound_read_ahead() -> bool:
         log.info("kopf's watcher is not the one shoal knows: it reads ahead of its workers unbounded")
         return False
     KOPF_OWN["watcher"] = kopf_queueing.watcher
-    KOPF_OWN["watching"] = kopf_watching
     kopf_queueing.watching = _BoundedWatching(kopf_watching)  # type: ignore[attr-defined,assignment]
     kopf_queueing.watcher = _bounded_watcher
     return True

@@ -7,7 +7,7 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import kopf
@@ -477,7 +477,7 @@ PODS = references.Resource("", "v1", "pods", namespaced=True)
 
 
 async def _watch_through_kopf(
-    monkeypatch: pytest.MonkeyPatch, events: list[Any], handle: Callable[[Any], Any]
+    monkeypatch: pytest.MonkeyPatch, events: Iterable[Any], handle: Callable[[Any], Any]
 ) -> tuple[list[tuple[str, int]], int]:
     """kopf's real watcher (as shoal configures it, or not) over ``events``, each handled by
     ``handle``; returns the (object, resourceVersion) handled, in order, and the most events the
@@ -550,36 +550,23 @@ async def test_events_before_a_stream_is_listed_are_never_held_back(
     bound is read whole up to LISTED, whatever its workers do meanwhile."""
     monkeypatch.setattr(kopf_glue, "READ_AHEAD", 2)
     monkeypatch.setattr(kopf_glue, "READ_AHEAD_RESUME", 1)
+    monkeypatch.setattr(kopf_glue, "READ_AHEAD_WAIT_S", 60.0)  # a held listing must not end by time
     assert kopf_glue.bound_read_ahead()
     listed = asyncio.Event()
-    events: list[Any] = [_pod_event(f"l{i}") for i in range(10)]
 
     async def after_listed(event: Any) -> None:
         if event["object"]["metadata"]["name"].startswith("l"):
             await listed.wait()
 
-    async def stream() -> AsyncIterator[Any]:
-        for event in events:
-            yield event
+    def stream() -> Iterator[Any]:
+        yield from (_pod_event(f"l{i}") for i in range(10))
         listed.set()
         yield kopf_watching.Bookmark.LISTED
-        for i in range(10):
-            yield _pod_event(f"w{i}")
+        yield from (_pod_event(f"w{i}") for i in range(10))
 
-    monkeypatch.setattr(kopf_watching, "infinite_watch", lambda **_: stream())
-    handled: list[str] = []
-
-    async def processor(*, raw_event: Any, **_: Any) -> None:
-        await after_listed(raw_event)
-        handled.append(raw_event["object"]["metadata"]["name"])
-
-    await asyncio.wait_for(
-        kopf_queueing.watcher(
-            namespace=None, settings=kopf.OperatorSettings(), resource=PODS, processor=processor
-        ),
-        10,
-    )
-    assert sorted(handled) == sorted([f"l{i}" for i in range(10)] + [f"w{i}" for i in range(10)])
+    handled, _ = await _watch_through_kopf(monkeypatch, stream(), after_listed)
+    names = [name for name, _ in handled]
+    assert sorted(names) == sorted([f"l{i}" for i in range(10)] + [f"w{i}" for i in range(10)])
 
 
 def test_an_unknown_kopf_watcher_is_left_as_it_is(
